@@ -1,0 +1,46 @@
+"""One tree for the exceptions of toolrun.
+
+Exceptions are for programmer and infrastructure faults. Errors the model should
+see are `ToolResult` values, made from these in one place: `runtime/executor.py`.
+"""
+
+from __future__ import annotations
+
+from runtime.types import Status
+
+
+class ToolrunError(Exception):
+    """Base of every exception toolrun raises on purpose."""
+
+
+class ConfigurationError(ToolrunError):
+    """Settings, a tool module or a registry entry is wrong; raised at startup."""
+
+
+class StackError(ToolrunError):
+    """The embedded stack (redis-server, workers, Flower) cannot start or be found."""
+
+
+class LedgerUnavailable(ToolrunError):
+    """The audit ledger cannot be written, after retries."""
+
+
+class ToolError(ToolrunError):
+    """Raised by a tool for a failure the model should read and can act on.
+
+    `status` is the result status it becomes (`error` unless a subclass says
+    otherwise); the message is sent to the model as it is, so it must be short
+    and say what to do differently.
+    """
+
+    status: Status = Status.error
+
+    def __init__(self, message: str, *, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind or type(self).__name__
+
+
+class PathOutsideWorkspace(ToolError):
+    """A path resolves outside the batch's workspace (symlinks included)."""
+
+    status = Status.denied

@@ -1,0 +1,77 @@
+"""Secrets out of everything that leaves a worker: results, ledger rows, logs,
+task arguments as Flower shows them.
+
+`redact` walks JSON-shaped data and replaces every match of the redaction set
+with a marker that names the kind of secret, so the model still knows something
+was there. Values under secret-sounding keys (`password`, `api_key`, ...) are
+replaced whole.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MARK = "[REDACTED:{}]"
+
+PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+            re.S,
+        ),
+    ),
+    ("anthropic_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}")),
+    ("openai_key", re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})")),
+    ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("bearer_token", re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=\-]{8,}")),
+    ("url_password", re.compile(r"(?<=://)([^/\s:@]+):[^/\s@]+(?=@)")),
+    (
+        "assigned_secret",
+        re.compile(
+            r"(?i)(?<![A-Za-z0-9])((?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token"
+            r"|auth[_-]?token|client[_-]?secret)[\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]{4,})"
+        ),
+    ),
+]
+
+SECRET_KEYS = re.compile(
+    r"(?i)^(?:.*[_-])?(?:password|passwd|secret|api[_-]?key|token|access[_-]?key"
+    r"|private[_-]?key|authorization|credentials?)$"
+)
+
+
+def redact_text(text: str) -> str:
+    for kind, pattern in PATTERNS:
+        marker = MARK.format(kind)
+        if kind == "url_password":
+            text = pattern.sub(lambda m: f"{m.group(1)}:{marker}", text)
+        elif kind == "assigned_secret":
+            text = pattern.sub(lambda m: f"{m.group(1)}{marker}", text)
+        else:
+            text = pattern.sub(marker, text)
+    return text
+
+
+def redact(value: Any) -> Any:
+    """A copy of JSON-shaped `value` with every secret replaced."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {
+            key: (
+                MARK.format("field")
+                if isinstance(key, str) and SECRET_KEYS.match(key) and isinstance(item, str) and item
+                else redact(item)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    return value

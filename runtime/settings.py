@@ -1,0 +1,73 @@
+"""One typed `Settings` object, read from `TOOLRUN_*` environment variables once.
+
+Every field has a default, so an empty environment is a working one. An unknown
+`TOOLRUN_*` variable is a startup error: a misspelt setting that is silently
+ignored is a security bug waiting to happen (`TOOLRUN_TEST_*` is left to tests).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runtime.errors import ConfigurationError
+
+PREFIX = "TOOLRUN_"
+RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="forbid", frozen=True)
+
+    home: Path = Field(Path(".toolrun"), description="State directory: ledger, stack record, logs.")
+    redis_url: str | None = Field(None, description="Broker and results; None: the embedded stack.")
+    database_url: str | None = Field(None, description="Ledger; None: SQLite under `home`.")
+    redis_server: str | None = Field(None, description="redis-server binary for the embedded stack.")
+    tool_modules: str = Field("", description="Comma-separated modules that register tools.")
+    default_timeout: float = Field(30.0, gt=0, description="Seconds a tool may run if it sets none.")
+    batch_timeout: float = Field(300.0, gt=0, description="Seconds a batch may take in all.")
+    result_max_bytes: int = Field(32 * 1024, ge=1024, description="Bound on one result's content.")
+    reads_concurrency: int = Field(8, ge=1, description="Slots of the embedded reads worker.")
+    effects_concurrency: int = Field(1, ge=1, description="Processes of the embedded effects worker.")
+    flower_user: str = Field("toolrun", description="Flower basic-auth user.")
+    flower_password: SecretStr | None = Field(None, description="None: `toolrun up` makes one.")
+    flower_port: int = Field(0, ge=0, description="0: a free port.")
+    log_level: str = Field("INFO")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_environment(cls, data: dict) -> dict:
+        known = {PREFIX + name.upper() for name in cls.model_fields}
+        unknown = sorted(
+            key
+            for key in os.environ
+            if key.upper().startswith(PREFIX)
+            and key.upper() not in known
+            and not key.upper().startswith(RESERVED_PREFIXES)
+        )
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(unknown)}; known: {sorted(known)}")
+        return data
+
+    @property
+    def ledger_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.home / 'ledger.db').resolve()}"
+
+    @property
+    def module_names(self) -> list[str]:
+        return [name.strip() for name in self.tool_modules.split(",") if name.strip()]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once. Tests call `get_settings.cache_clear()`."""
+    try:
+        return Settings()
+    except ValueError as error:
+        raise ConfigurationError(f"invalid toolrun settings: {error}") from error

@@ -1,0 +1,104 @@
+"""Wire types: what an orchestrator sends (calls, batches) and gets back (results).
+
+Everything here is JSON-serializable with pydantic; statuses and risks are `str`
+enums so they are stored and sent as plain strings.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+from uuid import uuid4
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Risk(StrEnum):
+    """What running a tool can do to the world. Only `read` runs in parallel."""
+
+    read = "read"
+    write = "write"
+    external = "external"
+    destructive = "destructive"
+    unknown = "unknown"
+
+
+class Mode(StrEnum):
+    """Permission mode of a batch (DESIGN.md, "Permission")."""
+
+    plan = "plan"
+    default = "default"
+    accept_edits = "accept_edits"
+    auto = "auto"
+    bypass = "bypass"
+
+
+class Status(StrEnum):
+    """How a call ended. Every early end of the pipeline has its own status."""
+
+    ok = "ok"
+    error = "error"
+    unknown_tool = "unknown_tool"
+    invalid_arguments = "invalid_arguments"
+    disabled = "disabled"
+    denied = "denied"
+    awaiting_approval = "awaiting_approval"
+    skipped = "skipped"
+    timeout = "timeout"
+    cancelled = "cancelled"
+    outcome_unknown = "outcome_unknown"
+
+
+OnError = Literal["stop", "continue"]
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model emitted it. `arguments` is kept raw on purpose:
+    a model may send a string, a list or null, and that must become a result,
+    not a rejected batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: Any = Field(default_factory=dict)
+
+
+class Batch(BaseModel):
+    """The tool calls of one model turn, with the policy they run under.
+    The policy is fixed when the batch is submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=lambda: uuid4().hex)
+    calls: list[ToolCall]
+    mode: Mode = Mode.default
+    workspace: str = "."
+    on_error: OnError = "stop"
+
+
+class ErrorInfo(BaseModel):
+    """The cause of a non-ok result, as text: a kind (a status or an exception
+    type name) and a message."""
+
+    kind: str
+    message: str
+
+
+class ToolResult(BaseModel):
+    """The one normalized result every call gets, whatever happened to it."""
+
+    call_id: str
+    tool: str
+    status: Status
+    model_message: str
+    summary: str
+    content: Any = None
+    error: ErrorInfo | None = None
+    duration_ms: float = 0.0
+    worker: str | None = None
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.ok

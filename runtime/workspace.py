@@ -1,0 +1,37 @@
+"""Workspace confinement: every path a tool touches resolves inside the batch's
+workspace, symlinks included, or the call is refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from runtime.errors import PathOutsideWorkspace
+
+
+def resolve_inside(workspace: Path | str, path: str) -> Path:
+    """`path` (relative to the workspace, or absolute) resolved with every symlink
+    followed; `PathOutsideWorkspace` if the result is not inside the workspace."""
+    if not isinstance(path, str) or not path.strip():
+        raise PathOutsideWorkspace("path is empty; give a path relative to the workspace")
+    if "\x00" in path:
+        raise PathOutsideWorkspace(f"path {path!r} contains a NUL byte")
+    if path.startswith("~"):
+        raise PathOutsideWorkspace(
+            f"path {path!r} names a home directory; give a path relative to the workspace"
+        )
+    root = Path(workspace).resolve(strict=True)
+    candidate = Path(path) if os.path.isabs(path) else root / path
+    resolved = candidate.resolve(strict=False)
+    if resolved != root and not resolved.is_relative_to(root):
+        raise PathOutsideWorkspace(
+            f"path {path!r} resolves to {resolved}, outside the workspace; "
+            "only paths inside the workspace may be used"
+        )
+    return resolved
+
+
+def relative_name(workspace: Path | str, path: Path) -> str:
+    """How a resolved path is shown to the model: relative to the workspace."""
+    root = Path(workspace).resolve()
+    return "." if path == root else str(path.relative_to(root))
