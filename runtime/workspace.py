@@ -22,7 +22,14 @@ def resolve_inside(workspace: Path | str, path: str) -> Path:
         )
     root = Path(workspace).resolve(strict=True)
     candidate = Path(path) if os.path.isabs(path) else root / path
-    resolved = candidate.resolve(strict=False)
+    try:
+        resolved = candidate.resolve(strict=False)
+    except (RuntimeError, OSError) as error:
+        # A symlink loop: RuntimeError up to Python 3.12, OSError (ELOOP) after.
+        # Where a path leads cannot be known, so it is refused (fail closed).
+        raise PathOutsideWorkspace(
+            f"path {path!r} cannot be resolved ({error}); give a path without a symlink loop"
+        ) from error
     if resolved != root and not resolved.is_relative_to(root):
         raise PathOutsideWorkspace(
             f"path {path!r} resolves to {resolved}, outside the workspace; "

@@ -1,0 +1,10 @@
+"""The built-in tools. Importing this package registers all of them.
+
+- files: `read_file`, `list_dir` (files_read), `search_files` (files_search),
+  `write_file`, `edit_file` (files_write)
+- cache: `delete_cache`
+"""
+
+from runtime.tools import cache, files_read, files_search, files_write
+
+__all__ = ["cache", "files_read", "files_search", "files_write"]

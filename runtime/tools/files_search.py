@@ -1,0 +1,174 @@
+"""`search_files`: a regex search over the workspace's text files.
+
+The walk never leaves the workspace: symlinks (to files or directories) are
+skipped rather than followed, and `.git` and `.toolrun` are not entered. Binary
+files and files too large to search are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import Field
+
+from runtime.errors import ToolError
+from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len
+from runtime.types import Risk
+from runtime.workspace import relative_name
+
+MAX_MATCHES = 200
+MAX_LINE_BYTES = 400
+MAX_FILE_BYTES = 10 * 1024 * 1024
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".toolrun"})
+MATCH_OVERHEAD = 40
+
+
+class SearchFilesInput(ToolInput):
+    pattern: str = Field(
+        min_length=1, description="Python regular expression searched for in each line."
+    )
+    path: str = Field(".", description="Directory (or file) to search, relative to the workspace.")
+    glob: str | None = Field(
+        None,
+        description="Only search files matching this glob: '*.py' matches file names, "
+        "'src/**/*.py' matches paths relative to the workspace.",
+    )
+
+
+@tool(risk=Risk.read, idempotent=True, paths=("path",))
+def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
+    """Search the text files under a workspace path for a regular expression.
+
+    Returns matching lines as {path, line, text}, in path order, bounded in count
+    and size; when cut, narrow the pattern, the path or the glob. Binary files,
+    symlinks and the .git and .toolrun directories are skipped.
+    """
+    try:
+        regex = re.compile(args.pattern)
+    except re.error as error:
+        raise ToolError(
+            f"pattern {args.pattern!r} is not a valid regular expression: {error}. "
+            "Escape special characters with a backslash to search for them literally."
+        ) from error
+    root = ctx.resolve(".")
+    start = ctx.resolve(args.path)
+    rel_start = relative_name(root, start)
+    if not start.exists():
+        raise ToolError(f"{rel_start} does not exist; use list_dir to find the directory")
+    matches: list[dict] = []
+    searched = skipped = used = 0
+    room = budget(ctx.max_bytes) - json_len(args.pattern) - json_len(rel_start)
+    truncated = False
+    for file in _files(start, root, args.glob):
+        lines = _text_lines(file)
+        if lines is None:
+            skipped += 1
+            continue
+        searched += 1
+        rel = relative_name(root, file)
+        for number, line in enumerate(lines, start=1):
+            if not regex.search(line):
+                continue
+            match = {"path": rel, "line": number, "text": cut_text(line, MAX_LINE_BYTES)}
+            cost = json_len(rel) + json_len(match["text"]) + MATCH_OVERHEAD
+            if len(matches) >= MAX_MATCHES or used + cost > room:
+                truncated = True
+                break
+            matches.append(match)
+            used += cost
+        if truncated:
+            break
+    content = {
+        "pattern": args.pattern,
+        "path": rel_start,
+        "matches": matches,
+        "files_searched": searched,
+        "files_skipped": skipped,
+        "truncated": truncated,
+    }
+    return ToolOutput(
+        content=content,
+        message=_message(args, rel_start, matches, searched, skipped, truncated),
+        summary=f"searched {rel_start} for /{cut_text(args.pattern, 60)}/: "
+        f"{len(matches)}{'+' if truncated else ''} matches",
+    )
+
+
+def _files(start: Path, root: Path, glob: str | None) -> Iterator[Path]:
+    """Regular files under `start` (itself, if a file), in path order, symlinks skipped."""
+    if start.is_file():
+        if _wanted(start, root, glob):
+            yield start
+        return
+    for folder, dirs, names in os.walk(start, followlinks=False):
+        # os.walk lists symlinked directories in `dirs` but, with followlinks=False,
+        # does not enter them; pruning here keeps that true and skips VCS/state dirs.
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in sorted(names):
+            file = Path(folder, name)
+            if file.is_symlink() or not file.is_file():
+                continue
+            if _wanted(file, root, glob):
+                yield file
+
+
+def _wanted(file: Path, root: Path, glob: str | None) -> bool:
+    if not glob:
+        return True
+    if "/" not in glob:
+        return fnmatch.fnmatchcase(file.name, glob)
+    rel = file.relative_to(root).as_posix()
+    # fnmatch's '*' already crosses '/', so 'src/**/*.py' needs a form for 'src/a.py' too.
+    return fnmatch.fnmatchcase(rel, glob) or fnmatch.fnmatchcase(rel, glob.replace("**/", ""))
+
+
+def _text_lines(file: Path) -> list[str] | None:
+    """The file's lines, or None if it is binary, too large or unreadable."""
+    try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            return None
+        data = file.read_bytes()
+    except OSError:
+        return None
+    if is_binary(data[:SNIFF_BYTES], complete=len(data) <= SNIFF_BYTES):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()  # no phantom empty line after the final newline
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _message(
+    args: SearchFilesInput,
+    rel_start: str,
+    matches: list[dict],
+    searched: int,
+    skipped: int,
+    truncated: bool,
+) -> str:
+    where = f"/{args.pattern}/ in {rel_start}" + (f" (glob {args.glob})" if args.glob else "")
+    counted = f"{searched} files searched" + (
+        f", {skipped} binary, unreadable or over {MAX_FILE_BYTES // (1024 * 1024)} MiB skipped"
+        if skipped
+        else ""
+    )
+    if not matches:
+        return f"no matches for {where}; {counted}"
+    lines = [f"{m['path']}:{m['line']}: {m['text']}" for m in matches]
+    head = f"{len(matches)} matches for {where}; {counted}"
+    note = (
+        f"\n[cut after {len(matches)} matches (bound: {MAX_MATCHES} matches or the output "
+        "size); narrow the pattern, the path or the glob to see the rest]"
+        if truncated
+        else ""
+    )
+    return "\n".join([head, *lines]) + note

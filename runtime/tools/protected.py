@@ -1,0 +1,71 @@
+"""Paths no tool may write: the settings files that hold the agent's own permissions.
+
+DESIGN.md, "Permission": no tool call writes, edits, moves or deletes a settings
+file of any level, through any path spelling or symlink, whatever the rules say.
+The check looks at the path as the model spelt it *and* at where it resolves, so
+`.TOOLRUN/settings.json`, `a/../.toolrun/x` and a symlink into `.toolrun/` are all
+refused. A `.toolrun` directory anywhere in the workspace counts, since a
+subdirectory may be the workspace of another batch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from runtime.errors import PathOutsideWorkspace
+
+PROJECT_DIR = ".toolrun"
+USER_DIR = Path(".config") / "toolrun"
+
+
+def refuse_settings_path(workspace: Path, path: str, resolved: Path) -> None:
+    """Raise `PathOutsideWorkspace` if writing `path` (resolved to `resolved`)
+    could change a toolrun settings file or anything under a `.toolrun/` directory.
+
+    `workspace` is the resolved workspace root; `resolved` is inside it.
+    """
+    spelt = _workspace_relative(workspace, path)
+    if _names_project_dir(spelt) or _names_project_dir(resolved.relative_to(workspace).as_posix()):
+        raise PathOutsideWorkspace(_refusal(path))
+    for protected in _protected_locations(workspace):
+        if resolved == protected or resolved.is_relative_to(protected):
+            raise PathOutsideWorkspace(_refusal(path))
+
+
+def _refusal(path: str) -> str:
+    return (
+        f"path {path!r} is a toolrun settings location (.toolrun/); tools may not "
+        "change the agent's own permissions. Write somewhere else, or ask the user "
+        "to edit the settings."
+    )
+
+
+def _names_project_dir(relative: str) -> bool:
+    return PROJECT_DIR in relative.lower().split("/")
+
+
+def _workspace_relative(workspace: Path, path: str) -> str:
+    """`path` as spelt, normalised without touching the filesystem, relative to
+    the workspace ('' if it is not lexically inside it)."""
+    normal = Path(os.path.normpath(path.replace("\\", "/")))
+    if not normal.is_absolute():
+        return normal.as_posix()
+    return normal.relative_to(workspace).as_posix() if normal.is_relative_to(workspace) else ""
+
+
+def _protected_locations(workspace: Path) -> list[Path]:
+    """Where the project, user and org settings really are, symlinks followed."""
+    candidates = [lambda: workspace / PROJECT_DIR, lambda: Path.home() / USER_DIR]
+    # Read from the environment at call time, not from Settings, so the org policy
+    # file stays protected even in a process whose settings omit or fail to load it.
+    policy = os.environ.get("TOOLRUN_POLICY_FILE")
+    if policy:
+        candidates.append(lambda: Path(policy).expanduser())
+    locations = []
+    for candidate in candidates:
+        try:
+            locations.append(candidate().resolve())
+        except (RuntimeError, OSError):
+            continue  # no home directory, or a symlink loop: nothing reachable to protect
+    return locations
