@@ -1,0 +1,348 @@
+"""The audit ledger: one row per batch, per call and per decision or transition.
+
+A side-effecting call whose decision cannot be recorded does not run, so every
+write either lands or raises `LedgerUnavailable`, after retrying the faults that
+pass (a dropped connection, a locked SQLite file). Everything stored is redacted
+first; statuses and kinds are plain strings; times are aware and in UTC.
+"""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from enum import Enum, StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tenacity
+from pydantic_core import to_jsonable_python
+from sqlalchemy import JSON, Column, DateTime, TypeDecorator, create_engine, event, exc
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import Field, Session, SQLModel, select
+
+from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.redaction import redact, redact_text
+from runtime.results import ledger_summary
+from runtime.settings import Settings
+from runtime.types import Batch, ToolResult
+
+T = TypeVar("T")
+SQLITE_BUSY_MS = 30_000
+
+
+class EventKind(StrEnum):
+    """What an event row records (DESIGN.md, "Audit")."""
+
+    lookup_failed = "lookup_failed"
+    invalid_arguments = "invalid_arguments"
+    disabled = "disabled"
+    decision = "decision"
+    approval_asked = "approval_asked"
+    approval_given = "approval_given"
+    approval_refused = "approval_refused"
+    started = "started"
+    retried = "retried"
+    finished = "finished"
+    skipped = "skipped"
+    cancelled = "cancelled"
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on every backend: SQLite keeps no offset, so UTC is
+    put back on read. A naive value is taken to be UTC already."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return value.astimezone(UTC) if value and value.tzinfo else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json_column() -> Any:
+    return Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+
+
+class BatchRow(SQLModel, table=True):
+    __tablename__ = "toolrun_batch"
+
+    id: str = Field(primary_key=True)
+    mode: str
+    workspace: str
+    on_error: str
+    call_count: int
+    policy_version: str | None = None
+    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+
+
+class CallRow(SQLModel, table=True):
+    """Where a call stands now; its events say how it got there."""
+
+    __tablename__ = "toolrun_call"
+
+    batch_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    position: int
+    tool: str
+    risk: str | None = None
+    status: str = "pending"
+    arguments: Any = _json_column()
+    summary: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    duration_ms: float | None = None
+    worker: str | None = None
+    attempts: int = 0
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class EventRow(SQLModel, table=True):
+    """One decision or transition; never updated, never deleted."""
+
+    __tablename__ = "toolrun_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: str = Field(index=True)
+    call_id: str | None = None
+    kind: str
+    at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
+    mode: str | None = None
+    effect: str | None = None
+    rule: str | None = None
+    reason: str | None = None
+    policy_version: str | None = None
+    worker: str | None = None
+    attempt: int | None = None
+    status: str | None = None
+    detail: Any = _json_column()
+
+
+TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__]
+EVENT_TEXT = {"mode", "effect", "rule", "reason", "policy_version", "worker", "status"}
+
+
+class Ledger:
+    """The ledger in one database. One per process (a forked child makes its
+    own: pooled connections must not cross a fork), shared by its threads."""
+
+    def __init__(self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6) -> None:
+        self._engine = _engine(url)
+        # SQLite: a writer takes the lock when it begins, so a read-then-write
+        # transaction never fails on a stale snapshot (busy_timeout cannot help there).
+        self._writer = self._engine.execution_options(toolrun_begin="IMMEDIATE")
+        self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
+
+        def create(session: Session) -> None:
+            SQLModel.metadata.create_all(session.connection(), tables=TABLES)
+
+        try:
+            self._run(create)
+        except LedgerUnavailable as error:  # PostgreSQL: another process won the CREATE race
+            if not isinstance(error.__cause__, exc.IntegrityError | exc.ProgrammingError):
+                raise
+            self._run(create)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Ledger":
+        return cls(settings.ledger_url)
+
+    def record_batch(
+        self,
+        batch: Batch,
+        *,
+        risks: dict[str, str | None] | None = None,
+        policy_version: str | None = None,
+    ) -> None:
+        """The batch and its calls, pending. Recording a batch id again does
+        nothing: a resubmitted batch keeps its first record."""
+        ids = [call.id for call in batch.calls]
+        if len(set(ids)) != len(ids):
+            raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
+        risks = risks or {}
+        head = {"mode": _text(batch.mode), "workspace": batch.workspace, "on_error": batch.on_error}
+
+        def work(session: Session) -> None:
+            if session.get(BatchRow, batch.id) is not None:
+                return
+            count, version = len(batch.calls), policy_version
+            session.add(BatchRow(id=batch.id, call_count=count, policy_version=version, **head))
+            for position, call in enumerate(batch.calls):
+                keys = {"batch_id": batch.id, "call_id": call.id, "position": position}
+                risk, arguments = _text(risks.get(call.id)), _scrub(call.arguments)
+                session.add(CallRow(**keys, tool=call.name, risk=risk, arguments=arguments))
+
+        try:
+            self._run(work)
+        except LedgerUnavailable as error:  # a concurrent recorder may have won the insert
+            if not (isinstance(error.__cause__, exc.IntegrityError) and self.batch(batch.id)):
+                raise
+
+    def record_event(
+        self, batch_id: str, call_id: str | None, kind: EventKind | str, **fields: Any
+    ) -> None:
+        """One event; `fields` are `EventRow` columns (an unknown one is a TypeError)."""
+        row = _event_fields(batch_id, call_id, kind, **fields)
+        self._run(lambda session: session.add(EventRow(**row)))
+
+    def record_many(self, rows: list[EventRow]) -> None:
+        """Several events in one transaction: all land or none do."""
+        fields = [_event_fields(**row.model_dump(exclude={"id"})) for row in rows]
+        self._run(lambda session: session.add_all([EventRow(**row) for row in fields]))
+
+    def record_result(
+        self, batch_id: str, result: ToolResult, *, kind: EventKind = EventKind.finished
+    ) -> None:
+        """The end of a call: its event and its call row, together or not at all."""
+        error = result.error
+        meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
+        row = _event_fields(batch_id, result.call_id, kind, detail=ledger_summary(result), **meta)
+        update = {
+            "status": row["status"],
+            "summary": redact_text(result.summary),
+            "error_kind": _text(error.kind) if error else None,
+            "error_message": redact_text(error.message) if error else None,
+            "duration_ms": result.duration_ms,
+            "attempts": result.attempts,
+            "finished_at": row["at"],
+        }
+
+        def work(session: Session) -> None:
+            session.add(EventRow(**row))
+            call = session.get(CallRow, {"batch_id": batch_id, "call_id": result.call_id})
+            if call is not None:  # a call never recorded keeps its event alone
+                call.sqlmodel_update(update | {"worker": row["worker"] or call.worker})
+
+        self._run(work)
+
+    def mark_started(
+        self, batch_id: str, call_id: str, *, worker: str | None, attempt: int
+    ) -> None:
+        """A started event and the call row marked running. `started_at` keeps
+        the first start, so a retried call shows how long it has been going."""
+        row = _event_fields(batch_id, call_id, EventKind.started, worker=worker, attempt=attempt)
+
+        def work(session: Session) -> None:
+            session.add(EventRow(**row))
+            call = session.get(CallRow, {"batch_id": batch_id, "call_id": call_id})
+            if call is not None:
+                call.status, call.worker, call.attempts = "running", row["worker"], attempt
+                call.started_at = call.started_at or row["at"]
+
+        self._run(work)
+
+    def batch(self, batch_id: str) -> BatchRow | None:
+        return self._run(lambda session: session.get(BatchRow, batch_id), write=False)
+
+    def calls(self, batch_id: str) -> list[CallRow]:
+        query = select(CallRow).where(CallRow.batch_id == batch_id).order_by(CallRow.position)
+        return self._run(lambda session: list(session.exec(query).all()), write=False)
+
+    def events(self, batch_id: str, call_id: str | None = None) -> list[EventRow]:
+        query = select(EventRow).where(EventRow.batch_id == batch_id)
+        if call_id is not None:
+            query = query.where(EventRow.call_id == call_id)
+        query = query.order_by(EventRow.id)
+        return self._run(lambda session: list(session.exec(query).all()), write=False)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def _run(self, work: Callable[[Session], T], *, write: bool = True) -> T:
+        """`work` in one transaction, retried on transient database faults; any
+        database fault left becomes `LedgerUnavailable`, which callers fail closed on."""
+
+        def attempt() -> T:
+            bind = self._writer if write else self._engine
+            with Session(bind, expire_on_commit=False) as session, session.begin():
+                return work(session)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(_transient),
+            stop=tenacity.stop_after_attempt(self._retry_attempts)
+            | tenacity.stop_after_delay(self._retry_seconds),
+            wait=tenacity.wait_random_exponential(multiplier=0.05, max=2),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except exc.SQLAlchemyError as error:
+            tries = retrying.statistics.get("attempt_number", 1)
+            cause = getattr(error, "orig", None) or error
+            text = f"{type(cause).__name__}: {redact_text(' '.join(str(cause).split()))[:500]}"
+            url = self._engine.url.render_as_string(hide_password=True)
+            raise LedgerUnavailable(f"ledger {url}: {tries} attempt(s) failed: {text}") from error
+
+
+def _engine(url: str) -> Engine:
+    """`postgresql://` gets psycopg 3; SQLite gets WAL and a busy timeout, so
+    several processes can write one file, and its directory is made."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    database = parsed.database or ""
+    if database not in ("", ":memory:") and not database.startswith("file:"):
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    connect_args = {"check_same_thread": False, "timeout": SQLITE_BUSY_MS / 1000}
+    engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(connection: Any, _record: Any) -> None:
+    connection.isolation_level = None  # BEGIN is ours: see `_sqlite_begin`
+    cursor = connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    mode = connection.get_execution_options().get("toolrun_begin", "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def _transient(error: BaseException) -> bool:
+    if isinstance(error, exc.OperationalError | exc.DisconnectionError):
+        return True
+    if getattr(error, "connection_invalidated", False):
+        return True
+    return "database is locked" in str(error)
+
+
+def _text(value: Any) -> str | None:
+    """A column's text: an enum by value, everything redacted."""
+    if value is None:
+        return None
+    return redact_text(value.value if isinstance(value, Enum) else str(value))
+
+
+def _scrub(value: Any) -> Any:
+    """JSON-shaped and redacted, whatever a caller put in a JSON column."""
+    return redact(to_jsonable_python(value, fallback=str))
+
+
+def _event_fields(batch_id: str, call_id: str | None, kind: Any, **fields: Any) -> dict[str, Any]:
+    """Checked, plain and redacted columns of one event. Built before any retry,
+    so that each attempt inserts a fresh row."""
+    unknown = sorted(set(fields) - EVENT_TEXT - {"at", "attempt", "detail"})
+    if unknown:
+        raise TypeError(f"unknown event field(s) {unknown}; known: {sorted(EVENT_TEXT)}")
+    text = {name: _text(value) for name, value in fields.items() if name in EVENT_TEXT}
+    return text | {
+        "batch_id": batch_id,
+        "call_id": call_id,
+        "kind": EventKind(_text(kind)).value,
+        "at": fields.get("at") or _now(),
+        "attempt": fields.get("attempt"),
+        "detail": _scrub(fields.get("detail")),
+    }
