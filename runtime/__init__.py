@@ -1,0 +1,32 @@
+"""toolrun: runs the tool calls of AI agents on Celery workers, safely and audited."""
+
+from runtime.registry import ToolContext, ToolInput, ToolOutput, registry, tool
+from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolResult
+
+
+def __getattr__(name: str):
+    # The client pulls in Celery and Redis; tools that only need `@tool` should not.
+    if name in ("Runtime", "BatchHandle", "AsyncBatchHandle"):
+        from runtime import client
+
+        return getattr(client, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "AsyncBatchHandle",
+    "Batch",
+    "BatchHandle",
+    "ErrorInfo",
+    "Mode",
+    "Risk",
+    "Runtime",
+    "Status",
+    "ToolCall",
+    "ToolContext",
+    "ToolInput",
+    "ToolOutput",
+    "ToolResult",
+    "registry",
+    "tool",
+]

@@ -44,3 +44,8 @@ class PathOutsideWorkspace(ToolError):
     """A path resolves outside the batch's workspace (symlinks included)."""
 
     status = Status.denied
+
+
+class InvalidBatch(ToolrunError):
+    """The orchestrator's batch cannot be run at all (duplicate call ids, a
+    workspace that does not exist). Model mistakes never raise this."""

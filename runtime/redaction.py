@@ -51,9 +51,9 @@ def redact_text(text: str) -> str:
     for kind, pattern in PATTERNS:
         marker = MARK.format(kind)
         if kind == "url_password":
-            text = pattern.sub(lambda m: f"{m.group(1)}:{marker}", text)
+            text = pattern.sub(lambda m, mark=marker: f"{m.group(1)}:{mark}", text)
         elif kind == "assigned_secret":
-            text = pattern.sub(lambda m: f"{m.group(1)}{marker}", text)
+            text = pattern.sub(lambda m, mark=marker: f"{m.group(1)}{mark}", text)
         else:
             text = pattern.sub(marker, text)
     return text
@@ -67,7 +67,10 @@ def redact(value: Any) -> Any:
         return {
             key: (
                 MARK.format("field")
-                if isinstance(key, str) and SECRET_KEYS.match(key) and isinstance(item, str) and item
+                if isinstance(key, str)
+                and SECRET_KEYS.match(key)
+                and isinstance(item, str)
+                and item
                 else redact(item)
             )
             for key, item in value.items()

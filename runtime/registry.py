@@ -162,7 +162,7 @@ def tool(
         params = [hint for key, hint in hints.items() if key != "return"]
         if not params or not (isinstance(params[0], type) and issubclass(params[0], BaseModel)):
             raise ConfigurationError(f"tool {fn.__name__}: first parameter needs a pydantic model")
-        (into or registry).register(
+        (registry if into is None else into).register(
             CapabilitySpec(
                 name=name or fn.__name__,
                 description=(fn.__doc__ or "").strip(),
@@ -196,7 +196,9 @@ def load_tools(module_names: Iterable[str] = ()) -> Registry:
         try:
             importlib.import_module(module_name)
         except ImportError as error:
-            raise ConfigurationError(f"cannot import tool module {module_name!r}: {error}") from error
+            raise ConfigurationError(
+                f"cannot import tool module {module_name!r}: {error}"
+            ) from error
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
             point.load()

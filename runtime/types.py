@@ -102,3 +102,16 @@ class ToolResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status is Status.ok
+
+
+class CallMessage(BaseModel):
+    """What the client sends a worker for one admitted call: the call and the
+    batch policy it was admitted under, so the worker can check it again."""
+
+    batch_id: str
+    call_id: str
+    tool: str
+    arguments: Any
+    mode: Mode
+    workspace: str
+    position: int

@@ -6,8 +6,9 @@ thin adapters around `runtime/executor.py`.
 
 from __future__ import annotations
 
-from celery import Celery
+from celery import Celery, signals
 
+from runtime.logs import redact_handlers
 from runtime.settings import Settings, get_settings
 from runtime.stack import redis_url_for
 
@@ -39,7 +40,15 @@ def make_app(settings: Settings | None = None, *, redis_url: str | None = None) 
         broker_transport_options={"visibility_timeout": 3600},
         broker_connection_retry_on_startup=True,
         task_default_queue=READS_QUEUE,
-        worker_hijack_root_logger=False,
-        worker_redirect_stdouts=False,
+        # A tool's print() goes through logging, so the redacting filter sees it.
+        worker_redirect_stdouts=True,
+        worker_redirect_stdouts_level="INFO",
     )
     return app
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _redact_worker_logs(logger, **_: object) -> None:
+    """Worker logs leave the worker: redact them at every handler."""
+    redact_handlers(logger)

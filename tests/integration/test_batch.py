@@ -1,0 +1,141 @@
+"""A model batch end to end: real Redis, real reads and effects workers."""
+
+import asyncio
+
+import pytest
+
+from runtime.types import Status
+from tests.support.tools import marks
+
+
+def call(call_id, name, **arguments):
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def overlap(a, b) -> bool:
+    return a["start"] < b["end"] and b["start"] < a["end"]
+
+
+def test_reads_between_writes_run_together_and_a_read_after_a_write_sees_it(runtime, workspace):
+    batch = [
+        call("r1", "nap", label="a", seconds=0.4),
+        call("r2", "nap", label="b", seconds=0.4),
+        call("w1", "write_file", path="notes.txt", content="fresh"),
+        call("r3", "read_file", path="notes.txt"),
+        call("r4", "nap", label="c", seconds=0.4),
+        call("r5", "nap", label="d", seconds=0.4),
+        call("w2", "bump", label="after"),
+    ]
+    results = runtime.submit(batch, mode="auto", workspace=workspace).results(timeout=60)
+    assert [r.call_id for r in results] == ["r1", "r2", "w1", "r3", "r4", "r5", "w2"]
+    assert all(r.status is Status.ok for r in results), [r.model_message for r in results]
+    assert "fresh" in results[3].content["text"]
+    spans = {m["label"]: m for m in marks(workspace, "intervals")}
+    assert overlap(spans["a"], spans["b"]) and overlap(spans["c"], spans["d"])
+    bumped = marks(workspace, "effects")[0]["at"]
+    assert spans["d"]["end"] <= bumped
+    assert results[0].worker and results[2].worker and results[0].worker != results[2].worker
+
+
+def test_every_early_end_gets_exactly_one_result_in_order(runtime, workspace):
+    batch = [
+        call("a", "nope_tool", x=1),
+        call("b", "bump", label=None),
+        call("c", "obliterate", label="x"),
+        call("d", "stall", label="s", seconds=5),
+        call("e", "nap", label="ok"),
+    ]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, on_error="continue")
+    streamed = list(handle.stream(timeout=60))
+    assert sorted(r.call_id for r in streamed) == list("abcde")
+    statuses = [r.status for r in handle.results()]
+    assert statuses == [
+        Status.unknown_tool,
+        Status.invalid_arguments,
+        Status.denied,
+        Status.timeout,
+        Status.ok,
+    ]
+    assert "Available tools" in handle.results()[0].model_message
+    assert "label: must be a string (got null)" in handle.results()[1].model_message
+    assert marks(workspace, "effects") == []
+
+
+def test_plan_mode_disables_side_effects_and_runs_nothing(runtime, workspace):
+    batch = [call("w", "bump", label="x"), call("r", "nap", label="ok")]
+    results = runtime.submit(batch, mode="plan", workspace=workspace).results(timeout=60)
+    assert [r.status for r in results] == [Status.disabled, Status.ok]
+    assert "disabled in plan mode" in results[0].model_message
+    assert marks(workspace, "effects") == []
+
+
+def test_a_failed_step_skips_later_side_effects_but_reads_still_run(runtime, workspace):
+    batch = [
+        call("w1", "explode", message="no space left"),
+        call("r1", "nap", label="still"),
+        call("w2", "bump", label="never"),
+        call("w3", "write_file", path="x.txt", content="never"),
+    ]
+    results = runtime.submit(batch, mode="auto", workspace=workspace).results(timeout=60)
+    assert [r.status for r in results] == [Status.error, Status.ok, Status.skipped, Status.skipped]
+    assert results[0].error.kind == "ValueError" and "no space left" in results[0].model_message
+    assert "w1" in results[2].model_message
+    assert [m["label"] for m in marks(workspace, "effects")] == ["explode"]
+    assert not (workspace / "x.txt").exists()
+
+
+def test_on_error_continue_runs_every_step(runtime, workspace):
+    batch = [call("w1", "explode"), call("w2", "bump", label="runs")]
+    results = runtime.submit(batch, mode="auto", workspace=workspace, on_error="continue").results(
+        timeout=60
+    )
+    assert [r.status for r in results] == [Status.error, Status.ok]
+
+
+def test_results_stream_as_they_finish(runtime, workspace):
+    batch = [call("slow", "nap", label="slow", seconds=1.0), call("fast", "nap", label="fast")]
+    first = next(iter(runtime.submit(batch, mode="auto", workspace=workspace).stream(timeout=60)))
+    assert first.call_id == "fast"
+
+
+def test_asyncio_orchestrators_iterate_results(runtime, workspace):
+    async def main():
+        handles = [
+            await runtime.asubmit(
+                [call(f"n{i}", "nap", label=f"x{i}")], mode="auto", workspace=workspace
+            )
+            for i in range(5)
+        ]
+        return [[r async for r in handle] for handle in handles]
+
+    outcome = asyncio.run(main())
+    assert [[r.call_id for r in rs] for rs in outcome] == [[f"n{i}"] for i in range(5)]
+
+
+def test_the_ledger_holds_a_decision_and_a_finished_row_for_each_call_that_ran(runtime, workspace):
+    batch = [call("r", "nap", label="l"), call("w", "bump", label="l"), call("u", "ghost")]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace)
+    handle.results(timeout=60)
+    events = runtime.ledger.events(handle.batch_id)
+    kinds = {(e.call_id, e.kind) for e in events}
+    for call_id in ("r", "w"):
+        assert {(call_id, "decision"), (call_id, "started"), (call_id, "finished")} <= kinds
+    assert ("u", "lookup_failed") in kinds
+    decision = next(e for e in events if e.call_id == "w" and e.kind == "decision")
+    assert (decision.effect, decision.mode, decision.rule) == ("allow", "auto", "mode:auto")
+    assert [c.status for c in runtime.ledger.calls(handle.batch_id)] == ["ok", "ok", "unknown_tool"]
+
+
+def test_a_batch_deadline_ends_every_open_call(runtime, workspace):
+    batch = [call("slow", "nap", label="z", seconds=3), call("w", "bump", label="later")]
+    results = runtime.submit(batch, mode="auto", workspace=workspace, timeout=0.5).results()
+    assert [r.status for r in results] == [Status.timeout, Status.skipped]
+
+
+@pytest.mark.parametrize("mode", ["auto", "accept_edits"])
+def test_a_path_outside_the_workspace_is_refused_before_anything_runs(runtime, workspace, mode):
+    outside = workspace.parent / "outside.txt"
+    batch = [call("w", "write_file", path="../outside.txt", content="x")]
+    [result] = runtime.submit(batch, mode=mode, workspace=workspace).results(timeout=60)
+    assert result.status is Status.denied and "outside the workspace" in result.model_message
+    assert not outside.exists()

@@ -1,0 +1,53 @@
+"""Thin Celery adapters: decode the message, call the executor, publish and
+return the result's JSON. All logic lives in `runtime/`."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import redis
+from pydantic import ValidationError
+
+from runtime import channel, executor, results
+from runtime.ledger import Ledger
+from runtime.registry import load_tools
+from runtime.settings import get_settings
+from runtime.stack import redis_url_for
+from runtime.types import CallMessage, Status
+from workers import app
+
+log = logging.getLogger("toolrun.worker")
+settings = get_settings()
+registry = load_tools(settings.module_names)  # once per process, never per task
+_resources: dict[int, tuple[Ledger, redis.Redis]] = {}
+
+
+def _resources_here() -> tuple[Ledger, redis.Redis]:
+    """One ledger engine and one Redis pool per process: prefork children must
+    not share the parent's connections."""
+    pid = os.getpid()
+    if pid not in _resources:
+        url = redis_url_for(settings, required=False) or app.conf.broker_url
+        _resources[pid] = (Ledger(settings.ledger_url), redis.Redis.from_url(url))
+    return _resources[pid]
+
+
+@app.task(name="toolrun.execute", bind=True)
+def execute_call(self, message: dict) -> dict:
+    ledger, client = _resources_here()
+    try:
+        call = CallMessage.model_validate(message)
+    except ValidationError as error:
+        log.error("malformed call message refused: %s", error.error_count())
+        return {"status": Status.error.value, "error": "malformed call message"}
+    result = executor.execute(
+        call,
+        registry=registry,
+        ledger=ledger,
+        settings=settings,
+        worker=self.request.hostname,
+        attempt=self.request.retries + 1,
+    )
+    channel.publish(client, call.batch_id, result)
+    return results.ledger_summary(result) | {"call_id": call.call_id, "status": result.status}
