@@ -48,7 +48,7 @@ def admit(call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path) ->
         result = results.failure(call.id, spec.name, Status.invalid_arguments, message)
         return Refused(call, spec, result, EventKind.invalid_arguments)
     if not spec.can_run(mode):
-        message = f"{spec.name} is disabled in {mode.value} mode: only read-only tools run there"
+        message = f"disabled in {mode.value} mode: only read-only tools run there"
         result = results.failure(call.id, spec.name, Status.disabled, message)
         return Refused(call, spec, result, EventKind.disabled)
     decision = evaluate(spec, arguments, mode=mode, workspace=workspace)

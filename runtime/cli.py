@@ -36,6 +36,8 @@ def fail(message: str, code: int = 2) -> None:
 @app.command()
 def up() -> None:
     """Start a private Redis, a reads and an effects worker, and Flower."""
+    import redis
+
     from runtime import stack
 
     settings = get_settings()
@@ -44,7 +46,10 @@ def up() -> None:
         out.print(f"already up: redis {record.redis_url}; `toolrun down` stops it")
         return
     record = stack.start_stack(settings)
-    out.print(f"redis   {record.redis_url}")
+    address = redis.connection.parse_url(record.redis_url)
+    out.print(
+        f"redis   {address['host']}:{address['port']} (password in {settings.home / stack.RECORD})"
+    )
     for worker in record.workers:
         out.print(f"worker  {worker['name']} (queue {worker['queue']}, pid {worker['pid']})")
     if record.flower:

@@ -21,6 +21,7 @@ from runtime import channel, results
 from runtime.admission import Admitted, Refused, admit
 from runtime.errors import LedgerUnavailable
 from runtime.ledger import EventKind, EventRow, Ledger
+from runtime.permissions import Decision
 from runtime.planner import Stage, plan
 from runtime.redaction import redact
 from runtime.registry import Registry
@@ -100,29 +101,35 @@ class BatchRun:
 
     def _record_admissions(self, admissions: list[Admitted | Refused]) -> bool:
         """Batch row, call rows and one decision row per call, before anything
-        runs. False if the ledger is unavailable: side effects then do not run."""
-        rows = []
-        for admission in admissions:
-            decision = admission.decision
-            kind = EventKind.decision if isinstance(admission, Admitted) else admission.event
-            rows.append(
-                EventRow(
-                    batch_id=self.batch.id,
-                    call_id=admission.call.id,
-                    kind=kind.value,
-                    mode=self.batch.mode.value,
-                    effect=decision.effect.value if decision else None,
-                    rule=decision.rule if decision else None,
-                    reason=decision.reason if decision else admission.result.model_message,
-                )
+        runs. A refused call's one row is its end, with the decision that ended
+        it. False if the ledger is unavailable: side effects then do not run."""
+        mode = self.batch.mode.value
+        rows = [
+            EventRow(
+                batch_id=self.batch.id,
+                call_id=admission.call.id,
+                kind=EventKind.decision.value,
+                mode=mode,
+                effect=admission.decision.effect.value,
+                rule=admission.decision.rule,
+                reason=admission.decision.reason,
             )
+            for admission in admissions
+            if isinstance(admission, Admitted)
+        ]
         risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
         try:
             self.ledger.record_batch(self.batch, risks=risks)
             self.ledger.record_many(rows)
-            for admission in admissions:
-                if isinstance(admission, Refused):
-                    self.ledger.record_result(self.batch.id, admission.result, kind=admission.event)
+            for refused in admissions:
+                if isinstance(refused, Refused):
+                    self.ledger.record_result(
+                        self.batch.id,
+                        refused.result,
+                        kind=refused.event,
+                        mode=mode,
+                        **_decision_fields(refused.decision),
+                    )
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s: %s", self.batch.id, error)
             return False
@@ -235,6 +242,12 @@ class BatchRun:
             return
         self.done[result.call_id] = result
         self.emit(result)
+
+
+def _decision_fields(decision: Decision | None) -> dict[str, str]:
+    if decision is None:
+        return {}
+    return {"effect": decision.effect.value, "rule": decision.rule, "reason": decision.reason}
 
 
 def _is_read(admission: Admitted | Refused) -> bool:

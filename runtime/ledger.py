@@ -197,12 +197,19 @@ class Ledger:
         self._run(lambda session: session.add_all([EventRow(**row) for row in fields]))
 
     def record_result(
-        self, batch_id: str, result: ToolResult, *, kind: EventKind = EventKind.finished
+        self,
+        batch_id: str,
+        result: ToolResult,
+        *,
+        kind: EventKind = EventKind.finished,
+        **fields: Any,
     ) -> None:
-        """The end of a call: its event and its call row, together or not at all."""
+        """The end of a call: its event and its call row, together or not at all.
+        `fields` are further `EventRow` columns (the decision of a refused call)."""
         error = result.error
         meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
-        row = _event_fields(batch_id, result.call_id, kind, detail=ledger_summary(result), **meta)
+        detail = ledger_summary(result)
+        row = _event_fields(batch_id, result.call_id, kind, detail=detail, **meta, **fields)
         update = {
             "status": row["status"],
             "summary": redact_text(result.summary),

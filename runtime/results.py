@@ -49,10 +49,8 @@ def failure(
             call_id=call_id,
             tool=tool,
             status=status,
-            model_message=f"{tool}: {message}"
-            if tool and not message.startswith(tool)
-            else message,
-            summary=f"{tool}: {status.value}: {message}",
+            model_message=f"{tool}: {message}",
+            summary=f"{tool}: {message}",
             error=ErrorInfo(kind=kind or status.value, message=message),
             **meta,
         )
