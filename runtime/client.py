@@ -23,7 +23,7 @@ from runtime.errors import InvalidBatch
 from runtime.ledger import Ledger
 from runtime.registry import Registry, load_tools
 from runtime.settings import Settings, get_settings
-from runtime.stack import redis_url_for
+from runtime.stack_record import redis_url_for
 from runtime.types import Batch, Mode, OnError, ToolCall, ToolResult
 
 

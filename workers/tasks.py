@@ -13,7 +13,7 @@ from runtime import channel, executor, results
 from runtime.ledger import Ledger
 from runtime.registry import load_tools
 from runtime.settings import get_settings
-from runtime.stack import redis_url_for
+from runtime.stack_record import redis_url_for
 from runtime.types import CallMessage, Status
 from workers import app
 

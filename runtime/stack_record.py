@@ -1,0 +1,84 @@
+"""What an embedded stack is made of, as recorded in `<home>/stack.json`.
+
+The record (mode 0600: it holds the Redis and Flower passwords) lets another
+process find this stack's Redis, or stop exactly what was started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TypedDict
+
+from runtime.errors import StackError
+from runtime.settings import Settings
+
+RECORD = "stack.json"
+
+
+class WorkerInfo(TypedDict):
+    name: str  # the Celery node name, as `control.ping(destination=...)` wants it
+    queue: str
+    pid: int
+    log: str
+
+
+class FlowerInfo(TypedDict):
+    url: str
+    user: str
+    password: str
+    pid: int
+
+
+@dataclass
+class StackRecord:
+    home: Path
+    redis_url: str
+    database_url: str
+    redis_pid: int | None  # None: TOOLRUN_REDIS_URL names a Redis the stack did not start
+    workers: list[WorkerInfo] = field(default_factory=list)
+    flower: FlowerInfo | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> StackRecord:
+        data = json.loads(text)
+        return cls(**{**data, "home": Path(data["home"])})
+
+    def save(self) -> Path:
+        """Write `home/stack.json`, readable by its owner only, replacing it atomically."""
+        path = self.home / RECORD
+        draft = self.home / f".{RECORD}.{os.getpid()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            os.fchmod(out.fileno(), 0o600)
+            out.write(self.to_json())
+        os.replace(draft, path)
+        return path
+
+
+def redis_url_for(settings: Settings, *, required: bool = True) -> str | None:
+    """`TOOLRUN_REDIS_URL`, else the embedded stack's Redis recorded under `home`."""
+    if settings.redis_url:
+        return settings.redis_url
+    record = load_record(settings.home)
+    if record is not None:
+        return record.redis_url
+    if required:
+        raise StackError("no Redis: run `toolrun up` or set TOOLRUN_REDIS_URL")
+    return None
+
+
+def load_record(home: Path) -> StackRecord | None:
+    """The stack recorded under `home`, or None if there is none."""
+    path = Path(home) / RECORD
+    try:
+        return StackRecord.from_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError, KeyError) as error:
+        raise StackError(f"unreadable stack record {path}: {error}") from error
