@@ -7,19 +7,42 @@ on stderr and exit code 2; never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.live import Live
 
 from runtime import display
 from runtime.errors import ToolrunError
 from runtime.settings import get_settings
-from runtime.types import Mode
+from runtime.types import Mode, ToolCall
 
-app = typer.Typer(
+
+class _App(typer.Typer):
+    """A Typer app that ends every `ToolrunError` as one line on stderr.
+
+    The handling sits on the app itself, not only in `main`, because an
+    installed `toolrun` script may call either of them.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The workers `toolrun up` starts import TOOLRUN_TOOL_MODULES from the current
+        # directory (as `celery -A` does); the client must find the same modules. Last
+        # on the path, so a file here never shadows an installed module.
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
+        try:
+            return super().__call__(*args, **kwargs)
+        except ToolrunError as error:
+            display.console(stderr=True).print(f"toolrun: {_one_line(error)}", markup=False)
+            sys.exit(2)
+
+
+app = _App(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -36,26 +59,31 @@ def fail(message: str, code: int = 2) -> None:
 @app.command()
 def up() -> None:
     """Start a private Redis, a reads and an effects worker, and Flower."""
-    import redis
-
     from runtime import stack
 
     settings = get_settings()
     record = stack.load_record(settings.home)
     if record is not None:
-        out.print(f"already up: redis {record.redis_url}; `toolrun down` stops it")
+        out.print(
+            f"already up: redis {_address(record.redis_url)}; `toolrun down` stops it",
+            markup=False,
+        )
         return
     record = stack.start_stack(settings)
-    address = redis.connection.parse_url(record.redis_url)
     out.print(
-        f"redis   {address['host']}:{address['port']} (password in {settings.home / stack.RECORD})"
+        f"redis   {_address(record.redis_url)} (password in {settings.home / stack.RECORD})",
+        markup=False,
     )
     for worker in record.workers:
-        out.print(f"worker  {worker['name']} (queue {worker['queue']}, pid {worker['pid']})")
+        out.print(
+            f"worker  {worker['name']} (queue {worker['queue']}, pid {worker['pid']})",
+            markup=False,
+        )
     if record.flower:
         out.print(
             f"flower  {record.flower['url']} (user {record.flower['user']}; "
-            f"password in {settings.home / stack.RECORD})"
+            f"password in {settings.home / stack.RECORD})",
+            markup=False,
         )
 
 
@@ -150,14 +178,14 @@ def demo() -> None:
         up()
     try:
         workspace = sample.prepare_workspace(settings.home / "demo-workspace")
-        out.print(f"\nsample batch in {workspace} (mode auto):")
+        out.print(f"\nsample batch in {workspace} (mode auto):", markup=False)
         for call in sample.CALLS:
             out.print(
                 f"  {call['id']}: {call['name']}({json.dumps(call['arguments'])})", markup=False
             )
         handle = _runtime().submit(sample.CALLS, mode="auto", workspace=workspace, timeout=60)
         results = _follow(handle, quiet=False)
-        out.print(f"\nledger of batch {handle.batch_id}:")
+        out.print(f"\nledger of batch {handle.batch_id}:", markup=False)
         ledger(handle.batch_id, as_json=False)
         missing = [c["id"] for c in sample.CALLS if c["id"] not in {r.call_id for r in results}]
         if missing:
@@ -178,7 +206,7 @@ def _follow(handle, *, quiet: bool) -> list:
                 seen.append(result)
                 live.update(display.results_table(seen, f"batch {handle.batch_id}"))
     else:
-        out.print(f"batch {handle.batch_id}")
+        out.print(f"batch {handle.batch_id}", markup=False)
         for result in handle.stream():
             out.print(display.result_line(result), markup=False)
     return handle.results()
@@ -197,13 +225,20 @@ def _read_batch(file: Path) -> dict[str, Any]:
         data = {"calls": data}
     if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
         fail(f"{file} must hold a list of calls or an object with a 'calls' list")
+    for index, call in enumerate(data["calls"]):
+        try:
+            ToolCall.model_validate(call)
+        except ValidationError as error:
+            fail(f"{file}: call {index} is not a tool call: {_errors(error)}")
+    if data.get("on_error") not in (None, "stop", "continue"):
+        fail(f"{file}: on_error must be 'stop' or 'continue', not {data['on_error']!r}")
     if "mode" in data:
         data["mode"] = _mode(data["mode"])
     return data
 
 
 def _mode(value: str) -> str:
-    if value not in Mode.__members__:
+    if not isinstance(value, str) or value not in Mode.__members__:
         fail(f"unknown mode {value!r}; use one of {', '.join(Mode.__members__)}")
     return value
 
@@ -214,12 +249,32 @@ def _runtime():
     return Runtime(get_settings())
 
 
+def _address(redis_url: str) -> str:
+    """host:port of a Redis URL: its password stays in the stack record, off the screen."""
+    import redis
+
+    address = redis.connection.parse_url(redis_url)
+    return f"{address.get('host', '?')}:{address.get('port', '?')}"
+
+
+def _errors(error: ValidationError) -> str:
+    return "; ".join(
+        (f"{'.'.join(map(str, item['loc']))}: " if item["loc"] else "")
+        + item["msg"].removeprefix("Value error, ")
+        for item in error.errors(include_url=False)
+    )
+
+
+def _one_line(error: BaseException) -> str:
+    """The error as one line; a pydantic cause (invalid settings) as its field messages."""
+    text = str(error)
+    if isinstance(error.__cause__, ValidationError):
+        text = text.replace(str(error.__cause__), _errors(error.__cause__))
+    return " ".join(text.split())
+
+
 def main() -> None:
-    try:
-        app()
-    except ToolrunError as error:
-        display.console(stderr=True).print(f"toolrun: {error}", markup=False)
-        sys.exit(2)
+    app()
 
 
 if __name__ == "__main__":
