@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,6 +24,7 @@ from runtime.types import Mode, Risk
 
 ENTRY_POINT_GROUP = "toolrun.tools"
 BUILTIN_MODULE = "runtime.tools"
+SubjectKind = Literal["path", "command", "url"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -73,6 +74,7 @@ class CapabilitySpec:
     timeout: float | None = None
     schema_version: str = "1"
     paths: tuple[str, ...] = ()
+    subject: tuple[SubjectKind, str] | None = None
     transient: tuple[type[BaseException], ...] = field(default=())
 
     @property
@@ -88,6 +90,17 @@ class CapabilitySpec:
         """The workspace paths a call names, for the input-aware permission check."""
         values = (getattr(arguments, name, None) for name in self.paths)
         return [value for value in values if isinstance(value, str)]
+
+    def rule_subjects(self, arguments: BaseModel) -> tuple[SubjectKind | None, list[str]]:
+        """What a rule's specifier is matched against: the workspace paths of a
+        file tool, the command of `shell`, the URL of `http_get`."""
+        if self.subject is not None:
+            kind, name = self.subject
+            value = getattr(arguments, name, None)
+            return kind, [value] if isinstance(value, str) else []
+        if self.paths:
+            return "path", self.subject_paths(arguments)
+        return None, []
 
     def json_schema(self) -> dict[str, Any]:
         return {
@@ -148,6 +161,7 @@ def tool(
     timeout: float | None = None,
     schema_version: str = "1",
     paths: Iterable[str] = (),
+    subject: tuple[SubjectKind, str] | None = None,
     transient: Iterable[type[BaseException]] = (),
     into: Registry | None = None,
 ) -> Callable[[Callable], Callable]:
@@ -174,6 +188,7 @@ def tool(
                 timeout=timeout,
                 schema_version=schema_version,
                 paths=tuple(paths),
+                subject=subject,
                 transient=tuple(transient),
             )
         )

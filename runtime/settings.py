@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -43,6 +44,18 @@ class Settings(BaseSettings):
     flower_password: SecretStr | None = Field(None, description="None: `toolrun up` makes one.")
     flower_port: int = Field(0, ge=0, description="0: a free port.")
     log_level: str = Field("INFO")
+    log_format: Literal["text", "json"] = Field("text", description="json: one object per line.")
+    policy_file: Path | None = Field(None, description="Org policy settings file (highest level).")
+    user_settings_file: Path = Field(
+        Path("~/.config/toolrun/settings.json"), description="The user's settings file."
+    )
+    signing_key: SecretStr | None = Field(
+        None, description="HMAC key for task messages; None: the embedded stack's key."
+    )
+    approval_timeout: float = Field(
+        600.0, gt=0, description="Seconds an approval may wait before the call is denied."
+    )
+    mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
 
     @model_validator(mode="before")
     @classmethod
