@@ -16,12 +16,13 @@ import tenacity
 from pydantic_core import to_jsonable_python
 from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, select
 
+from runtime import schema
 from runtime.errors import InvalidBatch, LedgerUnavailable
 from runtime.ledger_tables import (
     EVENT_TEXT,
-    TABLES,
+    ApprovalRow,
     BatchRow,
     CallRow,
     EventKind,
@@ -33,7 +34,7 @@ from runtime.results import ledger_summary
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
 
-__all__ = ["BatchRow", "CallRow", "EventKind", "EventRow", "Ledger"]
+__all__ = ["ApprovalRow", "BatchRow", "CallRow", "EventKind", "EventRow", "Ledger"]
 
 T = TypeVar("T")
 SQLITE_BUSY_MS = 30_000
@@ -50,15 +51,9 @@ class Ledger:
         self._writer = self._engine.execution_options(toolrun_begin="IMMEDIATE")
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
 
-        def create(session: Session) -> None:
-            SQLModel.metadata.create_all(session.connection(), tables=TABLES)
-
-        try:
-            self._run(create)
-        except LedgerUnavailable as error:  # PostgreSQL: another process won the CREATE race
-            if not isinstance(error.__cause__, exc.IntegrityError | exc.ProgrammingError):
-                raise
-            self._run(create)
+        # The schema is Alembic's (`runtime.schema`): an empty database gets it
+        # here, through the migrations; any other is left to `toolrun db upgrade`.
+        self._run(lambda session: schema.bootstrap(session.connection()))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Ledger":
@@ -171,6 +166,11 @@ class Ledger:
 
     def close(self) -> None:
         self._engine.dispose()
+
+    def transaction(self, work: Callable[[Session], T], *, write: bool = True) -> T:
+        """`work(session)` in one transaction with the ledger's retries, for the
+        stores that keep their own tables in the ledger (approvals)."""
+        return self._run(work, write=write)
 
     def _run(self, work: Callable[[Session], T], *, write: bool = True) -> T:
         """`work` in one transaction, retried on transient database faults; any

@@ -99,16 +99,42 @@ class EventRow(SQLModel, table=True):
     kind: str
     at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
     mode: str | None = None
+    risk: str | None = None
     effect: str | None = None
     rule: str | None = None
+    source: str | None = None  # the settings file (or submit, mode, approval) behind `rule`
     reason: str | None = None
     policy_version: str | None = None
+    approver: str | None = None
     worker: str | None = None
     attempt: int | None = None
     status: str | None = None
     detail: Any = _json_column()
 
 
-TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__]
+class ApprovalRow(SQLModel, table=True):
+    """A call waiting for a human, stored so that any process holding the batch
+    id can answer it and a restarted client still finds it."""
+
+    __tablename__ = "toolrun_approval"
+
+    batch_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    tool: str
+    arguments: Any = _json_column()  # redacted: what the approver is shown
+    reason: str
+    status: str = Field(default="pending", index=True)  # pending, approved, denied, expired
+    requested_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    answered_by: str | None = None
+    answered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    answer: str | None = None
+    updated_arguments: bool = False
+
+
+TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__, ApprovalRow.__table__]
 # The event columns a caller may set that are stored as (redacted) text.
-EVENT_TEXT = {"mode", "effect", "rule", "reason", "policy_version", "worker", "status"}
+EVENT_TEXT = {
+    "mode", "risk", "effect", "rule", "source", "reason", "policy_version", "approver",
+    "worker", "status",
+}  # fmt: skip
