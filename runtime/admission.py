@@ -1,9 +1,10 @@
 """Steps 1–4 of a call: lookup, validation, capability policy, permission gate.
 
 The client runs them before planning a batch and the worker runs them again
-right before the tool, so both see the same answer from the same code. Every
-early end is a `Refused` carrying the result the model gets and the ledger
-event that records why.
+right before the tool, against the same policy snapshot, so both see the same
+answer from the same code. Every early end is a `Refused` carrying the result
+the model gets and the ledger event that records why. A call whose decision is
+`ask` is `Admitted`: the dispatcher asks, the worker checks the answer.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from runtime import results
+from runtime.decision import Decision, Effect
 from runtime.ledger import EventKind
-from runtime.permissions import Decision, Effect, evaluate
+from runtime.permissions import evaluate
+from runtime.policy import Policy
 from runtime.registry import CapabilitySpec, Registry
 from runtime.types import Mode, Status, ToolCall, ToolResult
 from runtime.validation import Invalid, validate
@@ -38,7 +41,9 @@ class Refused:
     decision: Decision | None = None
 
 
-def admit(call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path) -> Admitted | Refused:
+def admit(
+    call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path, policy: Policy
+) -> Admitted | Refused:
     spec = registry.get(call.name)
     if spec is None:
         return Refused(call, None, _unknown(call, registry), EventKind.lookup_failed)
@@ -51,20 +56,17 @@ def admit(call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path) ->
         message = f"disabled in {mode.value} mode: only read-only tools run there"
         result = results.failure(call.id, spec.name, Status.disabled, message)
         return Refused(call, spec, result, EventKind.disabled)
-    decision = evaluate(spec, arguments, mode=mode, workspace=workspace)
+    decision = evaluate(spec, arguments, mode=mode, workspace=workspace, policy=policy)
     if decision.effect is Effect.deny:
-        result = results.failure(call.id, spec.name, Status.denied, f"denied: {decision.reason}")
-        return Refused(call, spec, result, EventKind.decision, decision)
-    if decision.effect is Effect.ask:
-        # Nobody can answer yet: approvals come with the full gate. Until then a
-        # call that needs asking is refused, and says how to let it run.
-        message = (
-            f"denied: {decision.reason}, and this batch has no approver; "
-            "the user can allow it by running the batch in accept_edits or auto mode"
-        )
-        result = results.failure(call.id, spec.name, Status.denied, message)
-        return Refused(call, spec, result, EventKind.decision, decision)
+        return refuse(call, spec, decision)
     return Admitted(call, spec, arguments, decision)
+
+
+def refuse(call: ToolCall, spec: CapabilitySpec | None, decision: Decision) -> Refused:
+    """A `denied` result that says why, for the model and the ledger."""
+    name = spec.name if spec else call.name
+    result = results.failure(call.id, name, Status.denied, f"denied: {decision.reason}")
+    return Refused(call, spec, result, EventKind.decision, decision)
 
 
 def _unknown(call: ToolCall, registry: Registry) -> ToolResult:

@@ -3,6 +3,7 @@ written, and one of each early end (unknown tool, invalid call, refused by mode)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 FILES = {
@@ -27,6 +28,19 @@ CALLS = [
     {"id": "call_8", "name": "delete_cache", "arguments": {"scope": "thumbnails"}},
     {"id": "call_9", "name": "reed_file", "arguments": {"path": "README.md"}},
 ]
+
+
+# Auto mode runs a side effect only where a rule allows it; delete_cache has
+# none, so auto mode refuses it.
+RULES = {"allow": ["write_file(*.md)"]}
+
+
+def trust_file(home: Path, workspace: Path) -> Path:
+    """A user settings file trusting only the demo workspace (the user's own
+    settings file is left alone)."""
+    path = home / "demo-user-settings.json"
+    path.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
+    return path
 
 
 def prepare_workspace(root: Path) -> Path:

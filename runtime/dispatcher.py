@@ -1,9 +1,10 @@
-"""Drives one batch: admit every call, record the decisions, send each stage to
-its queue and collect results from the batch's channel, stage after stage.
+"""Drives one batch: admit every call, record the decisions, ask for approvals,
+send each stage to its queue and collect results from the batch's channel.
 
 It runs on a thread of the submitting process and ends every call exactly once:
 with the worker's result, an early end, `skipped` after a failed ordered step,
-or `timeout`/`outcome_unknown` when the batch's deadline passes.
+`denied` when an approval is refused or times out, or `timeout`/`outcome_unknown`
+when the batch's deadline passes.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 from celery import Celery
 
-from runtime import channel, results
-from runtime.admission import Admitted, Refused, admit
-from runtime.errors import LedgerUnavailable
-from runtime.ledger import EventKind, EventRow, Ledger
-from runtime.permissions import Decision
-from runtime.planner import Stage, plan
+from runtime import channel, results, signing
+from runtime.admission import Admitted, Refused, admit, refuse
+from runtime.approvals import Approvals
+from runtime.audit import BatchAudit
+from runtime.decision import Decision, Effect
+from runtime.ledger import EventKind
+from runtime.planner import plan
+from runtime.policy import Policy
 from runtime.redaction import redact
 from runtime.registry import Registry
 from runtime.types import Batch, CallMessage, Risk, Status, ToolCall, ToolResult
@@ -32,33 +36,42 @@ TASK = "toolrun.execute"
 SWEEP_SECONDS = 1.0  # how often a waiting stage also reads the results hash
 
 
+@dataclass(frozen=True)
+class Services:
+    """What every batch of one `Runtime` shares."""
+
+    registry: Registry
+    approvals: Approvals
+    app: Celery
+    client: redis.Redis
+    key: bytes
+    approval_timeout: float
+
+
 class BatchRun:
     def __init__(
         self,
         batch: Batch,
+        policy: Policy,
+        services: Services,
         *,
-        registry: Registry,
-        ledger: Ledger,
-        app: Celery,
-        client: redis.Redis,
         deadline: float,
         emit: Callable[[ToolResult], None],
+        notify: Callable[[ToolResult], None],
     ) -> None:
-        self.batch = batch
-        self.registry = registry
-        self.ledger = ledger
-        self.app = app
-        self.client = client
+        self.batch, self.policy, self.services = batch, policy, services
+        self.audit = BatchAudit(services.approvals.ledger, batch, policy)
         self.deadline = deadline
-        self.emit = emit
+        self.emit, self.notify = emit, notify
         self.done: dict[str, ToolResult] = {}
+        self.approved_by: dict[str, str] = {}
 
     def end_now(self) -> None:
         """Bring the deadline forward: unfinished calls end at once."""
         self.deadline = min(self.deadline, time.monotonic())
 
     def run(self) -> None:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pubsub = self.services.client.pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(channel.key(self.batch.id))
         try:
             self._run(pubsub)
@@ -70,13 +83,13 @@ class BatchRun:
         finally:
             pubsub.close()
 
+    def _admit(self, call: ToolCall) -> Admitted | Refused:
+        return admit(call, registry=self.services.registry, mode=self.batch.mode,
+                     workspace=Path(self.batch.workspace), policy=self.policy)  # fmt: skip
+
     def _run(self, pubsub) -> None:
-        workspace = Path(self.batch.workspace)
-        admissions = [
-            admit(call, registry=self.registry, mode=self.batch.mode, workspace=workspace)
-            for call in self.batch.calls
-        ]
-        ledger_ok = self._record_admissions(admissions)
+        admissions = [self._admit(call) for call in self.batch.calls]
+        ledger_ok = self.audit.admissions(admissions)
         for admission in admissions:
             if isinstance(admission, Refused):
                 self._end(admission.result)
@@ -93,47 +106,62 @@ class BatchRun:
                 continue
             if not ledger_ok:
                 pending = self._refuse_unrecorded(pending)
-            self._send(pending)
-            self._wait([a.call.id for a in pending], pubsub)
+            sent = [a for a in pending if a.decision.effect is Effect.allow]
+            self._send(sent)
+            for asking in (a for a in pending if a.decision.effect is Effect.ask):
+                approved = self._ask(asking)
+                if approved is not None:
+                    self._send([approved])
+                    sent.append(approved)
+            self._wait([a.call.id for a in sent], pubsub)
             head = stage.calls[0].call
             if not stage.parallel and not self.done[head.id].ok:
                 failed = head
 
-    def _record_admissions(self, admissions: list[Admitted | Refused]) -> bool:
-        """Batch row, call rows and one decision row per call, before anything
-        runs. A refused call's one row is its end, with the decision that ended
-        it. False if the ledger is unavailable: side effects then do not run."""
-        mode = self.batch.mode.value
-        rows = [
-            EventRow(
-                batch_id=self.batch.id,
-                call_id=admission.call.id,
-                kind=EventKind.decision.value,
-                mode=mode,
-                effect=admission.decision.effect.value,
-                rule=admission.decision.rule,
-                reason=admission.decision.reason,
-            )
-            for admission in admissions
-            if isinstance(admission, Admitted)
-        ]
-        risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
+    def _ask(self, admission: Admitted) -> Admitted | None:
+        """Wait for a human; the approved call (arguments validated again), or
+        None once the call has ended denied."""
+        call, spec = admission.call, admission.spec
+        approvals = self.services.approvals
         try:
-            self.ledger.record_batch(self.batch, risks=risks)
-            self.ledger.record_many(rows)
-            for refused in admissions:
-                if isinstance(refused, Refused):
-                    self.ledger.record_result(
-                        self.batch.id,
-                        refused.result,
-                        kind=refused.event,
-                        mode=mode,
-                        **_decision_fields(refused.decision),
-                    )
-        except LedgerUnavailable as error:
-            log.error("ledger unavailable for batch %s: %s", self.batch.id, error)
-            return False
-        return True
+            approvals.request(self.batch.id, call.id, tool=spec.name, arguments=call.arguments,
+                              reason=admission.decision.reason,
+                              timeout=self.services.approval_timeout)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - no stored request, nobody can answer
+            log.error("approval request for %s failed: %s", call.id, error)
+            return self._deny(admission, "the approval could not be stored, so nobody can answer")
+        text = f"awaiting approval: {admission.decision.reason}"
+        self.notify(results.failure(call.id, spec.name, Status.awaiting_approval, text))
+        limit = min(self.deadline, time.monotonic() + self.services.approval_timeout)
+        answer = approvals.wait(self.batch.id, call.id, deadline=limit)
+        if answer.status == "denied":
+            return self._deny(
+                admission,
+                f"the user ({answer.by}) refused it: {answer.reason or 'no reason given'}",
+                rule="approval",
+            )
+        if answer.status != "approved":
+            return self._deny(admission, "approval timed out", rule="approval")
+        if answer.updated and answer.arguments is None:
+            return self._deny(admission, "the approved arguments were lost; ask again")
+        if answer.updated:
+            again = self._admit(ToolCall(id=call.id, name=call.name, arguments=answer.arguments))
+            if isinstance(again, Refused):
+                self._end(again.result)
+                self.audit.end(again.result, again.event, again.decision)
+                return None
+            call, admission = again.call, again
+        self.approved_by[call.id] = answer.by or "unknown"
+        decision = Decision.allow(f"approved by {answer.by}", rule=admission.decision.rule,
+                                  source=f"approval:{answer.by}")  # fmt: skip
+        return Admitted(call, spec, admission.arguments, decision)
+
+    def _deny(self, admission: Admitted, reason: str, rule: str = "approval") -> None:
+        refused = refuse(
+            admission.call, admission.spec, Decision.deny(reason, rule=rule, source="approval")
+        )
+        self._end(refused.result)
+        self.audit.end(refused.result, EventKind.decision, refused.decision)
 
     def _refuse_unrecorded(self, pending: list[Admitted]) -> list[Admitted]:
         runnable = []
@@ -145,30 +173,22 @@ class BatchRun:
             self._end(results.failure(admission.call.id, admission.spec.name, Status.error, text))
         return runnable
 
-    def _send(self, pending: list[Admitted]) -> None:
+    def _send(self, admitted: list[Admitted]) -> None:
         positions = {call.id: index for index, call in enumerate(self.batch.calls)}
-        for admission in pending:
+        for admission in admitted:
             call, spec = admission.call, admission.spec
             message = CallMessage(
-                batch_id=self.batch.id,
-                call_id=call.id,
-                tool=spec.name,
-                arguments=call.arguments,
-                mode=self.batch.mode,
-                workspace=str(Path(self.batch.workspace).resolve()),
-                position=positions[call.id],
-            )
-            shown = redact(
-                {
-                    "batch_id": self.batch.id,
-                    "call_id": call.id,
-                    "tool": spec.name,
-                    "arguments": call.arguments,
-                }
-            )
-            self.app.send_task(
+                batch_id=self.batch.id, call_id=call.id, tool=spec.name,
+                arguments=call.arguments, mode=self.batch.mode, workspace=self.batch.workspace,
+                position=positions[call.id], policy=self.policy.snapshot(),
+                decision=admission.decision.as_dict(), approved_by=self.approved_by.get(call.id),
+            ).model_dump(mode="json")  # fmt: skip
+            message[signing.FIELD] = signing.sign(message, self.services.key)
+            shown = {"batch_id": self.batch.id, "call_id": call.id, "tool": spec.name,
+                     "arguments": redact(call.arguments)}  # fmt: skip
+            self.services.app.send_task(
                 TASK,
-                args=[message.model_dump(mode="json")],
+                args=[message],
                 queue="reads" if spec.parallel else "effects",
                 shadow=f"toolrun.{spec.name}",
                 argsrepr=json.dumps([shown], default=str),
@@ -192,7 +212,8 @@ class BatchRun:
                     self._end(result)
             if time.monotonic() - last_sweep >= SWEEP_SECONDS:
                 last_sweep = time.monotonic()
-                for result in channel.stored(self.client, self.batch.id, sorted(waiting)):
+                stored = channel.stored(self.services.client, self.batch.id, sorted(waiting))
+                for result in stored:
                     waiting.discard(result.call_id)
                     self._end(result)
 
@@ -201,24 +222,16 @@ class BatchRun:
         for call in self.batch.calls:
             if call.id not in call_ids:
                 continue
-            spec = self.registry.get(call.name)
+            spec = self.services.registry.get(call.name)
             if spec is not None and spec.risk is Risk.read:
                 text = "no result before the batch deadline; the read was abandoned"
-                self._end(results.failure(call.id, call.name, Status.timeout, text))
+                result = results.failure(call.id, call.name, Status.timeout, text)
             else:
-                text = (
-                    "no result before the batch deadline; the tool may or may not have run, "
-                    "check its effect before calling it again"
-                )
-                self._end(results.failure(call.id, call.name, Status.outcome_unknown, text))
-        self._record_late(call_ids)
-
-    def _record_late(self, call_ids: set[str]) -> None:
-        try:
-            for call_id in call_ids:
-                self.ledger.record_result(self.batch.id, self.done[call_id])
-        except LedgerUnavailable as error:
-            log.error("ledger unavailable for batch %s: %s", self.batch.id, error)
+                text = ("no result before the batch deadline; the tool may or may not have run, "
+                        "check its effect before calling it again")  # fmt: skip
+                result = results.failure(call.id, call.name, Status.outcome_unknown, text)
+            self._end(result)
+            self.audit.end(result)
 
     def _skip(self, call: ToolCall, failed: ToolCall | None) -> None:
         """Not run: an ordered step failed before it, or (`failed` None) the
@@ -226,16 +239,11 @@ class BatchRun:
         if failed is None:
             text = "skipped: the batch's deadline passed before this call's turn; it did not run"
         else:
-            text = (
-                f"skipped: call {failed.id} ({failed.name}) failed before it, so later "
-                "side effects of this batch were not run"
-            )
+            text = (f"skipped: call {failed.id} ({failed.name}) failed before it, so later "
+                    "side effects of this batch were not run")  # fmt: skip
         result = results.failure(call.id, call.name, Status.skipped, text)
         self._end(result)
-        try:
-            self.ledger.record_result(self.batch.id, result, kind=EventKind.skipped)
-        except LedgerUnavailable as error:
-            log.error("ledger unavailable for batch %s: %s", self.batch.id, error)
+        self.audit.end(result, EventKind.skipped)
 
     def _end(self, result: ToolResult) -> None:
         if result.call_id in self.done:
@@ -244,14 +252,5 @@ class BatchRun:
         self.emit(result)
 
 
-def _decision_fields(decision: Decision | None) -> dict[str, str]:
-    if decision is None:
-        return {}
-    return {"effect": decision.effect.value, "rule": decision.rule, "reason": decision.reason}
-
-
 def _is_read(admission: Admitted | Refused) -> bool:
     return admission.spec is not None and admission.spec.risk is Risk.read
-
-
-__all__ = ["BatchRun", "Stage"]

@@ -9,16 +9,21 @@ finish in the background and its outcome is not reported.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from runtime import results
-from runtime.admission import Admitted, Refused, admit
+from pydantic import ValidationError
+
+from runtime import results, signing
+from runtime.admission import Admitted, Refused, admit, refuse
+from runtime.decision import Decision, Effect
 from runtime.errors import LedgerUnavailable, ToolError
 from runtime.ledger import EventKind, Ledger
+from runtime.policy import Policy
 from runtime.registry import Registry, ToolContext
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
@@ -27,24 +32,47 @@ log = logging.getLogger("toolrun.executor")
 
 
 def execute(
-    message: CallMessage,
+    raw: dict[str, Any],
     *,
     registry: Registry,
     ledger: Ledger,
     settings: Settings,
+    key: bytes,
     worker: str | None = None,
     attempt: int = 1,
-) -> ToolResult:
-    """Run one admitted call and return its result; never raises for anything
-    the tool or its input does."""
-    call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
-    workspace = Path(message.workspace)
-    admission = admit(call, registry=registry, mode=message.mode, workspace=workspace)
+) -> ToolResult | None:
+    """Check a task message again and run its call; never raises for anything
+    the tool, its input or the message does. None only for a message too
+    malformed to name a call (there is nobody to answer)."""
     meta = {"worker": worker, "attempts": attempt}
+    try:
+        message = CallMessage.model_validate(raw)
+    except ValidationError:
+        log.error("malformed task message refused")
+        return None
+    call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
+    if not signing.verify(raw, key):
+        # Not sent by a client holding the key, or altered on the way: never run.
+        decision = Decision.deny(
+            "the task message is unsigned or its signature does not match; it was not run",
+            rule="signature",
+            source="worker",
+        )
+        return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
+    policy = Policy.from_snapshot(message.policy)
+    workspace = Path(message.workspace)
+    admission = admit(call, registry=registry, mode=message.mode, workspace=workspace,
+                      policy=policy)  # fmt: skip
+    if isinstance(admission, Admitted) and admission.decision.effect is Effect.ask:
+        if message.approved_by is None:
+            decision = Decision.deny(
+                f"{admission.decision.reason}, and no approval came with it",
+                rule=admission.decision.rule,
+                source="worker",
+            )
+            admission = refuse(call, admission.spec, decision)
     if isinstance(admission, Refused):
-        result = admission.result.model_copy(update=meta)
-        _record(ledger, message, result, kind=admission.event)
-        return result
+        return _refuse(ledger, message, admission, meta)
     try:
         ledger.mark_started(message.batch_id, call.id, worker=worker, attempt=attempt)
     except LedgerUnavailable as error:
@@ -54,6 +82,17 @@ def execute(
             return results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
     result = _run(admission, message, settings, meta)
     _record(ledger, message, result, kind=EventKind.finished)
+    return result
+
+
+def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> ToolResult:
+    result = refused.result.model_copy(update=meta)
+    fields = refused.decision.as_dict() if refused.decision else {}
+    try:
+        ledger.record_result(message.batch_id, result, kind=refused.event,
+                             mode=message.mode.value, **fields)  # fmt: skip
+    except LedgerUnavailable as error:
+        log.error("ledger unavailable after refusing %s: %s", message.call_id, error)
     return result
 
 
@@ -75,7 +114,9 @@ def _run(admitted: Admitted, message: CallMessage, settings: Settings, meta: dic
             outcome["error"] = error
 
     started = time.perf_counter()
-    runner = threading.Thread(target=target, name=f"tool-{spec.name}", daemon=True)
+    # The tool's own log lines keep the batch and call ids of this task.
+    runner = threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                              name=f"tool-{spec.name}", daemon=True)  # fmt: skip
     runner.start()
     runner.join(timeout)
     meta = {**meta, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}

@@ -16,6 +16,9 @@ import sys
 import uuid
 from pathlib import Path
 
+from pydantic import SecretStr
+
+from runtime import schema
 from runtime.errors import StackError
 from runtime.processes import (
     Target,
@@ -151,18 +154,22 @@ def start_stack(
     extra_env: dict[str, str] | None = None,
     redis_server: str | None = None,
 ) -> StackRecord:
-    """Start Redis (unless TOOLRUN_REDIS_URL names one), workers and Flower; record them.
+    """Migrate the ledger, then start Redis (unless TOOLRUN_REDIS_URL names one),
+    workers and Flower; record them.
 
     Returns once every part answers. If a part fails, what was started is
     stopped again and StackError says which part and quotes its log.
     """
     home = settings.home.resolve()
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if settings.signing_key is None:  # the client and workers of this stack share a fresh key
+        settings = settings.model_copy(update={"signing_key": SecretStr(secrets.token_urlsafe(32))})
     running = load_record(home)
     if running is not None:
         if any(owns(pid, needles) for pid, needles in _targets(running)):
             raise StackError(f"a stack is already running under {home}; run `toolrun down`")
         (home / RECORD).unlink()
+    schema.upgrade(settings.ledger_url)  # before any worker opens the ledger
     started: list[Target] = []
     try:
         if settings.redis_url:
@@ -171,7 +178,13 @@ def start_stack(
         else:
             redis_url, redis_pid = start_redis(settings, server=redis_server)
             started.append((redis_pid, redis_needles(redis_url)))
-        record = StackRecord(home, redis_url, settings.ledger_url, redis_pid)
+        record = StackRecord(
+            home,
+            redis_url,
+            settings.ledger_url,
+            redis_pid,
+            signing_key=settings.signing_key.get_secret_value(),
+        )
         for queue, count in (("reads", reads_workers), ("effects", effects_workers)):
             for index in range(1, count + 1):
                 worker = start_worker(
@@ -231,9 +244,11 @@ def _child_env(
 ) -> dict[str, str]:
     """The environment of a worker or Flower: these settings, this stack's URLs, the repo."""
     env = {key: value for key, value in os.environ.items() if key != f"{PREFIX}FLOWER_PASSWORD"}
-    for name, value in settings.model_dump(exclude={"flower_password"}).items():
+    for name in type(settings).model_fields.keys() - {"flower_password"}:
+        value = getattr(settings, name)
         if value is not None:
-            env[f"{PREFIX}{name.upper()}"] = str(value)
+            secret = isinstance(value, SecretStr)
+            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value() if secret else str(value)
     env[f"{PREFIX}HOME"] = str(settings.home.resolve())
     env[f"{PREFIX}REDIS_URL"] = redis_url
     env[f"{PREFIX}DATABASE_URL"] = settings.ledger_url

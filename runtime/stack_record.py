@@ -40,6 +40,7 @@ class StackRecord:
     redis_pid: int | None  # None: TOOLRUN_REDIS_URL names a Redis the stack did not start
     workers: list[WorkerInfo] = field(default_factory=list)
     flower: FlowerInfo | None = None
+    signing_key: str | None = None  # HMAC key shared by this stack's client and workers
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)
@@ -82,3 +83,14 @@ def load_record(home: Path) -> StackRecord | None:
         return None
     except (ValueError, TypeError, KeyError) as error:
         raise StackError(f"unreadable stack record {path}: {error}") from error
+
+
+def signing_key_for(settings: Settings) -> bytes:
+    """`TOOLRUN_SIGNING_KEY`, else the embedded stack's key; task messages are
+    signed with it and workers run nothing that is not."""
+    if settings.signing_key is not None:
+        return settings.signing_key.get_secret_value().encode()
+    record = load_record(settings.home)
+    if record is not None and record.signing_key:
+        return record.signing_key.encode()
+    raise StackError("no signing key: set TOOLRUN_SIGNING_KEY (the same on clients and workers)")

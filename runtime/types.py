@@ -105,8 +105,9 @@ class ToolResult(BaseModel):
 
 
 class CallMessage(BaseModel):
-    """What the client sends a worker for one admitted call: the call and the
-    batch policy it was admitted under, so the worker can check it again."""
+    """What the client sends a worker for one admitted call: the call, the
+    batch policy it was admitted under and the decision, signed (HMAC) so the
+    worker can check it again and refuse anything a client did not send."""
 
     batch_id: str
     call_id: str
@@ -115,3 +116,7 @@ class CallMessage(BaseModel):
     mode: Mode
     workspace: str
     position: int
+    policy: dict[str, Any]
+    decision: dict[str, str]
+    approved_by: str | None = None
+    signature: str | None = None

@@ -4,6 +4,7 @@ queue), started the way `toolrun up` starts them. Never an eager mode or a fake.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -32,7 +33,16 @@ def stack(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def runtime(stack):
+def user_settings(tmp_path_factory):
+    """A user settings file that trusts every workspace the tests make (all live
+    under pytest's base temp directory). Tests about trust build their own."""
+    path = tmp_path_factory.mktemp("user") / "settings.json"
+    path.write_text(json.dumps({"trusted_workspaces": [str(tmp_path_factory.getbasetemp())]}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def runtime(stack, user_settings):
     from runtime.client import Runtime
 
     settings = Settings(
@@ -40,6 +50,7 @@ def runtime(stack):
         redis_url=stack.redis_url,
         database_url=stack.database_url,
         tool_modules=TEST_TOOLS,
+        user_settings_file=user_settings,
     )
     rt = Runtime(settings)
     yield rt

@@ -6,7 +6,8 @@ from runtime.executor import execute
 from runtime.ledger import Ledger
 from runtime.registry import load_tools
 from runtime.settings import Settings
-from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
+from runtime.types import Batch, Mode, Status, ToolCall
+from tests.support.messages import KEY, message
 from tests.support.tools import marks
 
 SECRET = "sk-ant-api03-" + "S3cr3t" * 6
@@ -20,24 +21,19 @@ def env(tmp_path):
     registry = load_tools(["tests.support.tools"])
     settings = Settings(home=tmp_path)
 
-    def run(tool, arguments, mode=Mode.auto, call_id="c1"):
+    def run(tool, arguments, call_id="c1", raw=None, **options):
         batch = Batch(
             id="b1",
             calls=[ToolCall(id=call_id, name=tool, arguments=arguments)],
-            mode=mode,
+            mode=options.get("mode", Mode.auto),
             workspace=str(workspace),
         )
         ledger.record_batch(batch)
-        message = CallMessage(
-            batch_id="b1",
-            call_id=call_id,
-            tool=tool,
-            arguments=arguments,
-            mode=mode,
-            workspace=str(workspace),
-            position=0,
+        options.setdefault("rules", {"allow": ["bump", "explode"]})
+        raw = raw or message(call_id, tool, arguments, workspace=workspace, **options)
+        return execute(
+            raw, registry=registry, ledger=ledger, settings=settings, key=KEY, worker="w@h"
         )
-        return execute(message, registry=registry, ledger=ledger, settings=settings, worker="w@h")
 
     run.workspace, run.ledger = workspace, ledger
     yield run
@@ -71,7 +67,47 @@ def test_the_worker_checks_again_and_runs_nothing_it_should_not(env):
     assert env("bump", {"label": "x"}, mode=Mode.plan, call_id="c2").status is Status.disabled
     assert env("obliterate", {"label": "x"}, call_id="c3").status is Status.denied
     assert env("nope", {}, call_id="c4").status is Status.unknown_tool
+    assert env("bump", {"label": "x"}, call_id="c5", rules={}).status is Status.denied
     assert marks(env.workspace, "effects") == []
+
+
+def test_unsigned_forged_and_tampered_messages_never_run(env):
+    unsigned = message(
+        "u", "bump", {"label": "x"}, workspace=env.workspace, key=None, rules={"allow": ["bump"]}
+    )
+    forged = message(
+        "f",
+        "bump",
+        {"label": "x"},
+        workspace=env.workspace,
+        key=b"other",
+        rules={"allow": ["bump"]},
+    )
+    tampered = message(
+        "t", "bump", {"label": "x"}, workspace=env.workspace, rules={"allow": ["bump"]}
+    )
+    tampered["arguments"] = {"label": "changed"}
+    widened = message("w", "obliterate", {"label": "x"}, workspace=env.workspace)
+    widened["policy"]["rules"].append(
+        {"text": "obliterate", "effect": "allow", "level": "org", "source": "forged"}
+    )
+    for raw in (unsigned, forged, tampered, widened):
+        result = env(raw["tool"], raw["arguments"], call_id=raw["call_id"], raw=raw)
+        assert result.status is Status.denied, raw["call_id"]
+        assert "signature" in result.model_message
+    assert marks(env.workspace, "effects") == []
+    rules = {e.call_id: e.rule for e in env.ledger.events("b1")}
+    assert rules == {"u": "signature", "f": "signature", "t": "signature", "w": "signature"}
+
+
+def test_a_call_that_needs_asking_runs_only_with_an_approval(env):
+    asked = env("bump", {"label": "x"}, mode=Mode.default, call_id="a1", rules={})
+    assert asked.status is Status.denied and "no approval" in asked.model_message
+    approved = env(
+        "bump", {"label": "x"}, mode=Mode.default, call_id="a2", rules={}, approved_by="alice"
+    )
+    assert approved.status is Status.ok
+    assert [m["call_id"] for m in marks(env.workspace, "effects")] == ["a2"]
 
 
 def test_secrets_in_arguments_never_come_back(env):

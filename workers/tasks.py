@@ -7,19 +7,19 @@ import logging
 import os
 
 import redis
-from pydantic import ValidationError
 
 from runtime import channel, executor, results
 from runtime.ledger import Ledger
 from runtime.registry import load_tools
 from runtime.settings import get_settings
-from runtime.stack_record import redis_url_for
-from runtime.types import CallMessage, Status
+from runtime.stack_record import redis_url_for, signing_key_for
+from runtime.types import Status
 from workers import app
 
 log = logging.getLogger("toolrun.worker")
 settings = get_settings()
 registry = load_tools(settings.module_names)  # once per process, never per task
+key = signing_key_for(settings)  # no key, no worker: it would run nothing anyway
 _resources: dict[int, tuple[Ledger, redis.Redis]] = {}
 
 
@@ -36,18 +36,17 @@ def _resources_here() -> tuple[Ledger, redis.Redis]:
 @app.task(name="toolrun.execute", bind=True)
 def execute_call(self, message: dict) -> dict:
     ledger, client = _resources_here()
-    try:
-        call = CallMessage.model_validate(message)
-    except ValidationError as error:
-        log.error("malformed call message refused: %s", error.error_count())
-        return {"status": Status.error.value, "error": "malformed call message"}
     result = executor.execute(
-        call,
+        message,
         registry=registry,
         ledger=ledger,
         settings=settings,
+        key=key,
         worker=self.request.hostname,
         attempt=self.request.retries + 1,
     )
-    channel.publish(client, call.batch_id, result)
-    return results.ledger_summary(result) | {"call_id": call.call_id, "status": result.status}
+    if result is None:
+        return {"status": Status.error.value, "error": "malformed call message"}
+    batch_id = message["batch_id"]
+    channel.publish(client, batch_id, result)
+    return results.ledger_summary(result) | {"call_id": result.call_id, "status": result.status}

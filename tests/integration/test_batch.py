@@ -8,6 +8,10 @@ from runtime.types import Status
 from tests.support.tools import marks
 
 
+# Auto mode runs side effects only where a rule allows them.
+WRITES = {"allow": ["bump", "explode", "write_file", "edit_file"]}
+
+
 def call(call_id, name, **arguments):
     return {"id": call_id, "name": name, "arguments": arguments}
 
@@ -26,7 +30,9 @@ def test_reads_between_writes_run_together_and_a_read_after_a_write_sees_it(runt
         call("r5", "nap", label="d", seconds=0.4),
         call("w2", "bump", label="after"),
     ]
-    results = runtime.submit(batch, mode="auto", workspace=workspace).results(timeout=60)
+    results = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(
+        timeout=60
+    )
     assert [r.call_id for r in results] == ["r1", "r2", "w1", "r3", "r4", "r5", "w2"]
     assert all(r.status is Status.ok for r in results), [r.model_message for r in results]
     assert "fresh" in results[3].content["text"]
@@ -45,7 +51,9 @@ def test_every_early_end_gets_exactly_one_result_in_order(runtime, workspace):
         call("d", "stall", label="s", seconds=5),
         call("e", "nap", label="ok"),
     ]
-    handle = runtime.submit(batch, mode="auto", workspace=workspace, on_error="continue")
+    handle = runtime.submit(
+        batch, mode="auto", workspace=workspace, on_error="continue", rules=WRITES
+    )
     streamed = list(handle.stream(timeout=60))
     assert sorted(r.call_id for r in streamed) == list("abcde")
     statuses = [r.status for r in handle.results()]
@@ -76,7 +84,9 @@ def test_a_failed_step_skips_later_side_effects_but_reads_still_run(runtime, wor
         call("w2", "bump", label="never"),
         call("w3", "write_file", path="x.txt", content="never"),
     ]
-    results = runtime.submit(batch, mode="auto", workspace=workspace).results(timeout=60)
+    results = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(
+        timeout=60
+    )
     assert [r.status for r in results] == [Status.error, Status.ok, Status.skipped, Status.skipped]
     assert results[0].error.kind == "ValueError" and "no space left" in results[0].model_message
     assert "w1" in results[2].model_message
@@ -86,15 +96,19 @@ def test_a_failed_step_skips_later_side_effects_but_reads_still_run(runtime, wor
 
 def test_on_error_continue_runs_every_step(runtime, workspace):
     batch = [call("w1", "explode"), call("w2", "bump", label="runs")]
-    results = runtime.submit(batch, mode="auto", workspace=workspace, on_error="continue").results(
-        timeout=60
-    )
+    results = runtime.submit(
+        batch, mode="auto", workspace=workspace, on_error="continue", rules=WRITES
+    ).results(timeout=60)
     assert [r.status for r in results] == [Status.error, Status.ok]
 
 
 def test_results_stream_as_they_finish(runtime, workspace):
     batch = [call("slow", "nap", label="slow", seconds=1.0), call("fast", "nap", label="fast")]
-    first = next(iter(runtime.submit(batch, mode="auto", workspace=workspace).stream(timeout=60)))
+    first = next(
+        iter(
+            runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).stream(timeout=60)
+        )
+    )
     assert first.call_id == "fast"
 
 
@@ -114,7 +128,7 @@ def test_asyncio_orchestrators_iterate_results(runtime, workspace):
 
 def test_the_ledger_holds_a_decision_and_a_finished_row_for_each_call_that_ran(runtime, workspace):
     batch = [call("r", "nap", label="l"), call("w", "bump", label="l"), call("u", "ghost")]
-    handle = runtime.submit(batch, mode="auto", workspace=workspace)
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
     handle.results(timeout=60)
     events = runtime.ledger.events(handle.batch_id)
     kinds = {(e.call_id, e.kind) for e in events}
@@ -122,13 +136,16 @@ def test_the_ledger_holds_a_decision_and_a_finished_row_for_each_call_that_ran(r
         assert {(call_id, "decision"), (call_id, "started"), (call_id, "finished")} <= kinds
     assert ("u", "lookup_failed") in kinds
     decision = next(e for e in events if e.call_id == "w" and e.kind == "decision")
-    assert (decision.effect, decision.mode, decision.rule) == ("allow", "auto", "mode:auto")
+    assert (decision.effect, decision.mode, decision.rule) == ("allow", "auto", "bump")
+    assert decision.source == "submit" and decision.risk == "write" and decision.policy_version
     assert [c.status for c in runtime.ledger.calls(handle.batch_id)] == ["ok", "ok", "unknown_tool"]
 
 
 def test_a_batch_deadline_ends_every_open_call(runtime, workspace):
     batch = [call("slow", "nap", label="z", seconds=3), call("w", "bump", label="later")]
-    results = runtime.submit(batch, mode="auto", workspace=workspace, timeout=0.5).results()
+    results = runtime.submit(
+        batch, mode="auto", workspace=workspace, timeout=0.5, rules=WRITES
+    ).results()
     assert [r.status for r in results] == [Status.timeout, Status.skipped]
 
 
@@ -136,6 +153,7 @@ def test_a_batch_deadline_ends_every_open_call(runtime, workspace):
 def test_a_path_outside_the_workspace_is_refused_before_anything_runs(runtime, workspace, mode):
     outside = workspace.parent / "outside.txt"
     batch = [call("w", "write_file", path="../outside.txt", content="x")]
-    [result] = runtime.submit(batch, mode=mode, workspace=workspace).results(timeout=60)
+    handle = runtime.submit(batch, mode=mode, workspace=workspace, rules=WRITES)
+    [result] = handle.results(timeout=60)
     assert result.status is Status.denied and "outside the workspace" in result.model_message
     assert not outside.exists()

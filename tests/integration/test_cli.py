@@ -51,12 +51,13 @@ EXPECTED = {
 
 
 @pytest.fixture
-def env(stack):
+def env(stack, user_settings):
     return toolrun_env(
         stack.home,
         TOOLRUN_REDIS_URL=stack.redis_url,
         TOOLRUN_DATABASE_URL=stack.database_url,
         TOOLRUN_TOOL_MODULES=TEST_TOOLS,
+        TOOLRUN_USER_SETTINGS_FILE=str(user_settings),
     )
 
 
@@ -64,7 +65,7 @@ def env(stack):
 def batch(tmp_path, workspace):
     (workspace / "hello.txt").write_text("hello from the workspace\n")
     path = tmp_path / "batch.json"
-    path.write_text(json.dumps(BATCH))
+    path.write_text(json.dumps({"calls": BATCH, "rules": {"allow": ["write_file"]}}))
     return path
 
 
@@ -114,8 +115,10 @@ def test_the_mode_in_the_file_is_used_and_the_option_overrides_it(env, tmp_path,
     planned = json.loads(toolrun(*args, env=env).stdout)
     assert [r["status"] for r in planned["results"]] == ["disabled"]
     assert not (workspace / "x.txt").exists()
-    overridden = json.loads(toolrun(*args, "--mode", "auto", env=env).stdout)
+    overridden = json.loads(toolrun(*args, "--mode", "accept_edits", env=env).stdout)
     assert [r["status"] for r in overridden["results"]] == ["ok"]
+    denied = json.loads(toolrun(*args, "--mode", "auto", "--deny", "write_file", env=env).stdout)
+    assert [r["status"] for r in denied["results"]] == ["denied"]
 
 
 def test_a_workspace_that_is_not_a_directory_is_one_line(env, batch, tmp_path):

@@ -1,0 +1,31 @@
+"""Task messages are signed, so a worker runs only what a client admitted.
+
+Anyone who can write to Redis can push a task message. The HMAC covers the
+call, its arguments, the policy snapshot and the decision; a worker refuses a
+message that is unsigned, signed with another key, or altered after signing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+FIELD = "signature"
+
+
+def canonical(data: dict[str, Any]) -> bytes:
+    body = {key: value for key, value in data.items() if key != FIELD}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sign(data: dict[str, Any], key: bytes) -> str:
+    return hmac.new(key, canonical(data), hashlib.sha256).hexdigest()
+
+
+def verify(data: dict[str, Any], key: bytes) -> bool:
+    signature = data.get(FIELD)
+    if not isinstance(signature, str) or not signature:
+        return False
+    return hmac.compare_digest(signature, sign(data, key))

@@ -1,0 +1,124 @@
+"""Approvals end to end through real workers, answered from a second process."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runtime.settings import Settings
+from runtime.types import Status
+from tests.support.tools import marks
+
+TOOLRUN = shutil.which("toolrun", path=os.path.dirname(sys.executable))
+
+
+def call(call_id, name, **arguments):
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture
+def answer(stack, user_settings):
+    """Run `toolrun approve|deny ...` as another process, as a human's CLI would."""
+
+    def run(*args):
+        env = {**os.environ, "TOOLRUN_HOME": str(stack.home), "TOOLRUN_REDIS_URL": stack.redis_url,
+               "TOOLRUN_DATABASE_URL": stack.database_url,
+               "TOOLRUN_TOOL_MODULES": "tests.support.tools",
+               "TOOLRUN_USER_SETTINGS_FILE": str(user_settings)}  # fmt: skip
+        done = subprocess.run([TOOLRUN, *args], env=env, capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    return run
+
+
+def wait_for_notice(stream, call_id):
+    for event in stream:
+        if event.call_id == call_id and event.status is Status.awaiting_approval:
+            return event
+    raise AssertionError(f"no approval notice for {call_id}")
+
+
+def test_approve_from_another_process(runtime, workspace, answer):
+    batch = [
+        call("r1", "nap", label="before"),
+        call("w1", "bump", label="asked"),
+        call("r2", "nap", label="after"),
+    ]
+    handle = runtime.submit(batch, mode="default", workspace=workspace)
+    stream = handle.stream(timeout=60)
+    notice = wait_for_notice(stream, "w1")
+    assert "approval" in notice.model_message
+    assert "w1" in answer("approvals", "--batch", handle.batch_id)
+    assert marks(workspace, "effects") == []
+    answer("approve", "w1", "--batch", handle.batch_id, "--by", "bob")
+    results = handle.results(timeout=60)
+    assert [r.status for r in results] == [Status.ok, Status.ok, Status.ok]
+    assert [m["label"] for m in marks(workspace, "effects")] == ["asked"]
+    spans = {m["label"]: m for m in marks(workspace, "intervals")}
+    assert spans["after"]["start"] >= marks(workspace, "effects")[0]["at"]
+    events = runtime.ledger.events(handle.batch_id, "w1")
+    kinds = [e.kind for e in events]
+    assert kinds[:3] == ["decision", "approval_asked", "approval_given"]
+    given = events[2]
+    assert given.approver == "bob"
+    assert events[0].effect == "ask" and events[0].rule == "mode:default"
+
+
+def test_deny_from_another_process(runtime, workspace, answer):
+    batch = [call("w1", "bump", label="never"), call("w2", "bump", label="never2")]
+    handle = runtime.submit(batch, mode="default", workspace=workspace)
+    wait_for_notice(handle.stream(timeout=60), "w1")
+    answer("deny", "w1", "--batch", handle.batch_id, "--reason", "not on a friday", "--by", "eve")
+    results = handle.results(timeout=60)
+    assert results[0].status is Status.denied
+    assert "not on a friday" in results[0].model_message and "eve" in results[0].model_message
+    assert results[1].status is Status.skipped
+    assert marks(workspace, "effects") == []
+    kinds = [e.kind for e in runtime.ledger.events(handle.batch_id, "w1")]
+    assert "approval_refused" in kinds
+
+
+def test_edit_and_approve_validates_the_new_arguments(runtime, workspace, answer):
+    batch = [call("w1", "bump", label="original"), call("w2", "bump", label="x")]
+    handle = runtime.submit(batch, mode="default", workspace=workspace, on_error="continue")
+    stream = handle.stream(timeout=60)
+    wait_for_notice(stream, "w1")
+    answer("approve", "w1", "--batch", handle.batch_id, "--arguments", '{"label": "edited"}')
+    wait_for_notice(stream, "w2")
+    answer("approve", "w2", "--batch", handle.batch_id, "--arguments", '{"label": 7}')
+    results = handle.results(timeout=60)
+    assert results[0].status is Status.ok
+    assert results[1].status is Status.invalid_arguments
+    assert [m["label"] for m in marks(workspace, "effects")] == ["edited"]
+
+
+def test_an_unanswered_approval_expires(stack, user_settings, workspace):
+    from runtime.client import Runtime
+
+    settings = Settings(home=stack.home, redis_url=stack.redis_url,
+                        database_url=stack.database_url, tool_modules="tests.support.tools",
+                        user_settings_file=user_settings, approval_timeout=1.0)  # fmt: skip
+    rt = Runtime(settings)
+    try:
+        started = time.monotonic()
+        handle = rt.submit([call("w1", "bump", label="x")], mode="default", workspace=workspace)
+        [result] = handle.results(timeout=60)
+        assert result.status is Status.denied and "approval timed out" in result.model_message
+        assert time.monotonic() - started < 30
+        assert rt.approvals.get(handle.batch_id, "w1").status == "expired"
+        assert marks(workspace, "effects") == []
+    finally:
+        rt.close()
+
+
+def test_only_the_first_answer_counts(runtime, workspace):
+    handle = runtime.submit([call("w1", "bump", label="x")], mode="default", workspace=workspace)
+    wait_for_notice(handle.stream(timeout=60), "w1")
+    assert handle.approve("w1", by="first")
+    assert not handle.deny("w1", "too late", by="second")
+    assert handle.results(timeout=60)[0].status is Status.ok

@@ -1,0 +1,50 @@
+"""Build policies and task messages the way the client does, for tests that talk
+to the executor or push messages into the broker themselves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runtime import signing
+from runtime.decision import Decision
+from runtime.policy import Policy
+from runtime.rules import Effect, Level, parse
+from runtime.types import CallMessage, Mode
+
+KEY = b"test-signing-key"
+
+
+def policy(workspace: Path, *, trusted: bool = True, roots=None, **rules: list[str]) -> Policy:
+    """A policy with batch-level rules: policy(ws, allow=["bump"], deny=[...])."""
+    parsed = tuple(
+        parse(text, Effect(effect), Level.batch, "submit")
+        for effect, texts in rules.items()
+        for text in texts
+    )
+    return Policy(parsed, trusted, roots, str(Path(workspace).resolve()), "test")
+
+
+def message(
+    call_id: str,
+    tool: str,
+    arguments: Any,
+    *,
+    workspace: Path,
+    mode: Mode = Mode.auto,
+    batch_id: str = "b1",
+    key: bytes | None = KEY,
+    rules: dict[str, list[str]] | None = None,
+    decision: Decision | None = None,
+    approved_by: str | None = None,
+) -> dict[str, Any]:
+    data = CallMessage(
+        batch_id=batch_id, call_id=call_id, tool=tool, arguments=arguments, mode=mode,
+        workspace=str(Path(workspace).resolve()), position=0,
+        policy=policy(workspace, **(rules or {})).snapshot(),
+        decision=(decision or Decision.allow("test", rule="test")).as_dict(),
+        approved_by=approved_by,
+    ).model_dump(mode="json")  # fmt: skip
+    if key is not None:
+        data[signing.FIELD] = signing.sign(data, key)
+    return data
