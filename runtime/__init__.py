@@ -6,10 +6,14 @@ from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolRe
 
 def __getattr__(name: str):
     # The client pulls in Celery and Redis; tools that only need `@tool` should not.
-    if name in ("Runtime", "BatchHandle", "AsyncBatchHandle"):
-        from runtime import client
+    if name == "Runtime":
+        from runtime.client import Runtime
 
-        return getattr(client, name)
+        return Runtime
+    if name in ("BatchHandle", "AsyncBatchHandle"):
+        from runtime import handle
+
+        return getattr(handle, name)
     raise AttributeError(name)
 
 

@@ -9,22 +9,25 @@ results as they finish and returns them in the model's order.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from runtime.dispatcher import BatchRun
+from runtime import adapters
+from runtime.approvals import Approvals
+from runtime.dispatcher import BatchRun, Services
 from runtime.errors import InvalidBatch
+from runtime.handle import AsyncBatchHandle, BatchHandle
 from runtime.ledger import Ledger
+from runtime.policy import PolicySources
 from runtime.registry import Registry, load_tools
 from runtime.settings import Settings, get_settings
-from runtime.stack_record import redis_url_for
-from runtime.types import Batch, Mode, OnError, ToolCall, ToolResult
+from runtime.stack_record import redis_url_for, signing_key_for
+from runtime.types import Batch, Mode, OnError, ToolCall
 
 
 class Runtime:
@@ -35,10 +38,22 @@ class Runtime:
 
         self.settings = settings
         self.redis_url = redis_url_for(settings)
-        self.registry = registry or load_tools(settings.module_names)
+        self.registry = registry or load_tools(
+            settings.module_names, mcp_servers_file=settings.mcp_servers_file
+        )
         self.ledger = Ledger(settings.ledger_url)
         self.app = make_app(settings, redis_url=self.redis_url)
         self.client = redis.Redis.from_url(self.redis_url)
+        self.approvals = Approvals(self.ledger, self.client)
+        self.policies = PolicySources(settings)  # org and user files: errors surface now
+        self.services = Services(
+            registry=self.registry,
+            approvals=self.approvals,
+            app=self.app,
+            client=self.client,
+            key=signing_key_for(settings),
+            approval_timeout=settings.approval_timeout,
+        )
 
     @classmethod
     def from_env(cls) -> Runtime:
@@ -52,118 +67,64 @@ class Runtime:
         workspace: str | Path | None = None,
         on_error: OnError | None = None,
         timeout: float | None = None,
+        rules: dict[str, list[str]] | None = None,
     ) -> BatchHandle:
-        """Start a batch and return at once. The policy (mode, workspace) is fixed now."""
+        """Start a batch and return at once. Its policy (mode, workspace, the
+        settings files' rules and `rules` of its own, as `{"allow": [...],
+        "ask": [...], "deny": [...]}`) is fixed now."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
-        handle = BatchHandle(batch)
+        policy = self.policies.policy_for(Path(batch.workspace), rules)
+        handle = BatchHandle(batch, self.approvals)
         deadline = time.monotonic() + (timeout or self.settings.batch_timeout)
         handle._run = BatchRun(
-            batch,
-            registry=self.registry,
-            ledger=self.ledger,
-            app=self.app,
-            client=self.client,
-            deadline=deadline,
-            emit=handle._add,
-        )
+            batch, policy, self.services, deadline=deadline, emit=handle._add,
+            notify=handle._notice,
+        )  # fmt: skip
         threading.Thread(target=handle._run.run, name=f"batch-{batch.id}", daemon=True).start()
         return handle
+
+    def pending_approvals(self, batch_id: str | None = None) -> list:
+        """Calls waiting for a human, from the ledger: any process sees them."""
+        return self.approvals.pending(batch_id)
+
+    def approve(self, batch_id: str, call_id: str, *, by: str,
+                updated_arguments: Any = None) -> bool:  # fmt: skip
+        """Let a waiting call run (with `updated_arguments`, validated again, if
+        given). False if it was not waiting: already answered or expired."""
+        return self.approvals.answer(batch_id, call_id, approve=True, by=by,
+                                     updated_arguments=updated_arguments)  # fmt: skip
+
+    def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
+        return self.approvals.answer(batch_id, call_id, approve=False, by=by, reason=reason)
 
     async def asubmit(
         self, calls: Batch | Iterable[ToolCall | dict], **options: Any
     ) -> AsyncBatchHandle:
         return AsyncBatchHandle(self.submit(calls, **options))
 
+    def submit_message(
+        self, message: Any, format: adapters.Format | None = None, **options: Any
+    ) -> BatchHandle:
+        """Start the tool calls of a provider message as the provider returned it
+        (an Anthropic assistant message or its content list, an OpenAI chat
+        message, Responses output items; an SDK object or its JSON), with
+        `submit`'s options. `format` is detected when not given; the handle's
+        `reply()` answers in the same dialect. No tool calls is `InvalidBatch`."""
+        turn = adapters.parse(message, format)
+        if not turn.calls:
+            raise InvalidBatch("the message holds no tool calls to run")
+        handle = self.submit(turn.calls, **options)
+        handle.format = turn.format
+        return handle
+
+    async def asubmit_message(
+        self, message: Any, format: adapters.Format | None = None, **options: Any
+    ) -> AsyncBatchHandle:
+        return AsyncBatchHandle(self.submit_message(message, format, **options))
+
     def close(self) -> None:
         self.client.close()
         self.ledger.close()
-
-
-class BatchHandle:
-    """Results of one batch: exactly one per call, streamed or in order."""
-
-    def __init__(self, batch: Batch) -> None:
-        self.batch = batch
-        self.batch_id = batch.id
-        self._run: BatchRun | None = None
-        self._finished: list[ToolResult] = []
-        self._changed = threading.Condition()
-        self._listeners: list[Callable[[ToolResult], None]] = []
-
-    @property
-    def done(self) -> bool:
-        return len(self._finished) == len(self.batch.calls)
-
-    def stream(self, timeout: float | None = None) -> Iterator[ToolResult]:
-        """Results as they finish. If `timeout` passes first, the batch ends at
-        once and the calls still open get their `timeout`/`outcome_unknown`
-        results, so the stream still yields one result per call."""
-        limit = None if timeout is None else time.monotonic() + timeout
-        index = 0
-        while index < len(self.batch.calls):
-            with self._changed:
-                while index >= len(self._finished):
-                    left = None if limit is None else limit - time.monotonic()
-                    if left is not None and left <= 0:
-                        self._run.end_now()
-                        left = 1.0
-                        limit = None
-                    self._changed.wait(left)
-                batch = self._finished[index:]
-            index += len(batch)
-            yield from batch
-
-    def results(self, timeout: float | None = None) -> list[ToolResult]:
-        """Every result, in the model's order."""
-        finished = {result.call_id: result for result in self.stream(timeout)}
-        return [finished[call.id] for call in self.batch.calls]
-
-    def _add(self, result: ToolResult) -> None:
-        with self._changed:
-            self._finished.append(result)
-            self._changed.notify_all()
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(result)
-
-    def _listen(self, listener: Callable[[ToolResult], None]) -> list[ToolResult]:
-        """Call `listener` for every later result; returns those already in."""
-        with self._changed:
-            self._listeners.append(listener)
-            return list(self._finished)
-
-
-class AsyncBatchHandle:
-    """The same handle for asyncio: results arrive on the event loop without a
-    thread per call or a blocking wait."""
-
-    def __init__(self, handle: BatchHandle) -> None:
-        self.handle = handle
-        self.batch_id = handle.batch_id
-        self._queue: asyncio.Queue[ToolResult] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        for result in handle._listen(
-            lambda r: loop.call_soon_threadsafe(self._queue.put_nowait, r)
-        ):
-            self._queue.put_nowait(result)
-
-    async def stream(self, timeout: float | None = None) -> AsyncIterator[ToolResult]:
-        limit = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        for _ in self.handle.batch.calls:
-            left = None if limit is None else max(0.0, limit - asyncio.get_running_loop().time())
-            try:
-                yield await asyncio.wait_for(self._queue.get(), left)
-            except TimeoutError:
-                self.handle._run.end_now()
-                limit = None
-                yield await self._queue.get()
-
-    def __aiter__(self) -> AsyncIterator[ToolResult]:
-        return self.stream()
-
-    async def results(self, timeout: float | None = None) -> list[ToolResult]:
-        finished = {result.call_id: result async for result in self.stream(timeout)}
-        return [finished[call.id] for call in self.handle.batch.calls]
 
 
 def _batch(calls, *, mode, workspace, on_error) -> Batch:

@@ -204,9 +204,16 @@ def _forbid_extra(model: type[BaseModel]) -> type[BaseModel]:
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
 
 
-def load_tools(module_names: Iterable[str] = ()) -> Registry:
+_FROM_SETTINGS: Any = object()
+
+
+def load_tools(
+    module_names: Iterable[str] = (), *, mcp_servers_file: Path | None = _FROM_SETTINGS
+) -> Registry:
     """Import the built-ins, `TOOLRUN_TOOL_MODULES` and the `toolrun.tools` entry
-    points, on clients and workers alike. Importing a module registers its tools."""
+    points, on clients and workers alike. Importing a module registers its tools.
+    Then register the tools of the MCP servers in `mcp_servers_file` (by default
+    `TOOLRUN_MCP_SERVERS_FILE`), as `<server>__<tool>`."""
     for module_name in [BUILTIN_MODULE, *module_names]:
         try:
             importlib.import_module(module_name)
@@ -219,4 +226,12 @@ def load_tools(module_names: Iterable[str] = ()) -> Registry:
             point.load()
         except Exception as error:
             raise ConfigurationError(f"tool entry point {point.name!r} failed: {error}") from error
+    if mcp_servers_file is _FROM_SETTINGS:
+        from runtime.settings import get_settings
+
+        mcp_servers_file = get_settings().mcp_servers_file
+    if mcp_servers_file is not None:
+        from runtime.adapters.mcp import register_servers
+
+        register_servers(mcp_servers_file, into=registry)
     return registry

@@ -1,0 +1,154 @@
+"""Provider formats in and out: the model's message as the provider returned it →
+tool calls; results → exactly what to send the model next; the registry → tool
+definitions the model can be given.
+
+    turn = parse(message)                      # format detected, or format="openai"
+    handle = rt.submit(turn.calls, mode="auto")
+    next_message = reply(turn.format, handle.results())
+
+Arguments stay raw: a string that is not JSON, or JSON that is not an object,
+becomes an `invalid_arguments` result for that call only, never a refused
+message. Only function tools are ours; other items (text, thinking, reasoning,
+server-side tool calls) are ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from runtime.errors import InvalidBatch
+from runtime.registry import CapabilitySpec
+from runtime.types import ToolCall, ToolResult
+
+Format = Literal["anthropic", "openai", "responses"]
+DefinitionFormat = Literal["anthropic", "openai", "responses", "mcp"]
+FORMATS: tuple[str, ...] = get_args(Format)
+DEFINITION_FORMATS: tuple[str, ...] = get_args(DefinitionFormat)
+
+_ANTHROPIC_BLOCKS = {"tool_use", "text", "thinking", "redacted_thinking", "server_tool_use"}
+_RESPONSES_ITEMS = {"function_call", "reasoning", "message", "custom_tool_call"}
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """The tool calls of one model message, and the dialect to answer in."""
+
+    format: Format
+    calls: list[ToolCall]
+
+
+def parse(message: Any, format: Format | None = None) -> ModelTurn:
+    """The calls of a provider message (an SDK object or its JSON), in the
+    model's order. `format` is detected when not given; a message that is
+    none of the three is `InvalidBatch`."""
+    data = plain(message)
+    chosen = format or detect(data)
+    if chosen not in FORMATS:
+        raise InvalidBatch(f"unknown format {chosen!r}; use one of {', '.join(FORMATS)}")
+    from runtime.adapters import anthropic, openai
+
+    reader = {
+        "anthropic": anthropic.calls,
+        "openai": openai.chat_calls,
+        "responses": openai.responses_calls,
+    }[chosen]
+    return ModelTurn(chosen, reader(data))
+
+
+def reply(format: Format, results: Sequence[ToolResult]) -> Any:
+    """What to send the model next, in `format`: one Anthropic `user` message,
+    or a list of OpenAI `tool` messages, or a list of Responses
+    `function_call_output` items; one entry per result, in the given order."""
+    from runtime.adapters import anthropic, openai
+
+    writers = {
+        "anthropic": anthropic.reply,
+        "openai": openai.chat_reply,
+        "responses": openai.responses_reply,
+    }
+    if format not in writers:
+        raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    return writers[format](results)
+
+
+def definitions(specs: Iterable[CapabilitySpec], format: DefinitionFormat) -> list[dict]:
+    """The registry's tools as `format` tool definitions, so the model is given
+    the same tools, with the same input schemas, that the registry accepts."""
+    from runtime.adapters import anthropic, mcp, openai
+
+    makers = {
+        "anthropic": anthropic.definition,
+        "openai": openai.chat_definition,
+        "responses": openai.responses_definition,
+        "mcp": mcp.definition,
+    }
+    if format not in makers:
+        raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(DEFINITION_FORMATS)}")
+    return [makers[format](spec) for spec in specs]
+
+
+def detect(data: Any) -> Format:
+    """Which provider a message came from, by its shape."""
+    if isinstance(data, dict):
+        if "choices" in data or "tool_calls" in data:
+            return "openai"
+        if data.get("object") == "response" or isinstance(data.get("output"), list):
+            return "responses"
+        if data.get("type") == "function_call":
+            return "responses"
+        content = data.get("content")
+        if isinstance(content, list) and _types(content) & _ANTHROPIC_BLOCKS:
+            return "anthropic"
+        if isinstance(content, list) and data.get("type") == "message":
+            return "responses" if "output_text" in _types(content) else "anthropic"
+        if data.get("role") == "assistant" and not isinstance(content, list):
+            return "openai"
+    elif isinstance(data, list):
+        kinds = _types(data)
+        if kinds & {"tool_use", "server_tool_use", "thinking", "redacted_thinking"}:
+            return "anthropic"
+        if kinds & _RESPONSES_ITEMS - {"message"}:
+            return "responses"
+        if kinds == {"text"}:
+            return "anthropic"
+        if kinds == {"message"}:
+            return "responses"
+    raise InvalidBatch(
+        "cannot tell the provider of this message; expected an Anthropic assistant message "
+        "or its content list, an OpenAI chat completion message, or Responses output items "
+        f"(or pass the format: {', '.join(FORMATS)})"
+    )
+
+
+def plain(message: Any) -> Any:
+    """An SDK object (pydantic) as its JSON; JSON as it is."""
+    if hasattr(message, "model_dump"):
+        return message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(message, list | tuple):
+        return [plain(item) for item in message]
+    if isinstance(message, dict):
+        return {key: plain(value) for key, value in message.items()}
+    return message
+
+
+def result_text(result: ToolResult) -> str:
+    """The text the model reads for a result; never empty (some providers
+    refuse an empty tool result)."""
+    return result.model_message or "(no output)"
+
+
+def description(spec: CapabilitySpec) -> str:
+    """The tool's description with its docstring indentation removed."""
+    return inspect.cleandoc(spec.description)
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidBatch(message)
+
+
+def _types(items: list) -> set[str]:
+    return {item.get("type") for item in items if isinstance(item, dict)} - {None}
