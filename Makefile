@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench up down clean
+.PHONY: demo test lint bench up down clean migration migrate
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,18 @@ up: $(STAMP)
 
 down: $(STAMP)
 	$(BIN)/toolrun down
+
+# The ledger's schema is Alembic's (runtime/migrations). After changing a table in
+# runtime/ledger_tables.py, write the revision that brings databases along:
+#   make migration m="add approvals.expires_at"
+# then read the file it names; tests/test_schema.py fails until models and revisions agree.
+migration: $(STAMP)
+	@test -n "$(m)" || { echo 'usage: make migration m="what the revision does"'; exit 2; }
+	$(BIN)/toolrun db revision -m "$(m)"
+
+# Migrate TOOLRUN_DATABASE_URL (else the embedded SQLite) to the newest revision.
+migrate: $(STAMP)
+	$(BIN)/toolrun db upgrade
 
 clean:
 	rm -rf $(VENV) .toolrun .pytest_cache

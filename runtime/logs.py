@@ -1,11 +1,28 @@
 """Log records leave a worker too: every handler gets a filter that redacts the
-formatted message, whoever wrote it (toolrun, Celery, or a tool's print)."""
+formatted message, whoever wrote it (toolrun, Celery, or a tool's print).
+
+Every line about a call carries its batch id and call id: code that works on a
+call runs inside `call_context(batch_id, call_id)` (the worker enters it around
+each task), and Celery's own "received" line is matched through the task's
+redacted argsrepr, which names both. `TOOLRUN_LOG_FORMAT=json` makes each record
+one JSON object on one line; text lines end with `[batch <id> call <id>]`.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from datetime import UTC, datetime
+from typing import Any
 
 from runtime.redaction import redact_text
+
+CallIds = tuple[str, str | None]
+_CALL: ContextVar[CallIds | None] = ContextVar("toolrun_call", default=None)
+_FIELDS = ("batch_id", "call_id", "task_id", "task_name")
 
 
 class RedactingFilter(logging.Filter):
@@ -25,3 +42,117 @@ def redact_handlers(logger: logging.Logger) -> None:
     for handler in logger.handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+
+
+@contextmanager
+def call_context(batch_id: str, call_id: str | None = None) -> Iterator[None]:
+    """Log records made inside (in this thread or task) name this batch and call.
+    A thread started inside does not inherit it: run its target through
+    `contextvars.copy_context().run`."""
+    token = enter_call(batch_id, call_id)
+    try:
+        yield
+    finally:
+        leave_call(token)
+
+
+def enter_call(batch_id: str, call_id: str | None = None) -> Token:
+    """`call_context` for code that begins and ends in separate hooks (Celery's
+    task_prerun and task_postrun); pass the token to `leave_call`."""
+    return _CALL.set((batch_id, call_id))
+
+
+def leave_call(token: Token) -> None:
+    _CALL.reset(token)
+
+
+def current_call() -> CallIds | None:
+    return _CALL.get()
+
+
+class CallFilter(logging.Filter):
+    """Sets `batch_id` and `call_id` on each record (None when it is about no call)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "batch_id", None) is None:  # `extra=` may have set them
+            record.batch_id, record.call_id = current_call() or _ids_in_task_line(record)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (a traceback included)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "process": record.processName,
+            "message": record.getMessage(),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value not in (None, "???"):  # Celery's task formatter says ??? outside a task
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = redact_text(self.formatException(record.exc_info))
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class CallTextFormatter(logging.Formatter):
+    """Another formatter's line, with the call it is about appended."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.inner.format(record)
+        batch_id = getattr(record, "batch_id", None)
+        if batch_id is None:
+            return text
+        return f"{text} [batch {batch_id} call {getattr(record, 'call_id', None) or '-'}]"
+
+
+def prepare_handlers(logger: logging.Logger, log_format: str = "text") -> None:
+    """Every handler of `logger` redacts, names the call, and writes `log_format`
+    ("text" or "json"). Safe to call again."""
+    for handler in logger.handlers:
+        for kind in (RedactingFilter, CallFilter):
+            if not any(isinstance(f, kind) for f in handler.filters):
+                handler.addFilter(kind())
+        current = handler.formatter
+        if log_format == "json":
+            if not isinstance(current, JsonFormatter):
+                handler.setFormatter(JsonFormatter())
+        elif not isinstance(current, CallTextFormatter):
+            handler.setFormatter(CallTextFormatter(current))
+
+
+def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
+    """Logging for a process Celery does not set up (a client, the CLI): one
+    stderr handler on the root logger, prepared as the workers' are."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(level.upper())
+    prepare_handlers(root, log_format)
+
+
+def _ids_in_task_line(record: logging.LogRecord) -> CallIds | tuple[None, None]:
+    """The ids in a line Celery writes about a task outside it ("received"):
+    Celery passes the line's fields as `extra={"data": ...}`, and the task's
+    argsrepr (redacted by the dispatcher) is `[{"batch_id": ..., "call_id": ...}]`."""
+    data = getattr(record, "data", None)
+    shown = data.get("args") if isinstance(data, dict) else None
+    if not isinstance(shown, str) or '"batch_id"' not in shown:
+        return None, None
+    try:
+        first = json.loads(shown)[0]
+        return str(first["batch_id"]), str(first["call_id"])
+    except (ValueError, LookupError, TypeError):
+        return None, None

@@ -6,20 +6,41 @@ thin adapters around `runtime/executor.py`.
 
 from __future__ import annotations
 
-from celery import Celery, signals
+import sys
+from contextvars import Token
 
-from runtime.logs import redact_handlers
+from celery import Celery, signals
+from celery.app.amqp import AMQP
+
+from runtime.logs import enter_call, leave_call, prepare_handlers
 from runtime.settings import Settings, get_settings
 from runtime.stack_record import redis_url_for
 
 READS_QUEUE = "reads"
 EFFECTS_QUEUE = "effects"
+_calls: dict[str, Token] = {}  # task id -> its log context, from prerun to postrun
+
+
+class ShadowNamedEvents(AMQP):
+    """Celery names a task's `task-sent` event after the task (`toolrun.execute`)
+    and the worker's events after its shadow (`toolrun.<tool>`). Events reach
+    Flower out of order, and a late `task-sent` renamed the call there; name
+    that event after the shadow too, so Flower and /metrics only ever show tools."""
+
+    def as_task_v2(self, *args, **kwargs):
+        message = super().as_task_v2(*args, **kwargs)
+        shadow = message.headers.get("shadow")
+        if shadow and message.sent_event is not None:
+            message.sent_event["name"] = shadow
+        return message
 
 
 def make_app(settings: Settings | None = None, *, redis_url: str | None = None) -> Celery:
     settings = settings or get_settings()
     url = redis_url or redis_url_for(settings, required=False) or "redis://127.0.0.1:6379/0"
-    app = Celery("toolrun", broker=url, backend=url, include=["workers.tasks"])
+    app = Celery(
+        "toolrun", broker=url, backend=url, include=["workers.tasks"], amqp=ShadowNamedEvents
+    )
     app.conf.update(
         # JSON only: pickle lets anyone who can write to Redis run code.
         task_serializer="json",
@@ -50,5 +71,49 @@ def make_app(settings: Settings | None = None, *, redis_url: str | None = None) 
 @signals.after_setup_logger.connect
 @signals.after_setup_task_logger.connect
 def _redact_worker_logs(logger, **_: object) -> None:
-    """Worker logs leave the worker: redact them at every handler."""
-    redact_handlers(logger)
+    """Worker logs leave the worker: redact them at every handler, name the
+    call each line is about, and write TOOLRUN_LOG_FORMAT (json: one object a line)."""
+    prepare_handlers(logger, get_settings().log_format)
+
+
+@signals.celeryd_init.connect
+def _no_banner_in_json_logs(instance=None, **_: object) -> None:
+    """The startup banner is printed, not logged: a JSON log goes without it."""
+    if instance is not None and get_settings().log_format == "json":
+        instance.quiet = True
+
+
+@signals.task_prerun.connect
+def _enter_call(task_id: str, task, args=(), **_: object) -> None:
+    """From here to task_postrun (Celery's own "succeeded" line included), every
+    log line of this task names its batch and call."""
+    message = args[0] if args else None
+    if isinstance(message, dict) and "batch_id" in message:
+        _calls[task_id] = enter_call(str(message["batch_id"]), message.get("call_id"))
+
+
+@signals.task_postrun.connect
+def _leave_call(task_id: str, **_: object) -> None:
+    token = _calls.pop(task_id, None)
+    if token is not None:
+        leave_call(token)
+
+
+def _guard_flower_metrics() -> None:
+    """Flower 2 serves /metrics without asking for credentials even when basic
+    auth is on; the metrics name every worker and tool, so ask there too
+    (Prometheus scrapes with `basic_auth`). Flower imports with every `celery`
+    command (an entry-point plugin), before it loads this app."""
+    monitor = sys.modules.get("flower.views.monitor")
+    metrics = getattr(monitor, "Metrics", None)
+    if metrics is None or getattr(metrics, "_toolrun_guarded", False):
+        return
+
+    def prepare(handler) -> None:
+        if handler.application.options.basic_auth:
+            handler.current_user  # noqa: B018 - reading it checks the credentials, 401 if wrong
+
+    metrics.prepare, metrics._toolrun_guarded = prepare, True
+
+
+_guard_flower_metrics()

@@ -1,0 +1,216 @@
+"""The compose stack's structure, checked without a Docker engine: services,
+healthchecks, start order, secrets, pinned images, the Dockerfile. Its commands
+are run for real in tests/integration/test_compose_commands.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from runtime.settings import PREFIX, Settings
+from tests.support import compose
+
+SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower"}
+WORKERS = {"reads": ("threads", "reads@%h"), "effects": ("prefork", "effects@%h")}
+SECRET = re.compile(r"PASSWORD|SECRET|SIGNING_KEY|TOKEN|BASIC_AUTH|REDISCLI_AUTH", re.I)
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return compose.load()
+
+
+@pytest.fixture(scope="module")
+def env():
+    return compose.env_file()
+
+
+def option(command: list[str], name: str) -> str | None:
+    """The value of `--name=value` or `--name value` in a command."""
+    for index, arg in enumerate(command):
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+        if arg == name and index + 1 < len(command):
+            return command[index + 1]
+    return None
+
+
+def test_every_service_is_there(spec):
+    assert set(spec["services"]) == SERVICES
+    assert set(spec["volumes"]) >= {"redis-data", "postgres-data"}
+
+
+def test_redis_has_a_password_appendonly_noeviction_and_a_healthcheck(spec, env):
+    redis = compose.service("redis", env)
+    command = redis["command"]
+    assert option(command, "--requirepass") == env["REDIS_PASSWORD"]
+    assert option(command, "--appendonly") == "yes"
+    assert option(command, "--maxmemory-policy") == "noeviction"
+    assert "redis-data:/data" in redis["volumes"]
+    assert compose.environment(redis)["REDISCLI_AUTH"] == env["REDIS_PASSWORD"]
+    assert "PONG" in " ".join(redis["healthcheck"]["test"])
+
+
+def test_postgres_keeps_its_data_in_a_volume_and_has_a_healthcheck(spec, env):
+    postgres = compose.service("postgres", env)
+    assert "postgres-data:/var/lib/postgresql/data" in postgres["volumes"]
+    assert "pg_isready" in " ".join(postgres["healthcheck"]["test"])
+    assert compose.environment(postgres)["POSTGRES_PASSWORD"] == env["POSTGRES_PASSWORD"]
+
+
+def test_every_long_running_service_has_a_healthcheck(spec):
+    for name, service in spec["services"].items():
+        if name == "migrate":
+            assert service["restart"] == "no"  # one shot: it must not loop
+            continue
+        check = service.get("healthcheck")
+        assert check and check.get("test") and check.get("interval"), name
+
+
+def test_the_start_order_waits_on_health_and_on_the_migration(spec):
+    services = spec["services"]
+    for name, service in services.items():
+        for needed, how in (service.get("depends_on") or {}).items():
+            condition = how["condition"]
+            assert condition in ("service_healthy", "service_completed_successfully"), name
+            if condition == "service_healthy":
+                assert services[needed].get("healthcheck"), f"{name} waits on {needed}"
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    for worker in WORKERS:
+        assert services[worker]["depends_on"] == {
+            "redis": {"condition": "service_healthy"},
+            "postgres": {"condition": "service_healthy"},
+            "migrate": {"condition": "service_completed_successfully"},
+        }
+    assert services["flower"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+
+
+def test_the_migration_service_runs_toolrun_db_upgrade(spec):
+    assert spec["services"]["migrate"]["command"] == ["toolrun", "db", "upgrade"]
+
+
+def test_workers_have_their_own_queue_pool_and_a_node_name_per_replica(spec, env):
+    names = set()
+    for name, (pool, node) in WORKERS.items():
+        command = compose.service(name, env)["command"]
+        assert command[:4] == ["celery", "-A", "workers", "worker"]
+        assert option(command, "--queues") == name
+        assert option(command, "--pool") == pool
+        assert int(option(command, "--concurrency")) >= 1
+        # %h is each container's hostname, so `--scale` gives every replica its own name.
+        assert option(command, "--hostname") == node
+        assert "--task-events" in command  # Flower sees only what workers send
+        names.add(node)
+    assert len(names) == len(WORKERS)
+    threads = option(compose.service("reads", env)["command"], "--concurrency")
+    processes = option(compose.service("effects", env)["command"], "--concurrency")
+    assert int(threads) > int(processes)
+
+
+def test_flower_asks_for_credentials_from_the_env_file(spec, env):
+    flower = compose.service("flower", env)
+    assert flower["command"] == ["celery", "-A", "workers", "flower"]
+    auth = compose.environment(flower)["FLOWER_BASIC_AUTH"]
+    assert auth == f"{env['TOOLRUN_FLOWER_USER']}:{env['TOOLRUN_FLOWER_PASSWORD']}"
+    assert flower["ports"] == ["127.0.0.1:5555:5555"]  # loopback unless FLOWER_PUBLISH says
+    with pytest.raises(KeyError, match="TOOLRUN_FLOWER_PASSWORD"):
+        compose.service("flower", {k: v for k, v in env.items() if k != "TOOLRUN_FLOWER_PASSWORD"})
+
+
+def test_no_secret_is_written_in_the_file(spec):
+    """Each secret is `${NAME:?...}`: from the env file, or compose refuses to start."""
+    for name, service in spec["services"].items():
+        for key, value in compose.environment(service).items():
+            if SECRET.search(key):
+                assert "${" in value, f"{name}: {key} is inline"
+        for text in [*compose.environment(service).values(), *map(str, service.get("command", []))]:
+            for user_password in re.findall(r"://([^@/]*)@", text):
+                assert "${" in user_password.split(":", 1)[-1], f"{name}: inline URL password"
+    for variable, op, _arg in compose.variables(spec):
+        if SECRET.search(variable):
+            assert op == ":?", f"${{{variable}}} must be required, not defaulted"
+
+
+def test_the_env_example_covers_every_required_variable_with_placeholders(spec, env):
+    required = {name for name, op, _ in compose.variables(spec) if op == ":?"}
+    assert required <= set(env)
+    for name in required:
+        if SECRET.search(name):
+            assert env[name].startswith("change-me"), name
+    assert "compose/.env" in (compose.REPO / ".gitignore").read_text().splitlines()
+
+
+def test_every_toolrun_variable_named_is_a_setting():
+    """A misspelt TOOLRUN_* stops every toolrun process at startup."""
+    text = compose.COMPOSE_FILE.read_text() + compose.ENV_EXAMPLE.read_text()
+    known = {PREFIX + field.upper() for field in Settings.model_fields}
+    named = set(re.findall(r"\bTOOLRUN_[A-Z_]+\b", text))
+    assert named and named <= known, named - known
+
+
+def test_images_are_pinned_by_version(spec):
+    for name, service in spec["services"].items():
+        image = service["image"]
+        repository, _, tag = image.rpartition(":")
+        assert repository and tag not in ("", "latest"), f"{name}: {image}"
+        assert re.match(r"\d+(\.\d+)+", tag), f"{name}: {image}"
+    for line in compose.DOCKERFILE.read_text().splitlines():
+        if line.startswith("ARG PYTHON_IMAGE="):
+            assert re.fullmatch(r"ARG PYTHON_IMAGE=python:\d+\.\d+\.\d+-slim-\w+", line)
+
+
+def test_the_dockerfile_is_two_stages_and_runs_as_a_user():
+    lines = [
+        line.strip()
+        for line in compose.DOCKERFILE.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert len(froms) == 2 and froms[0].endswith(" AS build")
+    final = lines[lines.index(froms[1]) :]
+    users = [line for line in final if line.startswith("USER ")]
+    assert users and users[-1] not in ("USER root", "USER 0")
+    assert not any(re.search(r"apt-get|apk add|gcc|build-essential", line) for line in final)
+    assert [line for line in final if line.startswith("COPY")] == [
+        "COPY --from=build /opt/toolrun /opt/toolrun"
+    ]
+
+
+def test_the_image_installs_the_package_with_its_migrations(tmp_path):
+    """Build the wheel from exactly what the Dockerfile copies: the workers'
+    entry point and every migration must be in it."""
+    copied = []
+    for line in compose.DOCKERFILE.read_text().splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            copied += line.split()[1:-1]
+    source = tmp_path / "src"
+    for name in copied:
+        origin = compose.REPO / name
+        if origin.is_dir():
+            shutil.copytree(origin, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            source.mkdir(exist_ok=True)
+            shutil.copy(origin, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    [wheel] = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    revisions = {p.name for p in Path(compose.REPO / "runtime/migrations/versions").glob("*.py")}
+    assert {
+        "workers/app.py",
+        "runtime/migrations/env.py",
+        "runtime/migrations/script.py.mako",
+    } <= names
+    assert {f"runtime/migrations/versions/{name}" for name in revisions} <= names
