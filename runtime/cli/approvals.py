@@ -1,0 +1,94 @@
+"""Commands a human uses to answer the permission gate: approvals and trust."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runtime.cli.common import (
+    app,
+    fail,
+    out,
+    runtime_for,
+)
+from runtime.settings import get_settings
+
+
+@app.command()
+def approvals(batch: Annotated[str | None, typer.Option(help="Only this batch.")] = None) -> None:
+    """List the calls waiting for approval, from the ledger."""
+    rows = runtime_for().pending_approvals(batch)
+    if not rows:
+        out.print("no calls are waiting for approval")
+    for row in rows:
+        out.print(f"{row.call_id}  {row.tool:<14} batch {row.batch_id}  expires "
+                  f"{row.expires_at:%H:%M:%S}  {row.reason}  {json.dumps(row.arguments)}",
+                  markup=False)  # fmt: skip
+
+
+@app.command()
+def approve(
+    call_id: str,
+    batch: Annotated[
+        str | None, typer.Option(help="The batch, if the call id is ambiguous.")
+    ] = None,
+    by: Annotated[str, typer.Option(help="Who approves.")] = os.environ.get("USER", "cli"),
+    arguments: Annotated[str | None, typer.Option(help="Updated arguments, as JSON.")] = None,
+) -> None:
+    """Let a waiting call run, optionally with updated arguments."""
+    runtime = runtime_for()
+    row = _pending(runtime, call_id, batch)
+    updated = None
+    if arguments is not None:
+        try:
+            updated = json.loads(arguments)
+        except json.JSONDecodeError as error:
+            fail(f"--arguments is not valid JSON: {error.msg}")
+    if not runtime.approve(row.batch_id, call_id, by=by, updated_arguments=updated):
+        fail(f"call {call_id} is no longer waiting (answered or expired)", code=1)
+    out.print(f"approved {call_id} of batch {row.batch_id}")
+
+
+@app.command()
+def deny(
+    call_id: str,
+    reason: Annotated[str, typer.Option(help="Why: the model reads it.")],
+    batch: Annotated[
+        str | None, typer.Option(help="The batch, if the call id is ambiguous.")
+    ] = None,
+    by: Annotated[str, typer.Option(help="Who denies.")] = os.environ.get("USER", "cli"),
+) -> None:
+    """Refuse a waiting call; the model gets a denied result with the reason."""
+    runtime = runtime_for()
+    row = _pending(runtime, call_id, batch)
+    if not runtime.deny(row.batch_id, call_id, reason, by=by):
+        fail(f"call {call_id} is no longer waiting (answered or expired)", code=1)
+    out.print(f"denied {call_id} of batch {row.batch_id}")
+
+
+def _pending(runtime, call_id: str, batch: str | None):
+    rows = [row for row in runtime.pending_approvals(batch) if row.call_id == call_id]
+    if not rows:
+        fail(f"no call {call_id!r} is waiting for approval")
+    if len(rows) > 1:
+        fail(f"call id {call_id!r} waits in several batches; name one with --batch")
+    return rows[0]
+
+
+@app.command()
+def trust(directory: Path) -> None:
+    """Trust a workspace and what is under it, so tools other than reads run there."""
+    settings = get_settings()
+    path = settings.user_settings_file.expanduser()
+    data = json.loads(path.read_text()) if path.exists() else {}
+    entries = data.setdefault("trusted_workspaces", [])
+    target = str(directory.expanduser().resolve())
+    if target not in entries:
+        entries.append(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    out.print(f"trusted {target} in {path}", markup=False)

@@ -1,0 +1,246 @@
+"""Commands about batches: run one, list the tools, read the ledger, the demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.live import Live
+
+from runtime import display
+from runtime.cli.common import (
+    app,
+    check_mode,
+    choice,
+    fail,
+    out,
+    runtime_for,
+    validation_text,
+)
+from runtime.cli.deployment import down, up
+from runtime.settings import get_settings
+from runtime.types import ToolCall
+
+
+@app.command()
+def tools(
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help="anthropic, openai, responses or mcp: the definitions as JSON."
+        ),
+    ] = None,
+) -> None:
+    """List the registry: every tool with its risk."""
+    from runtime import adapters
+    from runtime.registry import load_tools
+
+    registry = load_tools(get_settings().module_names)
+    if format_ is not None:
+        chosen = choice("format", format_, adapters.DEFINITION_FORMATS)
+        print(json.dumps(adapters.definitions(registry, chosen), indent=2))
+        return
+    for spec in registry:
+        first = spec.description.splitlines()[0] if spec.description else ""
+        flags = "idempotent" if spec.idempotent else ""
+        out.print(f"{spec.name:<16} {spec.risk.value:<12} {flags:<11} {first}", markup=False)
+
+
+@app.command()
+def run(
+    file: Annotated[
+        Path, typer.Argument(help="A JSON batch: a list of calls or {calls, mode, ...}.")
+    ],
+    mode: Annotated[
+        str | None, typer.Option(help="plan, default, accept_edits, auto, bypass.")
+    ] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="Directory the file tools are confined to.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {batch_id, results} as JSON.")
+    ] = False,
+    timeout: Annotated[float | None, typer.Option(help="Seconds the batch may take.")] = None,
+    allow: Annotated[
+        list[str] | None, typer.Option(help="A rule this batch allows, e.g. 'write_file(*.md)'.")
+    ] = None,
+    deny: Annotated[list[str] | None, typer.Option(help="A rule this batch denies.")] = None,
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="anthropic, openai or responses: the file may be that provider's "
+            "message; print the reply to send the model, as JSON.",
+        ),
+    ] = None,
+) -> None:
+    """Submit a batch and show its results as they finish."""
+    dialect = None if format_ is None else choice("format", format_, _dialects())
+    batch = _read_batch(file) if dialect is None else _read_message(file, dialect)
+    if mode is not None:
+        batch["mode"] = check_mode(mode)
+    if workspace is not None:
+        batch["workspace"] = str(workspace)
+    handle = runtime_for().submit(
+        batch["calls"],
+        mode=batch.get("mode"),
+        workspace=batch.get("workspace"),
+        on_error=batch.get("on_error"),
+        timeout=timeout,
+        rules=_rules(batch.get("rules"), allow, deny),
+    )
+    results = _follow(handle, quiet=as_json or dialect is not None)
+    if dialect is not None:
+        from runtime import adapters
+
+        print(json.dumps(adapters.reply(dialect, results), indent=2))
+    elif as_json:
+        payload = {
+            "batch_id": handle.batch_id,
+            "results": [r.model_dump(mode="json") for r in results],
+        }
+        print(json.dumps(payload, indent=2))
+
+
+@app.command()
+def ledger(
+    batch_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """Print a batch's ledger rows: decisions and transitions, in order."""
+    from runtime.ledger import Ledger
+
+    book = Ledger(get_settings().ledger_url)
+    events = book.events(batch_id)
+    if not events:
+        fail(f"no ledger rows for batch {batch_id!r}")
+    if as_json:
+        print(json.dumps([row.model_dump(mode="json") for row in events], indent=2, default=str))
+    elif out.is_terminal:
+        out.print(display.ledger_table(events, f"ledger of batch {batch_id}"))
+    else:
+        for row in events:
+            out.print(display.event_line(row), markup=False)
+
+
+@app.command()
+def demo() -> None:
+    """Start the stack, run a sample batch, print its results and ledger, stop."""
+    from runtime import demo as sample
+    from runtime import stack
+
+    settings = get_settings()
+    started = stack.load_record(settings.home) is None
+    if started:
+        up()
+    try:
+        workspace = sample.prepare_workspace(settings.home / "demo-workspace")
+        trusting = sample.trust_file(settings.home, workspace)
+        rules = sample.RULES
+        out.print(f"\nsample batch in {workspace} (mode auto, rules {rules}):", markup=False)
+        for call in sample.CALLS:
+            out.print(
+                f"  {call['id']}: {call['name']}({json.dumps(call['arguments'])})", markup=False
+            )
+        runtime = runtime_for(settings.model_copy(update={"user_settings_file": trusting}))
+        handle = runtime.submit(sample.CALLS, mode="auto", workspace=workspace, timeout=60,
+                                rules=rules)  # fmt: skip
+        results = _follow(handle, quiet=False)
+        out.print(f"\nledger of batch {handle.batch_id}:", markup=False)
+        ledger(handle.batch_id, as_json=False)
+        missing = [c["id"] for c in sample.CALLS if c["id"] not in {r.call_id for r in results}]
+        if missing:
+            fail(f"calls without a result: {missing}", code=1)
+    finally:
+        if started:
+            down()
+
+
+def _follow(handle, *, quiet: bool) -> list:
+    """Show results as they finish (a live table on a TTY), return them in order."""
+    if quiet:
+        return handle.results()
+    if out.is_terminal:
+        seen = []
+        with Live(display.results_table(seen), console=out, refresh_per_second=8) as live:
+            for result in handle.stream():
+                seen.append(result)
+                live.update(display.results_table(seen, f"batch {handle.batch_id}"))
+    else:
+        out.print(f"batch {handle.batch_id}", markup=False)
+        for result in handle.stream():
+            out.print(display.result_line(result), markup=False)
+    return handle.results()
+
+
+def _read_batch(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text())
+    except FileNotFoundError:
+        fail(f"no such batch file: {file}")
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"cannot read {file}: {error}")
+    except json.JSONDecodeError as error:
+        fail(f"{file} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+    if isinstance(data, list):
+        data = {"calls": data}
+    if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
+        fail(f"{file} must hold a list of calls or an object with a 'calls' list")
+    for index, call in enumerate(data["calls"]):
+        try:
+            ToolCall.model_validate(call)
+        except ValidationError as error:
+            fail(f"{file}: call {index} is not a tool call: {validation_text(error)}")
+    if data.get("on_error") not in (None, "stop", "continue"):
+        fail(f"{file}: on_error must be 'stop' or 'continue', not {data['on_error']!r}")
+    if "mode" in data:
+        data["mode"] = check_mode(data["mode"])
+    rules = data.get("rules")
+    if rules is not None and not (
+        isinstance(rules, dict) and all(isinstance(v, list) for v in rules.values())
+    ):
+        fail(f'{file}: rules must be an object of lists: {{"allow": [...], "deny": [...]}}')
+    return data
+
+
+def _rules(given: Any, allow: list[str] | None, deny: list[str] | None) -> dict | None:
+    rules = dict(given or {})
+    rules["allow"] = [*rules.get("allow", []), *(allow or [])]
+    rules["deny"] = [*rules.get("deny", []), *(deny or [])]
+    return rules
+
+
+def _read_message(file: Path, dialect: str) -> dict[str, Any]:
+    """A provider message, or a toolrun batch, → a batch of its tool calls."""
+    from runtime import adapters
+    from runtime.errors import InvalidBatch
+
+    try:
+        data = json.loads(file.read_text())
+    except FileNotFoundError:
+        fail(f"no such message file: {file}")
+    except (OSError, UnicodeDecodeError) as error:
+        fail(f"cannot read {file}: {error}")
+    except json.JSONDecodeError as error:
+        fail(f"{file} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+    calls = data if isinstance(data, list) else None
+    if (isinstance(data, dict) and "calls" in data) or (
+        calls and all(isinstance(c, dict) and "type" not in c for c in calls)
+    ):
+        return _read_batch(file)
+    try:
+        turn = adapters.parse(data, dialect)
+    except InvalidBatch as error:
+        fail(f"{file}: {error}")
+    if not turn.calls:
+        fail(f"{file} holds no tool calls")
+    return {"calls": [call.model_dump() for call in turn.calls]}
+
+
+def _dialects() -> tuple[str, ...]:
+    from runtime import adapters
+
+    return adapters.FORMATS

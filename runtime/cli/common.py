@@ -1,0 +1,96 @@
+"""`toolrun`: start the embedded stack, run batches, answer approvals, read the ledger.
+
+Bad input (a missing file, malformed JSON, an unknown mode) is one clear line
+on stderr and exit code 2; never a traceback. The commands live in modules by
+subject (`batches`, `stack`, `approvals`); this one holds what they share.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+
+from runtime import display
+from runtime.errors import ToolrunError
+from runtime.settings import get_settings
+from runtime.types import Mode
+
+
+class _App(typer.Typer):
+    """A Typer app that ends every `ToolrunError` as one line on stderr.
+
+    The handling sits on the app itself, not only in `main`, because an
+    installed `toolrun` script may call either of them.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The workers `toolrun up` starts import TOOLRUN_TOOL_MODULES from the current
+        # directory (as `celery -A` does); the client must find the same modules. Last
+        # on the path, so a file here never shadows an installed module.
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
+        try:
+            return super().__call__(*args, **kwargs)
+        except ToolrunError as error:
+            display.console(stderr=True).print(f"toolrun: {one_line(error)}", markup=False)
+            sys.exit(2)
+
+
+app = _App(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help=__doc__.splitlines()[0],
+)
+out = display.console()
+
+
+def fail(message: str, code: int = 2) -> None:
+    display.console(stderr=True).print(f"toolrun: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def check_mode(value: str) -> str:
+    if not isinstance(value, str) or value not in Mode.__members__:
+        fail(f"unknown mode {value!r}; use one of {', '.join(Mode.__members__)}")
+    return value
+
+
+def choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        fail(f"unknown {option} {value!r}; use one of {', '.join(choices)}")
+    return value
+
+
+def runtime_for(settings=None):
+    from runtime.client import Runtime
+
+    return Runtime(settings or get_settings())
+
+
+def address(redis_url: str) -> str:
+    """host:port of a Redis URL: its password stays in the stack record, off the screen."""
+    import redis
+
+    address = redis.connection.parse_url(redis_url)
+    return f"{address.get('host', '?')}:{address.get('port', '?')}"
+
+
+def validation_text(error: ValidationError) -> str:
+    return "; ".join(
+        (f"{'.'.join(map(str, item['loc']))}: " if item["loc"] else "")
+        + item["msg"].removeprefix("Value error, ")
+        for item in error.errors(include_url=False)
+    )
+
+
+def one_line(error: BaseException) -> str:
+    """The error as one line; a pydantic cause (invalid settings) as its field messages."""
+    text = str(error)
+    if isinstance(error.__cause__, ValidationError):
+        text = text.replace(str(error.__cause__), validation_text(error.__cause__))
+    return " ".join(text.split())

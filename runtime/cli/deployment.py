@@ -1,0 +1,115 @@
+"""Commands about the deployment: the embedded stack, its status, the ledger schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from runtime.cli.common import (
+    address,
+    app,
+    fail,
+    out,
+)
+from runtime.settings import get_settings
+
+
+@app.command()
+def up() -> None:
+    """Start a private Redis, a reads and an effects worker, and Flower."""
+    from runtime import stack
+
+    settings = get_settings()
+    record = stack.load_record(settings.home)
+    if record is not None:
+        out.print(
+            f"already up: redis {address(record.redis_url)}; `toolrun down` stops it",
+            markup=False,
+        )
+        return
+    record = stack.start_stack(settings)
+    out.print(
+        f"redis   {address(record.redis_url)} (password in {settings.home / stack.RECORD})",
+        markup=False,
+    )
+    for worker in record.workers:
+        out.print(
+            f"worker  {worker['name']} (queue {worker['queue']}, pid {worker['pid']})",
+            markup=False,
+        )
+    if record.flower:
+        out.print(
+            f"flower  {record.flower['url']} (user {record.flower['user']}; "
+            f"password in {settings.home / stack.RECORD})",
+            markup=False,
+        )
+
+
+@app.command()
+def down() -> None:
+    """Stop exactly the processes `toolrun up` started."""
+    from runtime import stack
+
+    stopped = stack.stop_stack(get_settings().home)
+    out.print("stopped" if stopped else "nothing was running")
+
+
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for workers to answer.")] = 1.0,
+) -> None:
+    """Workers (up or down, queues, active calls), queue lengths, pending approvals."""
+    from runtime import status as report
+
+    found = report.collect(get_settings(), timeout=timeout)
+    if as_json:
+        print(json.dumps(found.to_json(), indent=2))
+        return
+    for line in report.lines(found):
+        out.print(line, markup=False)
+
+
+db = typer.Typer(no_args_is_help=True, help="The ledger's schema: Alembic migrations.")
+app.add_typer(db, name="db")
+
+
+@db.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="The revision to reach.")] = "head",
+) -> None:
+    """Migrate the ledger (TOOLRUN_DATABASE_URL, else the embedded SQLite)."""
+    from runtime import schema
+
+    reached = schema.upgrade(get_settings().ledger_url, revision)
+    out.print(f"ledger schema at revision {reached}", markup=False)
+
+
+@db.command("check")
+def db_check() -> None:
+    """Exit 1 if the ledger's schema differs from the models or is not the newest."""
+    from runtime import schema
+
+    url = get_settings().ledger_url
+    at, newest = schema.current(url), schema.head()
+    found = schema.differences(url)
+    for difference in found:
+        out.print(f"differs: {difference}", markup=False)
+    if at != newest:
+        fail(f"ledger schema at revision {at}, newest is {newest}: run `toolrun db upgrade`", 1)
+    if found:
+        fail("the models differ from the newest revision: `make migration m=...` writes one", 1)
+    out.print(f"ledger schema at revision {at}, as the models say", markup=False)
+
+
+@db.command("revision")
+def db_revision(
+    message: Annotated[str, typer.Option("-m", "--message", help="What the revision does.")],
+) -> None:
+    """Write the next revision from how the models differ from the newest one."""
+    from runtime import schema
+
+    path = schema.revision(message)
+    out.print(f"wrote {path}" if path else "the models match the newest revision; nothing written")
