@@ -81,9 +81,9 @@ class Approvals:
             self.client.publish(channel(batch_id), call_id)
         return won
 
-    def wait(self, batch_id: str, call_id: str, *, deadline: float) -> Answer:
-        """Block until the call is answered or `deadline` (monotonic) passes;
-        then it expires, unless an answer won the race."""
+    def wait(self, batch_id: str, call_id: str, *, deadline: float, stop=lambda: False) -> Answer:
+        """Block until the call is answered or `deadline` (monotonic) passes (or
+        `stop()` says the batch is over); then it expires, unless an answer won."""
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(channel(batch_id))
         try:
@@ -92,7 +92,7 @@ class Approvals:
                 if row is not None and row.status != "pending":
                     return self._answer(row)
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or stop():
                     self._transition(
                         batch_id, call_id, "expired", by=None, answer="approval timed out"
                     )

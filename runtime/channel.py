@@ -37,3 +37,34 @@ def stored(client: redis.Redis, batch_id: str, call_ids: list[str]) -> list[Tool
         return []
     values = client.hmget(key(batch_id), call_ids)
     return [ToolResult.model_validate_json(value) for value in values if value]
+
+
+def cancel_key(batch_id: str) -> str:
+    return f"toolrun:batch:{batch_id}:cancelled"
+
+
+def cancel(client: redis.Redis, batch_id: str, *, by: str) -> None:
+    """Mark a batch cancelled (workers start none of its calls from now on) and
+    wake its dispatcher, wherever it runs."""
+    with client.pipeline(transaction=False) as pipe:
+        pipe.set(cancel_key(batch_id), by, ex=TTL_SECONDS)
+        pipe.publish(key(batch_id), CANCEL)
+        pipe.execute()
+
+
+CANCEL = "__cancel__"
+
+
+class Board:
+    """What a worker reads of a batch in Redis: whether it was cancelled, and
+    the result a call already published (for a redelivered message)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def cancelled(self, batch_id: str) -> bool:
+        return bool(self.client.exists(cancel_key(batch_id)))
+
+    def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
+        found = stored(self.client, batch_id, [call_id])
+        return found[0] if found else None

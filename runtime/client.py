@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from runtime import adapters
+from runtime import adapters, channel
 from runtime.approvals import Approvals
 from runtime.dispatcher import BatchRun, Services
 from runtime.errors import InvalidBatch
@@ -41,7 +41,7 @@ class Runtime:
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
-        self.ledger = Ledger(settings.ledger_url)
+        self.ledger = Ledger.from_settings(settings)
         self.app = make_app(settings, redis_url=self.redis_url)
         self.client = redis.Redis.from_url(self.redis_url)
         self.approvals = Approvals(self.ledger, self.client)
@@ -93,6 +93,10 @@ class Runtime:
         given). False if it was not waiting: already answered or expired."""
         return self.approvals.answer(batch_id, call_id, approve=True, by=by,
                                      updated_arguments=updated_arguments)  # fmt: skip
+
+    def cancel(self, batch_id: str, *, by: str = "client") -> None:
+        """Cancel a batch from any process that can reach its Redis."""
+        channel.cancel(self.client, batch_id, by=by)
 
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
         return self.approvals.answer(batch_id, call_id, approve=False, by=by, reason=reason)

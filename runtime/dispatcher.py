@@ -34,6 +34,7 @@ from runtime.types import Batch, CallMessage, Risk, Status, ToolCall, ToolResult
 log = logging.getLogger("toolrun.dispatcher")
 TASK = "toolrun.execute"
 SWEEP_SECONDS = 1.0  # how often a waiting stage also reads the results hash
+CANCEL_GRACE = 5.0  # how long a cancelled batch waits for calls already running
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,23 @@ class BatchRun:
         self.emit, self.notify = emit, notify
         self.done: dict[str, ToolResult] = {}
         self.approved_by: dict[str, str] = {}
+        self.cancelled = False
 
     def end_now(self) -> None:
         """Bring the deadline forward: unfinished calls end at once."""
         self.deadline = min(self.deadline, time.monotonic())
+
+    def _cancel(self) -> None:
+        """Cancelled (from any process): nothing more starts; calls already
+        running get a short grace to end with their real result."""
+        if not self.cancelled:
+            self.cancelled = True
+            self.deadline = min(self.deadline, time.monotonic() + CANCEL_GRACE)
+
+    def _check_cancelled(self) -> bool:
+        if not self.cancelled and self.services.client.exists(channel.cancel_key(self.batch.id)):
+            self._cancel()
+        return self.cancelled
 
     def run(self) -> None:
         pubsub = self.services.client.pubsub(ignore_subscribe_messages=True)
@@ -96,6 +110,10 @@ class BatchRun:
         failed: ToolCall | None = None
         for stage in plan(admissions, _is_read):
             pending = [a for a in stage.calls if a.call.id not in self.done]
+            if pending and self._check_cancelled():
+                for admission in pending:
+                    self._skip(admission.call, None)
+                continue
             if not stage.parallel and failed and self.batch.on_error == "stop":
                 for admission in pending:
                     self._skip(admission.call, failed)
@@ -133,7 +151,11 @@ class BatchRun:
         text = f"awaiting approval: {admission.decision.reason}"
         self.notify(results.failure(call.id, spec.name, Status.awaiting_approval, text))
         limit = min(self.deadline, time.monotonic() + self.services.approval_timeout)
-        answer = approvals.wait(self.batch.id, call.id, deadline=limit)
+        answer = approvals.wait(self.batch.id, call.id, deadline=limit,
+                                stop=self._check_cancelled)  # fmt: skip
+        if self.cancelled:
+            self._skip(call, None)
+            return None
         if answer.status == "denied":
             return self._deny(
                 admission,
@@ -205,7 +227,9 @@ class BatchRun:
                 self._expire(waiting)
                 return
             message = pubsub.get_message(timeout=min(SWEEP_SECONDS, self.deadline - now))
-            if message and message["type"] == "message":
+            if message and message["data"] == channel.CANCEL.encode():
+                self._cancel()
+            elif message and message["type"] == "message":
                 result = ToolResult.model_validate_json(message["data"])
                 if result.call_id in waiting:
                     waiting.discard(result.call_id)
@@ -223,7 +247,14 @@ class BatchRun:
             if call.id not in call_ids:
                 continue
             spec = self.services.registry.get(call.name)
-            if spec is not None and spec.risk is Risk.read:
+            if self.cancelled and spec is not None and spec.risk is Risk.read:
+                text = "cancelled: the batch was cancelled while this read ran; it was abandoned"
+                result = results.failure(call.id, call.name, Status.cancelled, text)
+            elif self.cancelled:
+                text = ("the batch was cancelled while this call ran; the tool may or may not "
+                        "have finished, check its effect before calling it again")  # fmt: skip
+                result = results.failure(call.id, call.name, Status.outcome_unknown, text)
+            elif spec is not None and spec.risk is Risk.read:
                 text = "no result before the batch deadline; the read was abandoned"
                 result = results.failure(call.id, call.name, Status.timeout, text)
             else:
@@ -236,6 +267,12 @@ class BatchRun:
     def _skip(self, call: ToolCall, failed: ToolCall | None) -> None:
         """Not run: an ordered step failed before it, or (`failed` None) the
         batch's deadline passed before its turn."""
+        if failed is None and self.cancelled:
+            text = "cancelled: the batch was cancelled before this call started; it did not run"
+            result = results.failure(call.id, call.name, Status.cancelled, text)
+            self._end(result)
+            self.audit.end(result, EventKind.cancelled)
+            return
         if failed is None:
             text = "skipped: the batch's deadline passed before this call's turn; it did not run"
         else:

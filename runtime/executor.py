@@ -1,18 +1,17 @@
-"""The one place where a tool runs: check again, run with a timeout, catch,
-format, redact, record.
+"""The one place where a tool runs: check the message again, claim the call,
+invoke the tool, record the end.
 
-Exceptions become results here and nowhere else. A tool's timeout is enforced
-by running it in a watched thread, so it holds on every pool (Celery's threads
-pool enforces no time limits); a tool still running past its timeout is left to
-finish in the background and its outcome is not reported.
+Exceptions become results here (and in `invocation`, which this calls) and
+nowhere else. The worker trusts nothing it receives: the message must carry a
+valid signature, the call is admitted again under the policy it was submitted
+with, a call that needs asking runs only with its approval, and a
+non-idempotent side effect runs only if this delivery claims it in the ledger.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +19,19 @@ from pydantic import ValidationError
 
 from runtime import results, signing
 from runtime.admission import Admitted, Refused, admit, refuse
+from runtime.channel import Board
+from runtime.claims import Begun, Start, begin
 from runtime.decision import Decision, Effect
-from runtime.errors import LedgerUnavailable, ToolError
+from runtime.errors import LedgerUnavailable
+from runtime.invocation import invoke
 from runtime.ledger import EventKind, Ledger
 from runtime.policy import Policy
-from runtime.registry import Registry, ToolContext
+from runtime.registry import Registry
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.executor")
+Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
 
 
 def execute(
@@ -39,12 +42,13 @@ def execute(
     settings: Settings,
     key: bytes,
     worker: str | None = None,
-    attempt: int = 1,
+    board: Board | None = None,
 ) -> ToolResult | None:
     """Check a task message again and run its call; never raises for anything
     the tool, its input or the message does. None only for a message too
-    malformed to name a call (there is nobody to answer)."""
-    meta = {"worker": worker, "attempts": attempt}
+    malformed to name a call (there is nobody to answer). `board` says whether
+    the batch was cancelled and finds results already published."""
+    meta = {"worker": worker, "attempts": 1}
     try:
         message = CallMessage.model_validate(raw)
     except ValidationError:
@@ -55,92 +59,95 @@ def execute(
         # Not sent by a client holding the key, or altered on the way: never run.
         decision = Decision.deny(
             "the task message is unsigned or its signature does not match; it was not run",
-            rule="signature",
-            source="worker",
-        )
+            rule="signature", source="worker")  # fmt: skip
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
-    policy = Policy.from_snapshot(message.policy)
-    workspace = Path(message.workspace)
-    admission = admit(call, registry=registry, mode=message.mode, workspace=workspace,
-                      policy=policy)  # fmt: skip
+    admission = admit(call, registry=registry, mode=message.mode,
+                      workspace=Path(message.workspace),
+                      policy=Policy.from_snapshot(message.policy))  # fmt: skip
     if isinstance(admission, Admitted) and admission.decision.effect is Effect.ask:
         if message.approved_by is None:
-            decision = Decision.deny(
-                f"{admission.decision.reason}, and no approval came with it",
-                rule=admission.decision.rule,
-                source="worker",
-            )
+            decision = Decision.deny(f"{admission.decision.reason}, and no approval came with it",
+                                     rule=admission.decision.rule, source="worker")  # fmt: skip
             admission = refuse(call, admission.spec, decision)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
+    spec = admission.spec
+    if board is not None and board.cancelled(message.batch_id):
+        text = "cancelled: the batch was cancelled before this call started; it did not run"
+        cancelled = results.failure(call.id, spec.name, Status.cancelled, text, **meta)
+        return _record(ledger, message, cancelled, EventKind.cancelled)
+    exclusive = spec.risk is not Risk.read and not spec.idempotent
     try:
-        ledger.mark_started(message.batch_id, call.id, worker=worker, attempt=attempt)
+        begun = begin(ledger, message.batch_id, call.id, worker=worker, exclusive=exclusive,
+                      max_deliveries=settings.max_deliveries)  # fmt: skip
     except LedgerUnavailable as error:
-        if admission.spec.risk is not Risk.read:
-            note = "the audit ledger is unavailable, so this side effect was not run; retry later"
+        if exclusive:
             log.error("ledger unavailable before %s: %s", call.id, error)
+            note = "the audit ledger is unavailable, so this side effect was not run; retry later"
             return results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
-    result = _run(admission, message, settings, meta)
-    _record(ledger, message, result, kind=EventKind.finished)
-    return result
+        begun = Begun(Start.run, 1, None)  # reads go on; their rows wait in the buffer
+    recall = board.recall if board is not None else lambda batch_id, call_id: None
+    early = _early_end(begun, message, spec.name, exclusive, worker, recall)
+    if early is not None:
+        return early if begun.start is Start.finished else _record(ledger, message, early)
+
+    def retried(attempt: int, error: BaseException) -> None:
+        ledger.eventually(lambda: ledger.record_event(
+            message.batch_id, call.id, EventKind.retried, worker=worker, attempt=attempt,
+            reason=f"{type(error).__name__}: {error}"))  # fmt: skip
+
+    result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
+                    on_retry=retried)  # fmt: skip
+    return _record(ledger, message, result)
+
+
+def _early_end(begun: Begun, message: CallMessage, tool: str, exclusive: bool,
+               worker: str | None, recall: Recall) -> ToolResult | None:  # fmt: skip
+    """The result of a delivery that must not run the tool, or None to run it."""
+    meta = {"worker": worker, "attempts": begun.delivery}
+    call_id = message.call_id
+    if begun.start is Start.run or (begun.start is Start.unrecorded and not exclusive):
+        return None
+    if begun.start is Start.finished:
+        return recall(message.batch_id, call_id) or _from_row(begun, message, tool)
+    if begun.start is Start.taken:
+        text = ("the worker running this call was lost, so the tool may or may not have run; "
+                "check its effect before calling it again")  # fmt: skip
+        return results.failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost",
+                               **meta)  # fmt: skip
+    if begun.start is Start.exhausted:
+        text = (f"the call was delivered {begun.delivery} times and its worker was lost each "
+                "time (the tool may crash its process); it was given up on")  # fmt: skip
+        return results.failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
+    text = "no client recorded a decision for this call in the ledger, so it was not run"
+    return results.failure(call_id, tool, Status.denied, text, kind="unrecorded", **meta)
+
+
+def _from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:
+    row = begun.row
+    text = row.error_message or row.summary or f"{tool} had already finished: {row.status}"
+    status = Status(row.status)
+    if status is Status.ok:
+        return results.success(message.call_id, tool, text, max_bytes=1024, worker=row.worker,
+                               attempts=row.attempts)  # fmt: skip
+    return results.failure(message.call_id, tool, status, text, kind=row.error_kind,
+                           worker=row.worker, attempts=row.attempts)  # fmt: skip
 
 
 def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> ToolResult:
     result = refused.result.model_copy(update=meta)
     fields = refused.decision.as_dict() if refused.decision else {}
-    try:
-        ledger.record_result(message.batch_id, result, kind=refused.event,
-                             mode=message.mode.value, **fields)  # fmt: skip
-    except LedgerUnavailable as error:
-        log.error("ledger unavailable after refusing %s: %s", message.call_id, error)
+    mode = message.mode.value
+    ledger.eventually(
+        lambda: ledger.record_result(
+            message.batch_id, result, kind=refused.event, mode=mode, **fields
+        )  # fmt: skip
+    )
     return result
 
 
-def _run(admitted: Admitted, message: CallMessage, settings: Settings, meta: dict) -> ToolResult:
-    spec = admitted.spec
-    context = ToolContext(
-        workspace=Path(message.workspace).resolve(),
-        batch_id=message.batch_id,
-        call_id=message.call_id,
-        max_bytes=settings.result_max_bytes,
-    )
-    timeout = spec.timeout or settings.default_timeout
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = spec.execute(admitted.arguments, context)
-        except BaseException as error:  # noqa: BLE001 - every failure becomes a result
-            outcome["error"] = error
-
-    started = time.perf_counter()
-    # The tool's own log lines keep the batch and call ids of this task.
-    runner = threading.Thread(target=contextvars.copy_context().run, args=(target,),
-                              name=f"tool-{spec.name}", daemon=True)  # fmt: skip
-    runner.start()
-    runner.join(timeout)
-    meta = {**meta, "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
-    call_id, name = message.call_id, spec.name
-    if runner.is_alive():
-        text = f"timed out after {timeout:g} s; try a smaller request"
-        return results.failure(call_id, name, Status.timeout, text, **meta)
-    if "error" in outcome:
-        error = outcome["error"]
-        if isinstance(error, ToolError):
-            return results.failure(call_id, name, error.status, str(error), kind=error.kind, **meta)
-        text = f"{type(error).__name__}: {error}"
-        return results.failure(call_id, name, Status.error, text, kind=type(error).__name__, **meta)
-    try:
-        return results.success(
-            call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes, **meta
-        )
-    except Exception as error:  # noqa: BLE001 - a tool returned something unserializable
-        text = f"the tool's output could not be formatted: {type(error).__name__}: {error}"
-        return results.failure(call_id, name, Status.error, text, kind="format", **meta)
-
-
-def _record(ledger: Ledger, message: CallMessage, result: ToolResult, *, kind: EventKind) -> None:
-    try:
-        ledger.record_result(message.batch_id, result, kind=kind)
-    except LedgerUnavailable as error:
-        log.error("ledger unavailable after %s finished: %s", message.call_id, error)
+def _record(ledger: Ledger, message: CallMessage, result: ToolResult,
+            kind: EventKind = EventKind.finished) -> ToolResult:  # fmt: skip
+    """The end row: now, or from the buffer once the ledger is back."""
+    ledger.eventually(lambda: ledger.record_result(message.batch_id, result, kind=kind))
+    return result

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from runtime import adapters
+from runtime import adapters, channel
 from runtime.approvals import Approvals
 from runtime.dispatcher import BatchRun
 from runtime.errors import InvalidBatch
@@ -39,6 +39,12 @@ class BatchHandle:
     def approve(self, call_id: str, *, by: str, updated_arguments: Any = None) -> bool:
         return self._approvals.answer(self.batch_id, call_id, approve=True, by=by,
                                       updated_arguments=updated_arguments)  # fmt: skip
+
+    def cancel(self, *, by: str = "client") -> None:
+        """End the batch: calls not yet started end `cancelled`; calls running
+        end with their real result, or after a short grace `cancelled` (reads)
+        or `outcome_unknown` (side effects). Still exactly one result per call."""
+        channel.cancel(self._approvals.client, self.batch_id, by=by)
 
     def deny(self, call_id: str, reason: str, *, by: str) -> bool:
         return self._approvals.answer(self.batch_id, call_id, approve=False, by=by,

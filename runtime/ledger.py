@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 
 from runtime import schema
 from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.ledger_buffer import LedgerBuffer
 from runtime.ledger_tables import (
     EVENT_TEXT,
     ApprovalRow,
@@ -50,6 +51,7 @@ class Ledger:
         # transaction never fails on a stale snapshot (busy_timeout cannot help there).
         self._writer = self._engine.execution_options(toolrun_begin="IMMEDIATE")
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
+        self._buffer = LedgerBuffer()
 
         # The schema is Alembic's (`runtime.schema`): an empty database gets it
         # here, through the migrations; any other is left to `toolrun db upgrade`.
@@ -57,7 +59,7 @@ class Ledger:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Ledger":
-        return cls(settings.ledger_url)
+        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds)
 
     def record_batch(
         self,
@@ -166,6 +168,10 @@ class Ledger:
 
     def close(self) -> None:
         self._engine.dispose()
+
+    def eventually(self, work: Callable[[], object]) -> bool:
+        """`work` (a write on this ledger) now, or once the ledger is back."""
+        return self._buffer.write(work)
 
     def transaction(self, work: Callable[[Session], T], *, write: bool = True) -> T:
         """`work(session)` in one transaction with the ledger's retries, for the

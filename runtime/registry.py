@@ -76,6 +76,8 @@ class CapabilitySpec:
     paths: tuple[str, ...] = ()
     subject: tuple[SubjectKind, str] | None = None
     transient: tuple[type[BaseException], ...] = field(default=())
+    retry_attempts: int = 3
+    retry_max_delay: float = 5.0
 
     @property
     def parallel(self) -> bool:
@@ -163,6 +165,8 @@ def tool(
     paths: Iterable[str] = (),
     subject: tuple[SubjectKind, str] | None = None,
     transient: Iterable[type[BaseException]] = (),
+    retry_attempts: int = 3,
+    retry_max_delay: float = 5.0,
     into: Registry | None = None,
 ) -> Callable[[Callable], Callable]:
     """Register `fn(args: InputModel, ctx: ToolContext)` as a tool.
@@ -190,6 +194,8 @@ def tool(
                 paths=tuple(paths),
                 subject=subject,
                 transient=tuple(transient),
+                retry_attempts=retry_attempts,
+                retry_max_delay=retry_max_delay,
             )
         )
         return fn

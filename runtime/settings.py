@@ -55,6 +55,15 @@ class Settings(BaseSettings):
     approval_timeout: float = Field(
         600.0, gt=0, description="Seconds an approval may wait before the call is denied."
     )
+    visibility_timeout: float = Field(
+        3600.0, gt=0, description="Seconds before Redis redelivers an unacknowledged message."
+    )
+    ledger_retry_seconds: float = Field(
+        5.0, gt=0, description="How long a ledger write retries before the ledger counts as down."
+    )
+    max_deliveries: int = Field(
+        3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
+    )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
 
     @model_validator(mode="before")

@@ -22,15 +22,18 @@ def env(tmp_path):
     settings = Settings(home=tmp_path)
 
     def run(tool, arguments, call_id="c1", raw=None, **options):
+        """One call in a batch of its own (`b-<call id>`), recorded as a client would."""
         batch = Batch(
-            id="b1",
+            id=f"b-{call_id}",
             calls=[ToolCall(id=call_id, name=tool, arguments=arguments)],
             mode=options.get("mode", Mode.auto),
             workspace=str(workspace),
         )
         ledger.record_batch(batch)
         options.setdefault("rules", {"allow": ["bump", "explode"]})
-        raw = raw or message(call_id, tool, arguments, workspace=workspace, **options)
+        raw = raw or message(
+            call_id, tool, arguments, workspace=workspace, batch_id=batch.id, **options
+        )
         return execute(
             raw, registry=registry, ledger=ledger, settings=settings, key=KEY, worker="w@h"
         )
@@ -43,9 +46,9 @@ def env(tmp_path):
 def test_a_successful_call_is_formatted_and_recorded(env):
     result = env("bump", {"label": "x"})
     assert result.status is Status.ok and result.worker == "w@h" and result.attempts == 1
-    kinds = [row.kind for row in env.ledger.events("b1", "c1")]
+    kinds = [row.kind for row in env.ledger.events("b-c1", "c1")]
     assert kinds == ["started", "finished"]
-    assert env.ledger.calls("b1")[0].status == "ok"
+    assert env.ledger.calls("b-c1")[0].status == "ok"
 
 
 def test_a_raising_tool_becomes_an_error_result_with_its_type(env):
@@ -113,6 +116,35 @@ def test_a_call_that_needs_asking_runs_only_with_an_approval(env):
 def test_secrets_in_arguments_never_come_back(env):
     result = env("echo", {"text": f"key={SECRET}"})
     assert SECRET not in result.model_dump_json()
-    rows = env.ledger.events("b1")
+    rows = env.ledger.events("b-c1")
     assert SECRET not in str([row.model_dump() for row in rows])
-    assert SECRET not in str([row.model_dump() for row in env.ledger.calls("b1")])
+    assert SECRET not in str([row.model_dump() for row in env.ledger.calls("b-c1")])
+
+
+def test_a_redelivered_side_effect_never_runs_twice(env):
+    first = env("bump", {"label": "once"}, call_id="r1")
+    raw = message("r1", "bump", {"label": "once"}, workspace=env.workspace, batch_id="b-r1",
+                  rules={"allow": ["bump"]})  # fmt: skip
+    again = env("bump", {"label": "once"}, call_id="r1", raw=raw)
+    assert first.status is Status.ok and again.status is Status.ok
+    assert len(marks(env.workspace, "effects")) == 1
+
+
+def test_a_claimed_call_whose_worker_vanished_is_outcome_unknown(env):
+    from runtime.claims import begin
+
+    call = ToolCall(id="lost", name="bump", arguments={"label": "x"})
+    env.ledger.record_batch(Batch(id="b-lost", calls=[call], workspace=str(env.workspace)))
+    begin(env.ledger, "b-lost", "lost", worker="gone@h", exclusive=True, max_deliveries=3)
+    raw = message("lost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-lost",
+                  rules={"allow": ["bump"]})  # fmt: skip
+    result = env("bump", {"label": "x"}, call_id="lost", raw=raw)
+    assert result.status is Status.outcome_unknown and "may or may not" in result.model_message
+    assert marks(env.workspace, "effects") == []
+
+
+def test_a_side_effect_nobody_recorded_does_not_run(env):
+    raw = message("ghost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="nowhere",
+                  rules={"allow": ["bump"]})  # fmt: skip
+    result = env("bump", {"label": "x"}, call_id="ghost2", raw=raw)
+    assert result.status is Status.denied and marks(env.workspace, "effects") == []

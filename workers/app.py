@@ -52,13 +52,18 @@ def make_app(settings: Settings | None = None, *, redis_url: str | None = None) 
         # Flower sees only live events.
         worker_send_task_events=True,
         task_send_sent_event=True,
-        # An effect message is taken off the queue only once its call has ended.
+        # A message is acknowledged only once its call has ended, so a lost worker's
+        # calls are delivered again (reads re-run; claimed effects are not re-run).
         task_acks_late=True,
+        # A prefork child that dies mid-call requeues its message instead of acking it.
         task_reject_on_worker_lost=True,
-        # One message at a time per slot, so ordered steps are not hoarded.
+        # One message at a time per slot, so ordered steps are not hoarded by one worker.
         worker_prefetch_multiplier=1,
-        # Longer than any tool timeout, or a running task is delivered twice.
-        broker_transport_options={"visibility_timeout": 3600},
+        # Redis redelivers an unacked message after this; it must outlast any tool's
+        # timeout or a call still running is delivered twice.
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        # Celery's own result keys (none are kept: results use toolrun's channel) expire.
+        result_expires=24 * 3600,
         broker_connection_retry_on_startup=True,
         task_default_queue=READS_QUEUE,
         # A tool's print() goes through logging, so the redacting filter sees it.

@@ -29,13 +29,14 @@ def _resources_here() -> tuple[Ledger, redis.Redis]:
     pid = os.getpid()
     if pid not in _resources:
         url = redis_url_for(settings, required=False) or app.conf.broker_url
-        _resources[pid] = (Ledger(settings.ledger_url), redis.Redis.from_url(url))
+        _resources[pid] = (Ledger.from_settings(settings), redis.Redis.from_url(url))
     return _resources[pid]
 
 
 @app.task(name="toolrun.execute", bind=True)
 def execute_call(self, message: dict) -> dict:
     ledger, client = _resources_here()
+    board = channel.Board(client)
     result = executor.execute(
         message,
         registry=registry,
@@ -43,7 +44,7 @@ def execute_call(self, message: dict) -> dict:
         settings=settings,
         key=key,
         worker=self.request.hostname,
-        attempt=self.request.retries + 1,
+        board=board,
     )
     if result is None:
         return {"status": Status.error.value, "error": "malformed call message"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -244,3 +245,13 @@ def _dialects() -> tuple[str, ...]:
     from runtime import adapters
 
     return adapters.FORMATS
+
+
+@app.command()
+def cancel(
+    batch_id: str,
+    by: Annotated[str, typer.Option(help="Who cancels.")] = os.environ.get("USER", "cli"),
+) -> None:
+    """Cancel a batch: calls not started end cancelled, running ones finish or are abandoned."""
+    runtime_for().cancel(batch_id, by=by)
+    out.print(f"cancelled batch {batch_id}")

@@ -59,6 +59,14 @@ def test_messages_without_the_key_never_run(stack, workspace):
 
 
 def test_a_correctly_signed_message_runs(stack, workspace):
+    from runtime.ledger import Ledger
+    from runtime.types import Batch, ToolCall
+
+    # A side effect runs only once a client has recorded its batch in the ledger.
+    ledger = Ledger(stack.database_url)
+    call = ToolCall(id="genuine", name="bump", arguments={"label": "ok"})
+    ledger.record_batch(Batch(id="signed", calls=[call], workspace=str(workspace)))
+    ledger.close()
     raw = message("genuine", "bump", {"label": "ok"}, workspace=workspace, batch_id="signed",
                   key=stack.signing_key.encode(), rules={"allow": ["bump"]})  # fmt: skip
     push(stack, raw)

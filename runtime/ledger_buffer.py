@@ -1,0 +1,69 @@
+"""Writes that could not reach the ledger, kept in order and replayed when it is
+back, so an outage delays audit rows instead of dropping them.
+
+Only writes whose calls may go on without the ledger come here: reads, and the
+ends of calls that already ran. A side effect whose decision cannot be written
+does not run (fail closed); that check happens before anything is buffered.
+The buffer lives in the writing process's memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from runtime.errors import LedgerUnavailable
+
+log = logging.getLogger("toolrun.ledger")
+
+
+class LedgerBuffer:
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._pending: deque[Callable[[], object]] = deque()
+        self._lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def write(self, work: Callable[[], object]) -> bool:
+        """Run `work` now, or keep it for later (after what is already kept, so
+        rows land in the order they happened). True if it was written now."""
+        with self._lock:
+            if not self._pending:
+                try:
+                    work()
+                    return True
+                except LedgerUnavailable as error:
+                    log.warning("ledger unavailable, buffering its rows: %s", error)
+            self._pending.append(work)
+            self._start_flusher()
+            return False
+
+    def flush(self) -> bool:
+        """Write what is kept, oldest first; False if the ledger is still down."""
+        with self._lock:
+            while self._pending:
+                try:
+                    self._pending[0]()
+                except LedgerUnavailable:
+                    return False
+                self._pending.popleft()
+            return True
+
+    def _start_flusher(self) -> None:
+        if self._flusher is None or not self._flusher.is_alive():
+            self._flusher = threading.Thread(target=self._flush_until_empty,
+                                             name="ledger-buffer", daemon=True)  # fmt: skip
+            self._flusher.start()
+
+    def _flush_until_empty(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            if self.flush():
+                log.info("ledger back: buffered rows written")
+                return
