@@ -3,8 +3,10 @@
 - files: `read_file`, `list_dir` (files_read), `search_files` (files_search),
   `write_file`, `edit_file` (files_write)
 - cache: `delete_cache`
+- shell: `shell`
+- http: `http_get`
 """
 
-from runtime.tools import cache, files_read, files_search, files_write
+from runtime.tools import cache, files_read, files_search, files_write, http, shell
 
-__all__ = ["cache", "files_read", "files_search", "files_write"]
+__all__ = ["cache", "files_read", "files_search", "files_write", "http", "shell"]

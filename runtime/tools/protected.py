@@ -28,7 +28,7 @@ def refuse_settings_path(workspace: Path, path: str, resolved: Path) -> None:
     spelt = _workspace_relative(workspace, path)
     if _names_project_dir(spelt) or _names_project_dir(resolved.relative_to(workspace).as_posix()):
         raise PathOutsideWorkspace(_refusal(path))
-    for protected in _protected_locations(workspace):
+    for protected in protected_locations(workspace):
         if resolved == protected or resolved.is_relative_to(protected):
             raise PathOutsideWorkspace(_refusal(path))
 
@@ -54,11 +54,15 @@ def _workspace_relative(workspace: Path, path: str) -> str:
     return normal.relative_to(workspace).as_posix() if normal.is_relative_to(workspace) else ""
 
 
-def _protected_locations(workspace: Path) -> list[Path]:
+def protected_locations(workspace: Path) -> list[Path]:
     """Where the project, user and org settings really are, symlinks followed."""
     candidates = [lambda: workspace / PROJECT_DIR, lambda: Path.home() / USER_DIR]
-    # Read from the environment at call time, not from Settings, so the org policy
-    # file stays protected even in a process whose settings omit or fail to load it.
+    # Read from the environment at call time, not from Settings, so the user settings
+    # and org policy files stay protected even in a process whose settings omit or
+    # fail to load them.
+    user = os.environ.get("TOOLRUN_USER_SETTINGS_FILE")
+    if user:
+        candidates.append(lambda: Path(user).expanduser())
     policy = os.environ.get("TOOLRUN_POLICY_FILE")
     if policy:
         candidates.append(lambda: Path(policy).expanduser())

@@ -1,0 +1,350 @@
+"""`shell`: run one bash command line in the workspace.
+
+What it promises, beyond what the permission gate decided:
+
+- It refuses, before running anything, a command that names a toolrun settings
+  location or redirects outside the workspace (`runtime.commands`), whatever
+  the rules say. Static reading cannot see every way to write a file
+  (`python -c ...`), so the settings files are also compared before and after
+  the run; one that changed is put back and the call ends `denied`.
+- The command runs as `bash -c` in the workspace, in a session of its own, with
+  no stdin and an environment built from an allowlist (PATH, HOME, locale): no
+  `TOOLRUN_*`, keys, tokens or passwords reach it.
+- On timeout, and also after a normal exit, the whole process group is ended
+  (SIGTERM, then SIGKILL after a grace period): background jobs do not outlive
+  the call. A process that leaves the session on purpose (`setsid`) escapes this.
+- A non-zero exit code is a result, not an error: status `ok`, the message
+  says "exited with N". `grep` and `diff` exit 1 as an answer, and the model
+  needs the output of a failing build; a batch that must stop on failure can
+  use `&&` inside one command.
+- stdout and stderr are bounded by the result size: the first third and the
+  last two thirds of each are kept, with the number of bytes cut between them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from pydantic import Field
+
+from runtime import commands  # a module import: runtime.commands imports runtime.tools too
+from runtime.errors import PathOutsideWorkspace, ToolError
+from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.tools.bounds import budget, cut_text, json_len
+from runtime.tools.protected import PROJECT_DIR, USER_DIR
+from runtime.types import Risk, Status
+
+MAX_TIMEOUT = 600.0
+MAX_COMMAND = 100_000  # characters; the analysis before running stays cheap
+GRACE = 2.0
+KEPT_ENV = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER")
+FIXED_ENV = {
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "NO_COLOR": "1",
+}
+CUT_HINT = (
+    "[output cut to fit the result size; redirect it to a file in the workspace and "
+    "read_file it with offset and limit, or narrow it with head, tail or grep]"
+)
+
+
+class ShellTimeout(ToolError):
+    """The command ran past its timeout; its process group was killed."""
+
+    status = Status.timeout
+
+
+class SettingsChanged(ToolError):
+    """The command changed a toolrun settings file; it has been put back."""
+
+    status = Status.denied
+
+
+class ShellInput(ToolInput):
+    command: str = Field(
+        min_length=1,
+        max_length=MAX_COMMAND,
+        description="A bash command line, run in the workspace directory. Pipes, && and ; work; "
+        "stdin is empty, so nothing interactive.",
+    )
+    timeout: float = Field(
+        30.0,
+        gt=0,
+        le=MAX_TIMEOUT,
+        description="Seconds before the command and everything it started are killed "
+        "(default 30, at most 600).",
+    )
+
+
+@tool(risk=Risk.destructive, timeout=MAX_TIMEOUT + 4 * GRACE, subject=("command", "command"))
+def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
+    """Run a bash command line in the workspace; returns its exit code, stdout and stderr.
+
+    A non-zero exit code is reported, not treated as a failure. Long output is
+    cut in the middle (start and end kept). Background jobs are killed when the
+    command ends. Commands that write toolrun settings files, or redirect to a
+    file outside the workspace, are refused.
+    """
+    root = ctx.resolve(".")
+    _refuse(args.command, root)
+    guard = _SettingsGuard(root)
+    try:
+        run = _run(args.command, root, args.timeout, limit=budget(ctx.max_bytes))
+    finally:
+        changed = guard.put_back()
+    if changed:
+        raise SettingsChanged(
+            f"the command changed {', '.join(changed)}, a toolrun settings file; it was put back. "
+            "Tools may not change the agent's own permissions; ask the user to edit the settings."
+        )
+    if run.exit_code is None:
+        tail = _squeeze(run.stdout, 1024)[0] + _squeeze(run.stderr, 1024)[0]
+        raise ShellTimeout(
+            f"timed out after {args.timeout:g} s; the command and everything it started were "
+            f"killed. Give a larger timeout (at most {MAX_TIMEOUT:g} s) or run something "
+            f"shorter. Output before the kill:\n{tail}"
+        )
+    return _output(args.command, run, ctx.max_bytes)
+
+
+def _refuse(command: str, root: Path) -> None:
+    if "\x00" in command:
+        raise ToolError("the command contains a NUL byte; remove it")
+    analysis = commands.analyze(command, root)
+    reason = commands.touches_settings(analysis, root)
+    if reason:
+        raise PathOutsideWorkspace(
+            f"refused: {reason}. Tools may not change the agent's own permissions; "
+            "ask the user to edit the settings."
+        )
+    outside = commands.outside_redirects(analysis, root)
+    if outside:
+        raise PathOutsideWorkspace(
+            f"refused: the command redirects to {', '.join(map(repr, outside))}, outside the "
+            "workspace or not known before it runs; redirect into a workspace file instead."
+        )
+
+
+# --- running ----------------------------------------------------------------------
+
+
+class _Capture(threading.Thread):
+    """Reads a pipe to its end, keeping the first `limit` bytes and the last
+    `limit` bytes, so a chatty command cannot fill the worker's memory."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit = stream, limit
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+
+    def run(self) -> None:
+        fd = self.stream.fileno()
+        try:
+            while chunk := os.read(fd, 65536):
+                self.total += len(chunk)
+                room = self.limit - len(self.head)
+                self.head += chunk[:room]
+                self.tail += chunk[max(room, 0) :]
+                del self.tail[: max(len(self.tail) - self.limit, 0)]
+        finally:
+            self.stream.close()
+
+    def parts(self) -> tuple[str, int]:
+        """The kept text, and how many bytes were dropped between head and tail."""
+        head, tail = bytes(self.head), bytes(self.tail)
+        gap = max(self.total - len(head) - len(tail), 0)
+        return (head + tail).decode("utf-8", errors="replace"), gap
+
+
+@dataclass
+class _Run:
+    exit_code: int | None  # None: killed at the timeout
+    stdout: _Capture
+    stderr: _Capture
+
+
+def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
+    env = _environment()
+    bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
+    process = subprocess.Popen(
+        [bash, "-c", command],
+        cwd=root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    stdout, stderr = _Capture(process.stdout, limit), _Capture(process.stderr, limit)
+    stdout.start()
+    stderr.start()
+    try:
+        code: int | None = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        _end_group(process)
+    stdout.join(GRACE)
+    stderr.join(GRACE)
+    return _Run(code, stdout, stderr)
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """SIGTERM the command's process group, SIGKILL whatever is left after GRACE."""
+    group = process.pid  # start_new_session: the group id is the leader's pid
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + GRACE
+    while time.monotonic() < deadline:
+        process.poll()  # reap the leader, or it stays in the group as a zombie
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _environment() -> dict[str, str]:
+    """An allowlist, not a blocklist: a secret under an unexpected name stays out."""
+    env = {name: os.environ[name] for name in KEPT_ENV if name in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.update(FIXED_ENV)
+    return env
+
+
+# --- output -----------------------------------------------------------------------
+
+
+def _output(command: str, run: _Run, max_bytes: int) -> ToolOutput:
+    room = budget(max_bytes)
+    out_need, err_need = _need(run.stdout), _need(run.stderr)
+    err_room = min(err_need, max(room // 4, room - out_need))
+    stdout, out_cut = _squeeze(run.stdout, room - err_room)
+    stderr, err_cut = _squeeze(run.stderr, err_room)
+    code = run.exit_code
+    status = f"killed by signal {-code}" if code < 0 else f"exited with {code}"
+    sections = [status]
+    sections += [f"--- stdout ---\n{stdout}"] if stdout else []
+    sections += [f"--- stderr ---\n{stderr}"] if stderr else []
+    sections += [CUT_HINT] if out_cut or err_cut else []
+    line = " ".join(command.split())
+    return ToolOutput(
+        content={
+            "exit_code": code,
+            "stdout": stdout,
+            "stderr": stderr,
+            "truncated": out_cut or err_cut,
+        },
+        message="\n".join(sections),
+        summary=f"{line[:80]}{'…' if len(line) > 80 else ''}: {status}",
+    )
+
+
+def _need(capture: _Capture) -> int:
+    text, gap = capture.parts()
+    return json_len(text) + (1 << 30 if gap else 0)  # a gap never fits
+
+
+def _squeeze(capture: _Capture, room: int) -> tuple[str, bool]:
+    """The captured text within `room` JSON bytes: whole if it fits, else its
+    first third and last two thirds around a note of how much was cut."""
+    text, gap = capture.parts()
+    if not gap and json_len(text) <= room:
+        return text, False
+    total = gap + len(text.encode())
+    size = room - 48
+    while size > 32:
+        front = cut_text(text, size // 3)
+        rest = text[len(front) :].encode()
+        back = rest[max(len(rest) - (size - size // 3), 0) :].decode("utf-8", errors="ignore")
+        cut = total - len(front.encode()) - len(back.encode())
+        squeezed = f"{front}\n[... {cut} bytes cut ...]\n{back}"
+        if json_len(squeezed) <= room:
+            return squeezed, True
+        size = size * 3 // 4
+    return f"[{total} bytes cut]"[: max(room, 0)], True
+
+
+# --- the settings files, before and after -------------------------------------------
+
+
+class _SettingsGuard:
+    """The settings files as they were before the command; `put_back` restores
+    any that changed. (A user who edits a settings file while a command runs
+    sees that edit undone; the call's message says which file.)"""
+
+    def __init__(self, root: Path) -> None:
+        paths = [root / PROJECT_DIR / "settings.json", Path.home() / USER_DIR / "settings.json"]
+        for name in ("TOOLRUN_POLICY_FILE", "TOOLRUN_USER_SETTINGS_FILE"):
+            if os.environ.get(name):
+                paths.append(Path(os.environ[name]).expanduser())
+        self.before = {path: _state(path) for path in dict.fromkeys(paths)}
+
+    def put_back(self) -> list[str]:
+        changed = []
+        for path, before in self.before.items():
+            if _state(path) != before:
+                changed.append(str(path))
+                try:
+                    _restore(path, before)
+                except OSError as error:
+                    changed[-1] += f" (could not be put back: {error})"
+        return changed
+
+
+_State = tuple[str, bytes | str | None, int]
+
+
+def _state(path: Path) -> _State:
+    """Where `path` leads, its bytes (None: absent) and its permission bits."""
+    try:
+        data: bytes | str | None = path.read_bytes()
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        data, mode = None, 0
+    except OSError as error:
+        data, mode = f"unreadable: {error.strerror}", 0
+    return os.path.realpath(path), data, mode
+
+
+def _restore(path: Path, before: _State) -> None:
+    real, data, mode = before
+    if isinstance(data, str):
+        return  # it could not be read before either; nothing to put back
+    target = Path(real)
+    if os.path.realpath(path) != real:  # a symlink was swapped in on the way
+        if path.parent.is_symlink():
+            path.parent.unlink()
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        target = path
+    if data is None:
+        target.unlink(missing_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=".settings.", suffix=".tmp")
+    with os.fdopen(handle, "wb") as stream:
+        stream.write(data)
+    os.chmod(temp, mode)
+    os.replace(temp, target)
