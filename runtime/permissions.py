@@ -26,7 +26,7 @@ from runtime.decision import Decision, Effect
 from runtime.errors import PathOutsideWorkspace
 from runtime.policy import Policy
 from runtime.registry import CapabilitySpec
-from runtime.rules import Level, Rule, matches
+from runtime.rules import Level, Rule, matching
 from runtime.types import Mode, Risk
 from runtime.workspace import resolve_inside
 
@@ -71,7 +71,7 @@ def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Dec
     if refusal is not None:
         return refusal
     kind, subjects = spec.rule_subjects(arguments)
-    hits = [r for r in policy.rules if matches(r, spec.name, kind, subjects, workspace)]
+    hits = matching(policy.rules, spec.name, kind, subjects, workspace)
     deny = _first(hits, Effect.deny)
     if deny is not None:
         return Decision.deny(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -64,25 +65,43 @@ def parse(text: object, effect: Effect, level: Level, source: str) -> Rule:
     return Rule(match["tool"], spec.strip() if spec else None, effect, level, source, text.strip())
 
 
-def matches(rule: Rule, tool: str, kind: str | None, subjects: list[str], workspace: Path) -> bool:
-    """Does `rule` cover this call? With several subjects (paths), an allow or
-    ask rule must cover every one of them, a deny rule any one."""
-    if not rule.names(tool):
-        return False
+def matching(
+    rules: Iterable[Rule], tool: str, kind: str | None, subjects: list[str], workspace: Path
+) -> list[Rule]:
+    """The rules that cover this call. Deny and ask rules cover it when any of
+    its subjects (a path, a part of a compound command) matches: restricting
+    must not be dodged by adding a second part. Allow rules must cover all of
+    it: every path, and every part of a command, where different allow rules
+    may cover different parts (`git diff && git status` under `shell(git diff *)`
+    and `shell(git status)`)."""
+    named = [rule for rule in rules if rule.names(tool)]
+    if kind != "command" or not subjects:
+        return [rule for rule in named if _covers(rule, kind, subjects, workspace)]
+    from runtime import commands  # only shell-like tools pay for the parser
+
+    analysis = commands.analyze(subjects[0], workspace)
+    out = [
+        rule for rule in named
+        if rule.specifier is None
+        or (rule.effect is not Effect.allow and commands.denied_by([rule.specifier], analysis))
+    ]  # fmt: skip
+    allows = [rule for rule in named if rule.effect is Effect.allow and rule.specifier]
+    if allows and commands.allowed_by([rule.specifier for rule in allows], analysis):
+        out += [
+            rule for rule in allows
+            if any(commands.matches(rule.specifier, part) for part in analysis.segments)
+        ]  # fmt: skip
+    return out
+
+
+def _covers(rule: Rule, kind: str | None, subjects: list[str], workspace: Path) -> bool:
     if rule.specifier is None:
         return True
     if kind is None or not subjects:
         return False
-    if kind == "command":
-        from runtime import commands  # only shell-like tools pay for the parser
-
-        analysis = commands.analyze(subjects[0], workspace)
-        if rule.effect is Effect.deny:
-            return commands.denied_by([rule.specifier], analysis)
-        return commands.allowed_by([rule.specifier], analysis)
     test = _path_match if kind == "path" else _host_match
     hits = [test(rule.specifier, subject, workspace) for subject in subjects]
-    return any(hits) if rule.effect is Effect.deny else all(hits)
+    return all(hits) if rule.effect is Effect.allow else any(hits)
 
 
 def _path_match(pattern: str, path: str, workspace: Path) -> bool:

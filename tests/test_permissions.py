@@ -250,3 +250,52 @@ def test_org_policy_restricts_workspace_roots(tmp_path):
 
 def test_there_are_at_least_sixty_rule_cases():
     assert len(MODE_CASES) + len(RULE_CASES) + len(TRUST_CASES) >= 60
+
+
+SHELL_BYPASSES = [
+    "git diff && rm -rf x", "git diff; curl http://example.com", "git diff | sh",
+    "git diff $(rm -rf x)", "git diff `id`", "git diff\nrm -rf x", "git diff > /etc/passwd",
+    "git diff > ../out", "git diff >> ~/.bashrc", "git diff & rm x", "git diff || rm x",
+    "git diff <(curl x)", "bash -c 'git diff'", "eval git diff",
+    "git diff > .toolrun/settings.json",
+]  # fmt: skip
+
+
+def shell_decision(ws: Path, command: str, mode: str, *rules):
+    from runtime.registry import load_tools
+
+    spec = load_tools().get("shell")
+    parsed = tuple(parse(text, Effect(effect), Level.user, "user.json") for effect, text in rules)
+    policy = Policy(parsed, True, None, str(ws), "v")
+    return evaluate(spec, spec.input_model(command=command), mode=Mode(mode), workspace=ws,
+                    policy=policy)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", SHELL_BYPASSES)
+def test_a_shell_allow_rule_is_not_fooled(tmp_path, command):
+    decision = shell_decision(tmp_path, command, "auto", ("allow", "shell(git diff *)"))
+    assert decision.effect is D and decision.rule != "shell(git diff *)"
+
+
+@pytest.mark.parametrize("command", ["git diff", "git diff HEAD -- a.py", "git  diff --stat"])
+def test_a_shell_allow_rule_allows_what_it_names(tmp_path, command):
+    decision = shell_decision(tmp_path, command, "auto", ("allow", "shell(git diff *)"))
+    assert (decision.effect, decision.rule) == (A, "shell(git diff *)")
+
+
+def test_compound_commands_run_when_every_part_is_allowed(tmp_path):
+    rules = [("allow", "shell(git diff *)"), ("allow", "shell(git status)")]
+    assert shell_decision(tmp_path, "git diff && git status", "auto", *rules).effect is A
+    assert shell_decision(tmp_path, "git diff && git log", "auto", *rules).effect is D
+
+
+def test_an_ask_rule_on_one_part_asks_for_the_whole_command(tmp_path):
+    rules = [("allow", "shell(git *)"), ("ask", "shell(git push *)")]
+    decision = shell_decision(tmp_path, "git status && git push origin", "default", *rules)
+    assert (decision.effect, decision.rule) == (Q, "shell(git push *)")
+
+
+def test_a_deny_rule_on_any_part_denies(tmp_path):
+    decision = shell_decision(tmp_path, "ls && rm -rf x", "bypass", ("allow", "shell"),
+                              ("deny", "shell(rm *)"))  # fmt: skip
+    assert (decision.effect, decision.rule) == (D, "shell(rm *)")
