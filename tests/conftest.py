@@ -41,18 +41,19 @@ def user_settings(tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="session")
-def runtime(stack, user_settings):
+def runtime_on(stack, user_settings, **overrides):
+    """A client of `stack` (a StackRecord) that trusts the tests' workspaces."""
     from runtime.client import Runtime
 
-    settings = Settings(
-        home=stack.home,
-        redis_url=stack.redis_url,
-        database_url=stack.database_url,
-        tool_modules=TEST_TOOLS,
-        user_settings_file=user_settings,
-    )
-    rt = Runtime(settings)
+    settings = Settings(home=stack.home, redis_url=stack.redis_url,
+                        database_url=stack.database_url, tool_modules=TEST_TOOLS,
+                        user_settings_file=user_settings, **overrides)  # fmt: skip
+    return Runtime(settings)
+
+
+@pytest.fixture(scope="session")
+def runtime(stack, user_settings):
+    rt = runtime_on(stack, user_settings)
     yield rt
     rt.close()
 

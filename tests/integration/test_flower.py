@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from runtime.settings import Settings
-from tests.conftest import TEST_TOOLS
+from tests.conftest import TEST_TOOLS, runtime_on
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,16 +44,7 @@ def flower_stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def flower_runtime(flower_stack, user_settings):
-    from runtime.client import Runtime
-
-    settings = Settings(
-        home=flower_stack.home,
-        redis_url=flower_stack.redis_url,
-        database_url=flower_stack.database_url,
-        tool_modules=TEST_TOOLS,
-        user_settings_file=user_settings,
-    )
-    runtime = Runtime(settings)
+    runtime = runtime_on(flower_stack, user_settings)
     yield runtime
     runtime.close()
 

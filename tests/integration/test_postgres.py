@@ -12,6 +12,7 @@ import pytest
 
 from runtime.settings import Settings
 from runtime.types import Status
+from tests.conftest import runtime_on
 from tests.support.postgres import fresh_database
 from tests.support.tools import marks
 
@@ -59,16 +60,7 @@ WRITES = {"allow": ["bump", "write_file"]}
 
 @pytest.fixture(scope="module")
 def postgres_runtime(postgres_stack, user_settings):
-    from runtime.client import Runtime
-
-    settings = Settings(
-        home=postgres_stack.home,
-        redis_url=postgres_stack.redis_url,
-        database_url=postgres_stack.database_url,
-        tool_modules=TEST_TOOLS,
-        user_settings_file=user_settings,
-    )
-    rt = Runtime(settings)
+    rt = runtime_on(postgres_stack, user_settings)
     yield rt
     rt.close()
 
