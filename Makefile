@@ -22,6 +22,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check runtime workers tests
 	$(BIN)/ruff format --check runtime workers tests
 
+# toolrun against a bare Celery baseline on its own embedded stack (a few minutes);
+# prints a table and writes .toolrun/bench-<timestamp>.json. Missed targets do not fail it.
+bench: $(STAMP)
+	$(BIN)/python -m tests.benchmarks.bench $(BENCH_FLAGS)
+
 up: $(STAMP)
 	$(BIN)/toolrun up
 

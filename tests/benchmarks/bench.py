@@ -1,0 +1,144 @@
+"""`python -m tests.benchmarks.bench` (`make bench`): toolrun against bare Celery.
+
+One embedded stack: a private redis-server, toolrun's reads and effects workers
+(ledger on, SQLite) and bare Celery workers for `baseline.py` on queues of their
+own, with the same pools and concurrency (reads: threads pool; effects: prefork,
+concurrency 1). Each figure is the median of `--repeats` repetitions after a
+warm-up, the sides taking turns. It prints a table, writes every repetition to
+`<out-dir>/bench-<timestamp>.json`, and exits 0 whether or not targets are met:
+it reports, it does not judge. Sizes come from flags, else `BENCH_<FLAG>`
+variables (`BENCH_QUICK=1`, `BENCH_REPEATS=3`), else the issue's sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import celery
+from rich.console import Console
+
+from tests.benchmarks import baseline, compare, report
+from tests.benchmarks.harness import harness
+from tests.benchmarks.report import Figure
+
+SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
+    "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
+    "reads_slots": (16, 4, "threads of each reads worker, both sides"),
+    "p1_samples": (100, 5, "P1: one-call batches per repetition"),
+    "p2_calls": (16, 4, "P2: sleeping reads in the batch"),
+    "p2_sleep": (0.2, 0.05, "P2: seconds each read sleeps"),
+    "p3_calls": (2000, 40, "P3: no-op reads per repetition"),
+    "p3_repeats": (3, 2, "P3: repetitions (the longest figure), after one warm-up"),
+    "p3_batch": (10, 10, "P3: reads per batch"),
+    "p3_window": (16, 2, "P3: batches in flight at once, from one thread"),
+    "p4_steps": (20, 5, "P4: ordered no-op writes in the batch"),
+    "p5_calls": (64, 16, "P5: sleeping reads in the batch (more than one worker's slots)"),
+    "p5_sleep": (0.1, 0.05, "P5: seconds each read sleeps"),
+    "p6_calls": (10_000, 200, "P6: calls each reads worker has run when its peak RSS is read"),
+}
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test's)")
+    parser.add_argument("--out-dir", type=Path, help="where the JSON goes (default .toolrun)")
+    parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
+    for name, (full, _, text) in SIZES.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=type(full), help=f"{text} (default {full})")
+    options = parser.parse_args(argv)
+    options.quick = options.quick or os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    options.out_dir = options.out_dir or Path(os.environ.get("BENCH_OUT_DIR", ".toolrun"))
+    for name, (full, quick, _) in SIZES.items():
+        if getattr(options, name) is None:
+            raw = os.environ.get(f"BENCH_{name.upper()}")
+            setattr(options, name, type(full)(raw) if raw else quick if options.quick else full)
+    if options.p5_calls <= options.reads_slots:
+        parser.error("--p5-calls must exceed --reads-slots, or one worker takes them all at once")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse(argv)
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    home = Path(tempfile.mkdtemp(prefix="toolrun-bench-"))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    began = time.monotonic()
+    try:
+        found, meta = run(options, home, console)
+    except BaseException:
+        console.print(f"[red]the benchmark stopped[/]; logs and ledger kept under {home}")
+        raise
+    if not options.keep:
+        shutil.rmtree(home, ignore_errors=True)
+    meta |= {"started_at": stamp, "duration_s": round(time.monotonic() - began, 1)}
+    path = report.write_json(options.out_dir / f"bench-{stamp}.json", found, meta)
+    report.print_table(console, found, meta["caption"])
+    console.print(f"wrote {path}", soft_wrap=True)
+    return 0
+
+
+def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list[Figure], dict]:
+    slots = options.reads_slots
+    with harness(home, slots, console) as bench:
+        found = compare.measure(options, bench.sides, console)
+        found.append(compare.peak_rss(options, bench, console))
+        console.log("P5: two reads workers over one")
+        found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))
+        pools = {
+            "reads": f"threads pool, {slots} slots per worker, 1 worker (2 in P5's second half)",
+            "effects": "prefork pool, concurrency 1, 1 worker",
+        }
+        meta = {
+            "pools": {
+                f"{side} {queue}": pool
+                for side in ("toolrun", "baseline")
+                for queue, pool in pools.items()
+            },
+            "queues": {
+                "toolrun": ["reads", "effects"],
+                "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
+            },
+            "caption": f"both sides: reads = threads pool, {slots} slots (1 worker, 2 in P5); "
+            "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)",
+            "shared_celery_settings": bench.conf,
+            "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",
+            "sizes": {name: getattr(options, name) for name in SIZES},
+            "quick": options.quick,
+            "machine": machine(bench.runtime),
+        }
+        return found, meta
+
+
+def machine(runtime) -> dict[str, Any]:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "celery": celery.__version__,
+        "redis_server": runtime.client.info("server").get("redis_version"),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""Both sides of every figure: a warm-up, then repetitions taken in turns, and
+the `Figure` that compares their medians. `bench.py` owns the stack; `figures.py`
+measures one repetition."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from tests.benchmarks import figures
+from tests.benchmarks.harness import Harness
+from tests.benchmarks.report import Figure, Target
+
+
+def repeated(
+    toolrun: Callable[[], Any], bare: Callable[[], Any], repeats: int
+) -> tuple[list, list]:
+    """One warm-up of each side, then `repeats` rounds in which the sides take turns."""
+    toolrun(), bare()
+    ours, theirs = [], []
+    for _ in range(repeats):
+        ours.append(toolrun())
+        theirs.append(bare())
+    return ours, theirs
+
+
+def measure(options: argparse.Namespace, sides: figures.Sides, console: Console) -> list[Figure]:
+    o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
+    console.log(f"P1: {o.p1_samples} one-call batches x {n}")
+    ours, theirs = repeated(
+        lambda: figures.p1_toolrun(sides, o.p1_samples),
+        lambda: figures.p1_baseline(sides, o.p1_samples),
+        n,
+    )
+    latency = []
+    for q in (0.5, 0.99):
+        key = f"P1_p{round(q * 100)}"
+        latency.append(
+            Figure(
+                key,
+                f"1-call read batch latency, p{round(q * 100)}",
+                "ms",
+                Target("ratio", "<=", 1.5),
+                [ms(figures.percentile(r, q)) for r in ours],
+                [ms(figures.percentile(r, q)) for r in theirs],
+                note="baseline: task.delay().get()",
+            )
+        )
+    latency[0].extra["samples_ms"] = {
+        "toolrun": [[ms(s) for s in r] for r in ours],
+        "baseline": [[ms(s) for s in r] for r in theirs],
+    }
+    console.log(f"P2: {o.p2_calls} reads sleeping {o.p2_sleep:g} s x {n}")
+    ours, theirs = repeated(
+        lambda: figures.p2_toolrun(sides, o.p2_calls, o.p2_sleep),
+        lambda: figures.p2_baseline(sides, o.p2_calls, o.p2_sleep),
+        n,
+    )
+    wall = Figure(
+        "P2",
+        f"{o.p2_calls} reads sleeping {ms(o.p2_sleep):g} ms, wall",
+        "ms",
+        Target("toolrun", "<=", ms(1.15 * o.p2_sleep)),
+        [ms(v) for v in ours],
+        [ms(v) for v in theirs],
+        note="baseline: group(...).apply_async().get(), which polls every 0.5 s",
+    )
+    console.log(f"P3: {o.p3_calls} no-op reads in batches of {o.p3_batch} x {o.p3_repeats}")
+    sizes = (o.p3_calls, o.p3_batch, o.p3_window)
+    ours, theirs = repeated(
+        lambda: figures.p3_toolrun(sides, *sizes),
+        lambda: figures.p3_baseline(sides, *sizes),
+        o.p3_repeats,
+    )
+    throughput = Figure(
+        "P3",
+        f"no-op reads, batches of {o.p3_batch}",
+        "calls/s",
+        Target("ratio", ">=", 0.8),
+        ours,
+        theirs,
+        note=f"{o.p3_window} batches in flight from one thread; "
+        "baseline: a group per batch, .get()",
+    )
+    console.log(f"P4: {o.p4_steps} ordered no-op writes x {n}")
+    ours, theirs = repeated(
+        lambda: figures.p4_toolrun(sides, o.p4_steps),
+        lambda: figures.p4_baseline(sides, o.p4_steps),
+        n,
+    )
+    steps = Figure(
+        "P4",
+        f"{o.p4_steps}-step ordered writes, per step",
+        "ms",
+        Target("ratio", "<=", 1.0),
+        [ms(v) for v in ours],
+        [ms(v) for v in theirs],
+        note="baseline: chain(write.si() x steps).apply_async().get()",
+    )
+    return [*latency, wall, throughput, steps]
+
+
+def peak_rss(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:
+    """Top each side's reads worker up to `p6_calls` calls, then read its VmHWM."""
+    console.log(f"P6: peak RSS of the reads workers after {options.p6_calls} calls")
+    sides = bench.sides
+    for side, pump in (("toolrun", figures.p3_toolrun), ("baseline", figures.p3_baseline)):
+        left = options.p6_calls - sides.reads_sent[side]
+        if left > 0:
+            pump(sides, left, options.p3_batch, options.p3_window)
+    mib = {
+        side: round(figures.peak_rss_kib(bench.worker_pid(side, "reads")) / 1024, 1)
+        for side in ("toolrun", "baseline")
+    }
+    return Figure(
+        "P6",
+        f"reads worker peak RSS after {options.p6_calls:,} calls",
+        "MiB",
+        Target("ratio", "<=", 1.3),
+        [mib["toolrun"]],
+        [mib["baseline"]],
+        note="VmHWM of the worker process and its children, read once at the end "
+        "(a high-water mark: one reading, not a median)",
+        extra={"calls": dict(sides.reads_sent)},
+    )
+
+
+def scaling(options, sides: figures.Sides, second_workers: Callable[[], None]) -> Figure:
+    o, n = options, options.repeats
+    toolrun = lambda: figures.p5_toolrun(sides, o.p5_calls, o.p5_sleep)  # noqa: E731
+    bare = lambda: figures.p5_baseline(sides, o.p5_calls, o.p5_sleep)  # noqa: E731
+    one = repeated(toolrun, bare, n)
+    second_workers()
+    two = repeated(toolrun, bare, n)
+    ratios = [[b / a for a, b in zip(one[side], two[side], strict=True)] for side in (0, 1)]
+    return Figure(
+        "P5",
+        f"{o.p5_calls} reads sleeping {o.p5_sleep * 1000:g} ms: 2 workers / 1",
+        "x",
+        Target("toolrun", ">=", 1.7),
+        *ratios,
+        note="throughput with two reads workers over one; the baseline column is bare "
+        "Celery's own scaling, for comparison only (its group .get() polls every 0.5 s)",
+        extra={
+            "throughput_calls_per_s": {
+                "toolrun": {"one_worker": one[0], "two_workers": two[0]},
+                "baseline": {"one_worker": one[1], "two_workers": two[1]},
+            }
+        },
+    )

@@ -1,0 +1,90 @@
+"""Both sides on one embedded stack: a private redis-server, toolrun's reads and
+effects workers (ledger on, SQLite) with a client, and bare Celery workers for
+`baseline.py` on queues of their own, with the same pools and concurrency."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from runtime.client import Runtime
+from runtime.settings import Settings
+from runtime.stack import StackRecord, add_worker, start_stack, stop_stack
+from tests.benchmarks import baseline, figures, tools
+
+
+@dataclass
+class Harness:
+    settings: Settings
+    record: StackRecord
+    runtime: Runtime
+    sides: figures.Sides
+    conf: dict[str, Any]
+    bare: list[dict] = field(default_factory=list)
+
+    @property
+    def slots(self) -> int:
+        return self.settings.reads_concurrency
+
+    def worker_pid(self, side: str, queue: str) -> int:
+        """The first worker of `side` ("toolrun" or "baseline") on `queue` ("reads", "effects")."""
+        if side == "toolrun":
+            return next(w["pid"] for w in self.record.workers if w["queue"] == queue)
+        return next(w["pid"] for w in self.bare if w["queue"] == f"baseline.{queue}")
+
+    def start_bare(self, queue: str, concurrency: int, index: int = 1) -> None:
+        home, url = self.settings.home, self.record.redis_url
+        worker = baseline.start_worker(
+            home, url, self.conf, queue, concurrency=concurrency, index=index
+        )
+        self.bare.append(worker)
+        baseline.wait_for(baseline.app, [worker])
+
+    def add_reads_workers(self) -> None:
+        """A second reads worker on each side."""
+        add_worker(self.record, self.settings, "reads")
+        self.start_bare(baseline.READS_QUEUE, self.slots, index=2)
+
+
+@contextmanager
+def harness(home: Path, slots: int, console: Console):
+    settings = Settings(
+        home=home,
+        redis_url=None,
+        database_url=None,
+        tool_modules=tools.MODULE,
+        reads_concurrency=slots,
+        effects_concurrency=1,
+    )
+    console.log(f"starting the stack under {home}")
+    record = start_stack(settings, flower=False, reads_workers=1, effects_workers=1)
+    runtime, found = None, None
+    try:
+        workspace = home / "workspace"
+        workspace.mkdir()
+        user_file = home / "user-settings.json"
+        user_file.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
+        client = {
+            "redis_url": record.redis_url,
+            "database_url": record.database_url,
+            "user_settings_file": user_file,
+        }
+        runtime = Runtime(settings.model_copy(update=client))
+        conf = baseline.shared_conf(runtime.app)
+        baseline.app.conf.update(broker_url=record.redis_url, result_backend=record.redis_url)
+        baseline.app.conf.update(conf)
+        found = Harness(settings, record, runtime, figures.Sides(runtime, workspace), conf)
+        found.start_bare(baseline.READS_QUEUE, slots)
+        found.start_bare(baseline.EFFECTS_QUEUE, 1)
+        yield found
+    finally:
+        if runtime is not None:
+            runtime.close()
+        if found is not None:
+            baseline.stop(found.bare)
+        stop_stack(home)

@@ -1,0 +1,42 @@
+"""`make bench` at tiny sizes: it starts its stack, measures both sides of every
+figure and writes the JSON it promises. No time is asserted; the benchmark
+itself reports, it does not judge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.report import FIGURES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(150)
+def test_a_quick_run_writes_every_figure_with_both_sides_and_a_verdict(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.bench", "--quick", "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=140,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [written] = tmp_path.glob("bench-*.json")
+    assert written.name in done.stdout
+    report = json.loads(written.read_text())
+    assert set(report["figures"]) == set(FIGURES)
+    for key, figure in report["figures"].items():
+        for side in ("toolrun", "baseline"):
+            assert figure[side]["repetitions"], (key, side)
+            assert figure[side]["median"] is not None, (key, side)
+        assert figure["ratio"] is not None, key
+        assert {"of", "op", "value", "text"} <= set(figure["target"]), key
+        assert isinstance(figure["pass"], bool), key
+        assert key.split("_")[0] in done.stdout
+    assert {"pools", "sizes", "machine", "shared_celery_settings"} <= set(report)
+    assert report["quick"] is True
