@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench up down clean migration migrate
+.PHONY: demo test lint bench fuzz soak up down clean migration migrate
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,18 @@ lint: $(STAMP)
 # prints a table and writes .toolrun/bench-<timestamp>.json. Missed targets do not fail it.
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench $(BENCH_FLAGS)
+
+# The fuzz property of tests/test_fuzz.py at 10,000 examples against a real stack
+# (`make test` runs a few hundred). A found failure is saved in .hypothesis/ and replayed.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=toolrun-fuzz $(BIN)/python -m pytest -q tests/test_fuzz.py \
+		--hypothesis-show-statistics
+
+# Batches under injected faults (worker SIGKILLs, Redis restarts, ledger cuts) for a few
+# minutes; prints the figures and fails if a result went missing or a side effect ran twice.
+#   make soak SOAK_FLAGS="--minutes 10"
+soak: $(STAMP)
+	$(BIN)/python -m tests.soak $(SOAK_FLAGS)
 
 up: $(STAMP)
 	$(BIN)/toolrun up

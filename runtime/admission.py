@@ -23,6 +23,8 @@ from runtime.registry import CapabilitySpec, Registry
 from runtime.types import Mode, Status, ToolCall, ToolResult
 from runtime.validation import Invalid, validate
 
+NAME_CHARS = 200  # what a result repeats of a tool name no tool has
+
 
 @dataclass(frozen=True)
 class Admitted:
@@ -71,6 +73,8 @@ def refuse(call: ToolCall, spec: CapabilitySpec | None, decision: Decision) -> R
 
 def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
     name = call.name if isinstance(call.name, str) else repr(call.name)
+    if len(name) > NAME_CHARS:  # a made-up name is model output: keep the result bounded
+        name = name[:NAME_CHARS] + "…"
     close = registry.closest(name)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     message = f"unknown tool {name!r}.{hint} Available tools: {', '.join(registry.names())}"

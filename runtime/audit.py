@@ -5,6 +5,7 @@ decision per call before anything runs, and every end the client decides
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from runtime.admission import Admitted, Refused
 from runtime.decision import Decision
@@ -33,33 +34,39 @@ class BatchAudit:
             if isinstance(a, Admitted)
         ]  # fmt: skip
         risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
-        try:
-            self.ledger.record_batch(self.batch, risks=risks, policy_version=self.policy.version)
-            self.ledger.record_many(rows)
-            for refused in admissions:
-                if isinstance(refused, Refused):
-                    risk = refused.spec.risk.value if refused.spec else None
-                    self.ledger.record_result(
-                        self.batch.id,
-                        refused.result,
-                        kind=refused.event,
-                        **self._fields(refused.decision, risk),
-                    )
-        except LedgerUnavailable as error:
-            log.error("ledger unavailable for batch %s: %s", self.batch.id, error)
-            return False
+        writes = [
+            lambda: self.ledger.record_batch(self.batch, risks=risks,
+                                             policy_version=self.policy.version),
+            lambda: self.ledger.record_many(rows),
+            *[partial(self._refused, refused) for refused in admissions
+              if isinstance(refused, Refused)],
+        ]  # fmt: skip
+        for index, write in enumerate(writes):
+            try:
+                write()
+            except LedgerUnavailable as error:
+                # Side effects will not run (the caller fails closed); the rows of
+                # the reads, which do, wait in the buffer with the rest.
+                log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id,
+                          error)  # fmt: skip
+                for later in writes[index:]:
+                    self.ledger.later(later)
+                return False
         return True
+
+    def _refused(self, refused: Refused) -> None:
+        risk = refused.spec.risk.value if refused.spec else None
+        self.ledger.record_result(self.batch.id, refused.result, kind=refused.event,
+                                  **self._fields(refused.decision, risk))  # fmt: skip
 
     def end(self, result: ToolResult, kind: EventKind = EventKind.finished,
             decision: Decision | None = None) -> None:  # fmt: skip
-        """A call's end decided on the client's side; logged, not raised, if the
-        ledger is down (the call did not run, so nothing is lost but the row)."""
-        try:
-            self.ledger.record_result(
-                self.batch.id, result, kind=kind, **self._fields(decision, None)
-            )
-        except LedgerUnavailable as error:
-            log.error("ledger unavailable for batch %s: %s", self.batch.id, error)
+        """A call's end decided on the client's side: now, or from the buffer
+        once the ledger is back (after this batch's rows that wait there)."""
+        fields = self._fields(decision, None)
+        self.ledger.eventually(
+            lambda: self.ledger.record_result(self.batch.id, result, kind=kind, **fields)
+        )
 
     def _fields(self, decision: Decision | None, risk: str | None) -> dict[str, str | None]:
         fields = {"mode": self.batch.mode.value, "policy_version": self.policy.version,

@@ -52,7 +52,16 @@ def begin(
     def work(session: Session) -> Begun:
         key = {"batch_id": batch_id, "call_id": call_id}
         call = session.get(CallRow, key, with_for_update=True)
+        now = utc_now()
+
+        def started(attempt: int) -> EventRow:
+            return EventRow(batch_id=batch_id, call_id=call_id, kind=EventKind.started.value,
+                            at=now, worker=worker, attempt=attempt)  # fmt: skip
+
         if call is None:
+            # A read may run before its client's buffered rows land: record its start.
+            if not exclusive:
+                session.add(started(1))
             return Begun(Start.unrecorded, 1, None)
         if call.status not in OPEN:
             return Begun(Start.finished, call.attempts, call)
@@ -61,11 +70,9 @@ def begin(
         delivery = call.attempts + 1
         if delivery > max_deliveries:
             return Begun(Start.exhausted, call.attempts, call)
-        now = utc_now()
         call.status, call.worker, call.attempts = "running", worker, delivery
         call.started_at = call.started_at or now
-        session.add(EventRow(batch_id=batch_id, call_id=call_id, kind=EventKind.started.value,
-                             at=now, worker=worker, attempt=delivery))  # fmt: skip
+        session.add(started(delivery))
         return Begun(Start.run, delivery, call)
 
     return ledger.transaction(work)

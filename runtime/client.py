@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from pydantic import ValidationError
 
 from runtime import adapters, channel
 from runtime.approvals import Approvals
@@ -28,6 +29,8 @@ from runtime.registry import Registry, load_tools
 from runtime.settings import Settings, get_settings
 from runtime.stack_record import redis_url_for, signing_key_for
 from runtime.types import Batch, Mode, OnError, ToolCall
+
+MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
 
 
 class Runtime:
@@ -131,13 +134,35 @@ class Runtime:
         self.ledger.close()
 
 
+def _call(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:
+    """A call of the batch; one without a string id and name cannot get its
+    result, so the batch is refused (bad arguments are the model's, and a result)."""
+    try:
+        call = call if isinstance(call, ToolCall) else ToolCall.model_validate(call)
+    except ValidationError as error:
+        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']}"
+                           for e in error.errors(include_url=False))  # fmt: skip
+        raise InvalidBatch(
+            f"call {index} of the batch is not a tool call "
+            f'{{"id": str, "name": str, "arguments": ...}}: {fields}'
+        ) from None
+    if len(call.id) > MAX_CALL_ID or "\0" in call.id:  # the ledger keys rows by it
+        raise InvalidBatch(
+            f"call {index} of the batch has an id longer than {MAX_CALL_ID} characters "
+            "or holding a NUL character; providers send short ids"
+        )
+    return call
+
+
 def _batch(calls, *, mode, workspace, on_error) -> Batch:
     if isinstance(calls, Batch):
         overrides = {"mode": mode, "workspace": workspace, "on_error": on_error}
         batch = calls.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+        for index, call in enumerate(batch.calls):
+            _call(index, call)
     else:
         batch = Batch(
-            calls=[c if isinstance(c, ToolCall) else ToolCall.model_validate(c) for c in calls],
+            calls=[_call(index, c) for index, c in enumerate(calls)],
             mode=Mode(mode or Mode.default),
             workspace=str(workspace or "."),
             on_error=on_error or "stop",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import redis
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 from runtime import channel, results, signing
 from runtime.admission import Admitted, Refused, admit, refuse
@@ -33,8 +34,9 @@ from runtime.types import Batch, CallMessage, Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.dispatcher")
 TASK = "toolrun.execute"
-SWEEP_SECONDS = 1.0  # how often a waiting stage also reads the results hash
+SWEEP_SECONDS = channel.SWEEP_SECONDS  # how often a waiting stage also reads the results hash
 CANCEL_GRACE = 5.0  # how long a cancelled batch waits for calls already running
+UNREACHABLE = (*channel.LOST, OperationalError)  # Redis down: kombu wraps its errors
 
 
 @dataclass(frozen=True)
@@ -80,28 +82,32 @@ class BatchRun:
             self.deadline = min(self.deadline, time.monotonic() + CANCEL_GRACE)
 
     def _check_cancelled(self) -> bool:
-        if not self.cancelled and self.services.client.exists(channel.cancel_key(self.batch.id)):
-            self._cancel()
+        try:
+            if not self.cancelled and self.services.client.exists(
+                channel.cancel_key(self.batch.id)
+            ):
+                self._cancel()
+        except channel.LOST as error:  # Redis down: nobody can have cancelled through it
+            log.warning("batch %s: cannot read its cancel flag: %s", self.batch.id, error)
         return self.cancelled
 
     def run(self) -> None:
-        pubsub = self.services.client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(channel.key(self.batch.id))
+        listener = channel.Listener(self.services.client, self.batch.id)
         try:
-            self._run(pubsub)
+            self._run(listener)
         except Exception as error:  # noqa: BLE001 - the loop must get a result per call
             log.exception("batch %s failed in the dispatcher", self.batch.id)
             for call in self.batch.calls:
                 text = f"the runtime failed before this call ended ({type(error).__name__})"
                 self._end(results.failure(call.id, call.name, Status.outcome_unknown, text))
         finally:
-            pubsub.close()
+            listener.close()
 
     def _admit(self, call: ToolCall) -> Admitted | Refused:
         return admit(call, registry=self.services.registry, mode=self.batch.mode,
                      workspace=Path(self.batch.workspace), policy=self.policy)  # fmt: skip
 
-    def _run(self, pubsub) -> None:
+    def _run(self, listener: channel.Listener) -> None:
         admissions = [self._admit(call) for call in self.batch.calls]
         ledger_ok = self.audit.admissions(admissions)
         for admission in admissions:
@@ -131,7 +137,7 @@ class BatchRun:
                 if approved is not None:
                     self._send([approved])
                     sent.append(approved)
-            self._wait([a.call.id for a in sent], pubsub)
+            self._wait([a.call.id for a in sent], listener)
             head = stage.calls[0].call
             if not stage.parallel and not self.done[head.id].ok:
                 failed = head
@@ -192,7 +198,10 @@ class BatchRun:
                 runnable.append(admission)
                 continue
             text = "the audit ledger is unavailable, so this side effect was not run; retry later"
-            self._end(results.failure(admission.call.id, admission.spec.name, Status.error, text))
+            result = results.failure(admission.call.id, admission.spec.name, Status.error, text,
+                                     kind="ledger")  # fmt: skip
+            self._end(result)
+            self.audit.end(result)  # waits in the buffer, after the batch's own rows
         return runnable
 
     def _send(self, admitted: list[Admitted]) -> None:
@@ -208,8 +217,8 @@ class BatchRun:
             message[signing.FIELD] = signing.sign(message, self.services.key)
             shown = {"batch_id": self.batch.id, "call_id": call.id, "tool": spec.name,
                      "arguments": redact(call.arguments)}  # fmt: skip
-            self.services.app.send_task(
-                TASK,
+            self._publish(
+                admission,
                 args=[message],
                 queue="reads" if spec.parallel else "effects",
                 shadow=f"toolrun.{spec.name}",
@@ -218,28 +227,38 @@ class BatchRun:
                 ignore_result=True,
             )
 
-    def _wait(self, call_ids: list[str], pubsub) -> None:
+    def _publish(self, admission: Admitted, **task) -> None:
+        """Send one call, trying again while the broker is unreachable (a Redis
+        restart) until the deadline; then the call ends `error`, recorded in
+        the ledger so that a message that did get through finds it ended."""
+        while True:
+            try:
+                self.services.app.send_task(TASK, **task)
+                return
+            except UNREACHABLE as error:
+                if time.monotonic() + channel.RECONNECT_SECONDS >= self.deadline:
+                    break
+                log.warning("batch %s: broker unreachable, sending again: %s", self.batch.id, error)
+                time.sleep(channel.RECONNECT_SECONDS)
+        call, spec = admission.call, admission.spec
+        text = "the broker (Redis) could not be reached before the deadline; the call was not run"
+        result = results.failure(call.id, spec.name, Status.error, text, kind="broker")
+        self._end(result)
+        self.audit.end(result)
+
+    def _wait(self, call_ids: list[str], listener: channel.Listener) -> None:
         waiting = set(call_ids) - set(self.done)
-        last_sweep = time.monotonic()
         while waiting:
             now = time.monotonic()
             if now >= self.deadline:
                 self._expire(waiting)
                 return
-            message = pubsub.get_message(timeout=min(SWEEP_SECONDS, self.deadline - now))
-            if message and message["data"] == channel.CANCEL.encode():
-                self._cancel()
-            elif message and message["type"] == "message":
-                result = ToolResult.model_validate_json(message["data"])
+            for result in listener.results(waiting, min(SWEEP_SECONDS, self.deadline - now)):
                 if result.call_id in waiting:
                     waiting.discard(result.call_id)
                     self._end(result)
-            if time.monotonic() - last_sweep >= SWEEP_SECONDS:
-                last_sweep = time.monotonic()
-                stored = channel.stored(self.services.client, self.batch.id, sorted(waiting))
-                for result in stored:
-                    waiting.discard(result.call_id)
-                    self._end(result)
+            if listener.cancelled:
+                self._cancel()
 
     def _expire(self, call_ids: set[str]) -> None:
         """The deadline passed: each sent call ends now, saying what is known."""

@@ -25,6 +25,12 @@ class LedgerUnavailable(ToolrunError):
     """The audit ledger cannot be written, after retries."""
 
 
+class LedgerRefused(LedgerUnavailable):
+    """The database refused the write itself (a value it cannot store, a
+    constraint): retrying cannot help. Callers that fail closed treat it as an
+    outage; a buffer of rows drops it, logged, rather than hold back every later row."""
+
+
 class ToolError(ToolrunError):
     """Raised by a tool for a failure the model should read and can act on.
 
@@ -49,3 +55,12 @@ class PathOutsideWorkspace(ToolError):
 class InvalidBatch(ToolrunError):
     """The orchestrator's batch cannot be run at all (duplicate call ids, a
     workspace that does not exist). Model mistakes never raise this."""
+
+
+class CallTimedOut(BaseException):
+    """Raised inside a tool's thread once its call has timed out, so a tool still
+    running Python code stops instead of holding a core or a slot for nothing.
+
+    A `BaseException`, like `KeyboardInterrupt`, so that a tool's `except
+    Exception` does not swallow it. A tool blocked in C (a socket read, waiting
+    for a child process) only sees it when that call returns."""

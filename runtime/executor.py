@@ -81,11 +81,14 @@ def execute(
         begun = begin(ledger, message.batch_id, call.id, worker=worker, exclusive=exclusive,
                       max_deliveries=settings.max_deliveries)  # fmt: skip
     except LedgerUnavailable as error:
-        if exclusive:
+        if exclusive:  # fail closed; the end row of a call that did not run may wait
             log.error("ledger unavailable before %s: %s", call.id, error)
             note = "the audit ledger is unavailable, so this side effect was not run; retry later"
-            return results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
+            refused = results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
+            return _later(ledger, message, refused)
         begun = Begun(Start.run, 1, None)  # reads go on; their rows wait in the buffer
+        ledger.later(lambda: ledger.mark_started(message.batch_id, call.id, worker=worker,
+                                                 attempt=1))  # fmt: skip
     recall = board.recall if board is not None else lambda batch_id, call_id: None
     early = _early_end(begun, message, spec.name, exclusive, worker, recall)
     if early is not None:
@@ -143,6 +146,12 @@ def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) 
             message.batch_id, result, kind=refused.event, mode=mode, **fields
         )  # fmt: skip
     )
+    return result
+
+
+def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> ToolResult:
+    """The end row once the ledger is back (it has just failed)."""
+    ledger.later(lambda: ledger.record_result(message.batch_id, result))
     return result
 
 

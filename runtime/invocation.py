@@ -3,15 +3,18 @@ failures retried, every outcome turned into a `ToolResult`.
 
 The timeout is enforced here, not by Celery, so it holds on every pool (the
 threads pool enforces no time limits): the call ends `timeout` on time even if
-the tool ignores it, and the tool is left to finish in the background, its
-outcome unreported. Read-only and idempotent tools may declare transient
-exceptions (`@tool(transient=...)`); those are retried with exponential
-backoff and jitter within the call's time, up to the spec's attempts and delay.
+the tool ignores it. The tool's thread then gets `CallTimedOut`: a tool
+running Python code stops there; one blocked in C stops when that call
+returns; either way its outcome goes unreported. Read-only and idempotent
+tools may declare transient exceptions (`@tool(transient=...)`); those are
+retried with exponential backoff and jitter within the call's time, up to the
+spec's attempts and delay.
 """
 
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +25,7 @@ import tenacity
 
 from runtime import results
 from runtime.admission import Admitted
-from runtime.errors import ToolError
+from runtime.errors import CallTimedOut, ToolError
 from runtime.registry import CapabilitySpec, ToolContext
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult
@@ -66,10 +69,11 @@ def invoke(
     }
     call_id, name = message.call_id, spec.name
     if runner.is_alive():
+        _interrupt(runner)
         text = f"timed out after {timeout:g} s; try a smaller request"
         return results.failure(call_id, name, Status.timeout, text, **meta)
     if "error" in outcome:
-        error = outcome["error"]
+        error, meta["max_bytes"] = outcome["error"], settings.result_max_bytes
         if isinstance(error, ToolError):
             return results.failure(call_id, name, error.status, str(error), kind=error.kind, **meta)
         text = f"{type(error).__name__}: {error}"
@@ -81,6 +85,14 @@ def invoke(
     except Exception as error:  # noqa: BLE001 - a tool returned something unserializable
         text = f"the tool's output could not be formatted: {type(error).__name__}: {error}"
         return results.failure(call_id, name, Status.error, text, kind="format", **meta)
+
+
+def _interrupt(runner: threading.Thread) -> None:
+    """Raise `CallTimedOut` in the tool's thread, which no pool would ever stop:
+    a spinning tool would otherwise burn a core of the worker until it exits."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(runner.ident), ctypes.py_object(CallTimedOut)
+    )
 
 
 def _with_retries(spec: CapabilitySpec, outcome: dict, on_retry) -> Callable:

@@ -9,6 +9,7 @@ first; statuses and kinds are plain strings; times are aware and in UTC.
 
 from collections.abc import Callable
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, select
 
 from runtime import schema
-from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
 from runtime.ledger_buffer import LedgerBuffer
 from runtime.ledger_tables import (
     EVENT_TEXT,
@@ -45,21 +46,34 @@ class Ledger:
     """The ledger in one database. One per process (a forked child makes its
     own: pooled connections must not cross a fork), shared by its threads."""
 
-    def __init__(self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6) -> None:
-        self._engine = _engine(url)
+    def __init__(
+        self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6, lazy: bool = False
+    ) -> None:
+        """`lazy`: a database unreachable now is not an error yet; its schema is
+        checked on first use (a worker's pool process must not lose the call it
+        started for because the ledger was down that moment)."""
+        self._engine = _engine(url, busy_seconds=min(SQLITE_BUSY_MS / 1000, retry_seconds))
         # SQLite: a writer takes the lock when it begins, so a read-then-write
         # transaction never fails on a stale snapshot (busy_timeout cannot help there).
         self._writer = self._engine.execution_options(toolrun_begin="IMMEDIATE")
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
-
-        # The schema is Alembic's (`runtime.schema`): an empty database gets it
-        # here, through the migrations; any other is left to `toolrun db upgrade`.
-        self._run(lambda session: schema.bootstrap(session.connection()))
+        self._schema_checked = False
+        try:
+            self._check_schema()
+        except LedgerUnavailable:
+            if not lazy:
+                raise
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Ledger":
-        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds)
+    def from_settings(cls, settings: Settings, *, lazy: bool = False) -> "Ledger":
+        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds, lazy=lazy)
+
+    def _check_schema(self) -> None:
+        """The schema is Alembic's (`runtime.schema`): an empty database gets it
+        here, through the migrations; any other is left to `toolrun db upgrade`."""
+        self._run(lambda session: schema.bootstrap(session.connection()), checking=True)
+        self._schema_checked = True
 
     def record_batch(
         self,
@@ -68,8 +82,9 @@ class Ledger:
         risks: dict[str, str | None] | None = None,
         policy_version: str | None = None,
     ) -> None:
-        """The batch and its calls, pending. Recording a batch id again does
-        nothing: a resubmitted batch keeps its first record."""
+        """The batch and its calls, pending (or as far as workers have already
+        recorded them: these rows may have waited in a buffer). Recording a
+        batch id again does nothing: a resubmitted batch keeps its first record."""
         ids = [call.id for call in batch.calls]
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
@@ -84,7 +99,9 @@ class Ledger:
             for position, call in enumerate(batch.calls):
                 keys = {"batch_id": batch.id, "call_id": call.id, "position": position}
                 risk, arguments = _text(risks.get(call.id)), _scrub(call.arguments)
-                session.add(CallRow(**keys, tool=call.name, risk=risk, arguments=arguments))
+                session.add(CallRow(**keys, tool=_text(call.name), risk=risk, arguments=arguments))
+            session.flush()
+            _settle(session, batch.id)
 
         try:
             self._run(work)
@@ -120,9 +137,9 @@ class Ledger:
         row = _event_fields(batch_id, result.call_id, kind, detail=detail, **meta, **fields)
         update = {
             "status": row["status"],
-            "summary": redact_text(result.summary),
+            "summary": _text(result.summary),
             "error_kind": _text(error.kind) if error else None,
-            "error_message": redact_text(error.message) if error else None,
+            "error_message": _text(error.message) if error else None,
             "duration_ms": result.duration_ms,
             "attempts": result.attempts,
             "finished_at": row["at"],
@@ -173,14 +190,22 @@ class Ledger:
         """`work` (a write on this ledger) now, or once the ledger is back."""
         return self._buffer.write(work)
 
+    def later(self, work: Callable[[], object]) -> None:
+        """`work` once the ledger is back, without trying now (it just failed)."""
+        self._buffer.keep(work)
+
     def transaction(self, work: Callable[[Session], T], *, write: bool = True) -> T:
         """`work(session)` in one transaction with the ledger's retries, for the
         stores that keep their own tables in the ledger (approvals)."""
         return self._run(work, write=write)
 
-    def _run(self, work: Callable[[Session], T], *, write: bool = True) -> T:
+    def _run(
+        self, work: Callable[[Session], T], *, write: bool = True, checking: bool = False
+    ) -> T:
         """`work` in one transaction, retried on transient database faults; any
         database fault left becomes `LedgerUnavailable`, which callers fail closed on."""
+        if not (checking or self._schema_checked):
+            self._check_schema()
 
         def attempt() -> T:
             bind = self._writer if write else self._engine
@@ -201,12 +226,34 @@ class Ledger:
             cause = getattr(error, "orig", None) or error
             text = f"{type(cause).__name__}: {redact_text(' '.join(str(cause).split()))[:500]}"
             url = self._engine.url.render_as_string(hide_password=True)
-            raise LedgerUnavailable(f"ledger {url}: {tries} attempt(s) failed: {text}") from error
+            fault = LedgerUnavailable if _transient(error) else LedgerRefused
+            raise fault(f"ledger {url}: {tries} attempt(s) failed: {text}") from error
 
 
-def _engine(url: str) -> Engine:
+def _settle(session: Session, batch_id: str) -> None:
+    """Call rows written late take the starts and ends recorded before them."""
+    query = select(EventRow).where(EventRow.batch_id == batch_id).order_by(EventRow.id)
+    for row in session.exec(query).all():
+        call = session.get(CallRow, {"batch_id": batch_id, "call_id": row.call_id or ""})
+        started = row.kind == EventKind.started.value
+        if call is None or not (started or row.status):
+            continue
+        call.worker, call.attempts = row.worker or call.worker, row.attempt or call.attempts
+        if started:
+            call.status, call.started_at = "running", call.started_at or row.at
+            continue
+        detail = row.detail or {}
+        error = detail.get("error") or {}
+        call.status, call.finished_at = row.status, row.at
+        call.duration_ms, call.summary = detail.get("duration_ms"), _text(detail.get("summary"))
+        call.error_kind, call.error_message = _text(error.get("kind")), _text(error.get("message"))
+
+
+def _engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     """`postgresql://` gets psycopg 3; SQLite gets WAL and a busy timeout, so
-    several processes can write one file, and its directory is made."""
+    several processes can write one file, and its directory is made. The busy
+    timeout is one attempt's wait for a lock: a ledger retrying for 5 s must not
+    wait 30 s on a file some process keeps locked."""
     parsed = make_url(url)
     if parsed.drivername in ("postgres", "postgresql"):
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -215,17 +262,17 @@ def _engine(url: str) -> Engine:
     database = parsed.database or ""
     if database not in ("", ":memory:") and not database.startswith("file:"):
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    connect_args = {"check_same_thread": False, "timeout": SQLITE_BUSY_MS / 1000}
+    connect_args = {"check_same_thread": False, "timeout": busy_seconds}
     engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "connect", partial(_sqlite_connect, busy_ms=int(busy_seconds * 1000)))
     event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
-def _sqlite_connect(connection: Any, _record: Any) -> None:
+def _sqlite_connect(connection: Any, _record: Any, *, busy_ms: int = SQLITE_BUSY_MS) -> None:
     connection.isolation_level = None  # BEGIN is ours: see `_sqlite_begin`
     cursor = connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_MS}")
+    cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.close()
 
@@ -244,10 +291,13 @@ def _transient(error: BaseException) -> bool:
 
 
 def _text(value: Any) -> str | None:
-    """A column's text: an enum by value, everything redacted."""
+    """A column's text: an enum by value, everything redacted, no NUL (which
+    PostgreSQL refuses in text, and a model may well send)."""
     if value is None:
         return None
-    return redact_text(value.value if isinstance(value, Enum) else str(value))
+    return redact_text(value.value if isinstance(value, Enum) else str(value)).replace(
+        "\0", "\ufffd"
+    )
 
 
 def _scrub(value: Any) -> Any:

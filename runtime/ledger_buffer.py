@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from runtime.errors import LedgerUnavailable
+from runtime.errors import LedgerRefused, LedgerUnavailable
 
 log = logging.getLogger("toolrun.ledger")
 
@@ -38,11 +38,20 @@ class LedgerBuffer:
                 try:
                     work()
                     return True
+                except LedgerRefused as error:
+                    log.error("the ledger refused a row, which is lost: %s", error)
+                    return False
                 except LedgerUnavailable as error:
                     log.warning("ledger unavailable, buffering its rows: %s", error)
             self._pending.append(work)
             self._start_flusher()
             return False
+
+    def keep(self, work: Callable[[], object]) -> None:
+        """Keep `work` for later without trying it now (it has just failed)."""
+        with self._lock:
+            self._pending.append(work)
+            self._start_flusher()
 
     def flush(self) -> bool:
         """Write what is kept, oldest first; False if the ledger is still down."""
@@ -50,6 +59,8 @@ class LedgerBuffer:
             while self._pending:
                 try:
                     self._pending[0]()
+                except LedgerRefused as error:
+                    log.error("the ledger refused a buffered row, which is lost: %s", error)
                 except LedgerUnavailable:
                     return False
                 self._pending.popleft()

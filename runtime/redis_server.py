@@ -49,12 +49,17 @@ def find_redis_server(settings: Settings) -> str:
     raise StackError(f"no redis-server found: {WAYS_OUT}")
 
 
-def start_redis(settings: Settings, *, server: str | None = None) -> tuple[str, int]:
+def start_redis(
+    settings: Settings, *, server: str | None = None, appendonly: bool = False
+) -> tuple[str, int]:
     """Start a private redis-server on a free loopback port; its URL and pid, once it PINGs.
 
-    It keeps nothing on disk and asks for a generated password: on a shared
-    machine any local user can reach a loopback port, and Redis carries the
-    calls, their results and Flower's view of them.
+    It keeps nothing on disk unless `appendonly` (then queued messages and
+    results outlive a restart, as in production) and asks for a generated
+    password: on a shared machine any local user can reach a loopback port, and
+    Redis carries the calls, their results and Flower's view of them. The
+    config stays in `<home>/redis/redis.conf`: starting the binary on it again
+    restarts the same server (port, password, files).
     """
     binary = server or find_redis_server(settings)
     home = settings.home.resolve()
@@ -66,7 +71,7 @@ def start_redis(settings: Settings, *, server: str | None = None) -> tuple[str, 
         config = home / "redis" / "redis.conf"
         fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(_redis_config(port, password, home / "redis", log))
+            out.write(_redis_config(port, password, home / "redis", log, appendonly))
         pid = spawn([binary, str(config)], log=log, env=os.environ)
         url = f"redis://:{password}@127.0.0.1:{port}/0"
         try:
@@ -86,10 +91,13 @@ def redis_needles(url: str) -> tuple[str, ...]:
     return ("redis-server", f":{redis.connection.parse_url(url)['port']}")
 
 
-def _redis_config(port: int, password: str, directory: Path, log: Path) -> str:
+def _redis_config(
+    port: int, password: str, directory: Path, log: Path, appendonly: bool = False
+) -> str:
     quote = lambda value: json.dumps(str(value), ensure_ascii=False)  # noqa: E731
     return "\n".join([
         "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
-        'save ""', "appendonly no", f"dir {quote(directory)}", f"logfile {quote(log)}",
+        'save ""', f"appendonly {'yes' if appendonly else 'no'}", f"dir {quote(directory)}",
+        f"logfile {quote(log)}",
         f"requirepass {password}", "",
     ])  # fmt: skip

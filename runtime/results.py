@@ -15,6 +15,7 @@ from runtime.registry import ToolOutput
 from runtime.types import ErrorInfo, Status, ToolResult
 
 SUMMARY_CHARS = 120
+FAILURE_MAX_BYTES = 32 * 1024  # the default result bound (`TOOLRUN_RESULT_MAX_BYTES`)
 
 
 def success(call_id: str, tool: str, output: Any, *, max_bytes: int, **meta: Any) -> ToolResult:
@@ -41,9 +42,19 @@ def success(call_id: str, tool: str, output: Any, *, max_bytes: int, **meta: Any
 
 
 def failure(
-    call_id: str, tool: str, status: Status, message: str, *, kind: str | None = None, **meta: Any
+    call_id: str,
+    tool: str,
+    status: Status,
+    message: str,
+    *,
+    kind: str | None = None,
+    max_bytes: int = FAILURE_MAX_BYTES,
+    **meta: Any,
 ) -> ToolResult:
-    """Any non-ok end: the message is what the model reads to correct itself."""
+    """Any non-ok end: the message is what the model reads to correct itself,
+    cut to `max_bytes` (an exception's text or a made-up tool name can be huge)."""
+    if len(message.encode()) > max_bytes:
+        message = message.encode()[:max_bytes].decode(errors="ignore") + f"\n{_cut_note(max_bytes)}"
     return finish(
         ToolResult(
             call_id=call_id,
@@ -81,9 +92,10 @@ def bound(content: Any, max_bytes: int) -> tuple[Any, str | None]:
         return content, None
     budget = max(64, max_bytes // 4)
     cut = _cut_strings(content, budget)
-    if len(_json(cut).encode()) > max_bytes:
-        text = _json(content).encode()[: max_bytes - 256].decode(errors="ignore")
-        cut = {"truncated": True, "preview": text}
+    room = max_bytes - 256
+    while len(_json(cut).encode()) > max_bytes:  # escaped again, a preview can grow: halve it
+        text = _json(content).encode()[:room].decode(errors="ignore")
+        cut, room = {"truncated": True, "preview": text}, room // 2
     note = (
         f"[content cut: {size} bytes exceeds the {max_bytes}-byte limit; "
         "ask for a smaller part, e.g. with offset and limit or a narrower pattern]"

@@ -61,7 +61,14 @@ def make_app(settings: Settings | None = None, *, redis_url: str | None = None) 
         worker_prefetch_multiplier=1,
         # Redis redelivers an unacked message after this; it must outlast any tool's
         # timeout or a call still running is delivered twice.
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout,
+            # kombu looks for messages past that timeout only every interval x
+            # throttle seconds (10 x 10 by default): a lost worker's calls would
+            # wait up to 100 s more. Look every few seconds, on every sweep.
+            "unacked_restore_interval": min(10.0, max(1.0, settings.visibility_timeout / 3)),
+            "unacked_restore_throttle": 1,
+        },
         # Celery's own result keys (none are kept: results use toolrun's channel) expire.
         result_expires=24 * 3600,
         broker_connection_retry_on_startup=True,

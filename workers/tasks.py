@@ -21,6 +21,7 @@ settings = get_settings()
 registry = load_tools(settings.module_names)  # once per process, never per task
 key = signing_key_for(settings)  # no key, no worker: it would run nothing anyway
 _resources: dict[int, tuple[Ledger, redis.Redis]] = {}
+PUBLISH_PATIENCE = 30.0  # seconds a finished call's result waits for Redis to come back
 
 
 def _resources_here() -> tuple[Ledger, redis.Redis]:
@@ -29,7 +30,7 @@ def _resources_here() -> tuple[Ledger, redis.Redis]:
     pid = os.getpid()
     if pid not in _resources:
         url = redis_url_for(settings, required=False) or app.conf.broker_url
-        _resources[pid] = (Ledger.from_settings(settings), redis.Redis.from_url(url))
+        _resources[pid] = (Ledger.from_settings(settings, lazy=True), redis.Redis.from_url(url))
     return _resources[pid]
 
 
@@ -49,5 +50,5 @@ def execute_call(self, message: dict) -> dict:
     if result is None:
         return {"status": Status.error.value, "error": "malformed call message"}
     batch_id = message["batch_id"]
-    channel.publish(client, batch_id, result)
+    channel.publish(client, batch_id, result, patience=PUBLISH_PATIENCE)
     return results.ledger_summary(result) | {"call_id": result.call_id, "status": result.status}

@@ -7,7 +7,6 @@ import pytest
 from runtime.types import Status
 from tests.support.tools import marks
 
-
 # Auto mode runs side effects only where a rule allows them.
 WRITES = {"allow": ["bump", "explode", "write_file", "edit_file"]}
 

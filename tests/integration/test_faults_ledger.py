@@ -1,0 +1,224 @@
+"""The audit ledger cut for a few seconds: side effects refuse to run (their
+result says the ledger is unavailable), reads go on, and once the ledger is
+back every row is there, written from the buffers of the processes that held
+them.
+
+SQLite: a test connection holds the file's write lock (`BEGIN EXCLUSIVE`).
+PostgreSQL (with TOOLRUN_TEST_POSTGRES_URL): a TCP relay in front of the
+server drops every connection and refuses new ones."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from runtime.types import Status
+from tests.support.faults import FaultStack, Relay
+from tests.support.postgres import fresh_database
+from tests.support.tools import marks
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
+ALLOW = {"allow": ["bump"]}
+UNAVAILABLE = "audit ledger is unavailable"
+READ_ROWS = {"decision", "started", "finished"}
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture(params=["sqlite", "postgres"], scope="module")
+def ledger_stack(request, tmp_path_factory, user_settings):
+    home = tmp_path_factory.mktemp(f"faults-ledger-{request.param}")
+    if request.param == "sqlite":
+        stack = FaultStack(home, user_settings=user_settings).start()
+        yield stack
+        stack.stop()
+        return
+    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: the PostgreSQL relay test is skipped")
+    with fresh_database(url) as database_url:
+        relay, through = Relay.in_front_of(database_url)
+        stack = FaultStack(home, user_settings=user_settings, database_url=through, relay=relay)
+        try:
+            yield stack.start()
+        finally:
+            stack.stop()
+            relay.close()
+
+
+@pytest.fixture
+def ledger_runtime(ledger_stack):
+    runtime = ledger_stack.runtime()
+    yield ledger_stack, runtime
+    runtime.close()
+
+
+class Cut:
+    """The ledger cut from now until `end()` (at most `longest` seconds), held by a thread."""
+
+    def __init__(self, stack: FaultStack, longest: float = 20.0) -> None:
+        self._holding, self._release = threading.Event(), threading.Event()
+        self.seconds = 0.0
+
+        def hold() -> None:
+            with stack.ledger_cut():
+                began = time.monotonic()
+                self._holding.set()
+                self._release.wait(longest)
+                self.seconds = time.monotonic() - began
+
+        self._thread = threading.Thread(target=hold, daemon=True)
+        self._thread.start()
+        assert self._holding.wait(10), "the ledger could not be cut"
+
+    def end(self) -> float:
+        self._release.set()
+        self._thread.join(timeout=15)
+        return self.seconds
+
+
+def rows_settle(runtime, batch_id: str, expected: dict[str, set[str]], timeout: float = 20):
+    """Wait until every call has at least its expected event kinds; the events by call."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kinds: dict[str, set[str]] = {}
+        for event in runtime.ledger.events(batch_id):
+            kinds.setdefault(event.call_id, set()).add(event.kind)
+        if all(want <= kinds.get(call_id, set()) for call_id, want in expected.items()):
+            return kinds
+        assert time.monotonic() < deadline, f"rows missing: {kinds} (expected {expected})"
+        time.sleep(0.2)
+
+
+def test_a_ledger_cut_mid_batch_stops_side_effects_and_loses_no_row(ledger_runtime, workspace):
+    stack, runtime = ledger_runtime
+    batch = [
+        call("r0", "nap", label="r0", seconds=1.0),
+        call("r1", "nap", label="r1", seconds=1.0),
+        call("w1", "bump", label="w1"),
+        call("r2", "nap", label="r2", seconds=0.2),
+        call("w2", "bump", label="w2"),
+        call("r3", "nap", label="r3"),
+    ]
+    handle = runtime.submit(
+        batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=40
+    )
+    rows_settle(runtime, handle.batch_id, {"r0": {"started"}, "r1": {"started"}})
+    cut, results = Cut(stack), {}
+    for result in handle.stream(timeout=45):  # the ledger is back once w2 has ended
+        results[result.call_id] = result
+        if result.call_id == "w2":
+            assert cut.end() < 15
+    cut.end()
+
+    for effect in ("w1", "w2"):
+        assert results[effect].status is Status.error, results[effect].model_message
+        assert UNAVAILABLE in results[effect].model_message
+    assert all(results[r].ok for r in ("r0", "r1", "r2", "r3"))
+    assert marks(workspace, "effects") == []
+
+    expected = {r: READ_ROWS for r in ("r0", "r1", "r2", "r3")}
+    expected |= {w: {"decision", "finished"} for w in ("w1", "w2")}
+    kinds = rows_settle(runtime, handle.batch_id, expected)
+    assert "started" not in kinds["w1"] | kinds["w2"]
+    calls = {row.call_id: row for row in runtime.ledger.calls(handle.batch_id)}
+    assert {c: calls[c].status for c in calls} == {
+        "r0": "ok", "r1": "ok", "w1": "error", "r2": "ok", "w2": "error", "r3": "ok",
+    }  # fmt: skip
+    assert calls["w1"].error_kind == "ledger"
+    events = runtime.ledger.events(handle.batch_id)
+    assert Counter((e.call_id, e.kind) for e in events if e.kind != "retried") == Counter(
+        {(c, k) for c, want in kinds.items() for k in want}
+    ), "a buffered row was written twice"
+
+
+def test_a_batch_submitted_while_the_ledger_is_cut_runs_its_reads_only(ledger_runtime, workspace):
+    stack, runtime = ledger_runtime
+    cut = Cut(stack)
+    batch = [
+        call("r0", "nap", label="r0"),
+        call("w1", "bump", label="w1"),
+        call("r1", "nap", label="r1"),
+    ]
+    handle = runtime.submit(
+        batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=40
+    )
+    results = {r.call_id: r for r in handle.results(timeout=45)}
+    assert cut.end() < 15
+
+    assert results["w1"].status is Status.error and UNAVAILABLE in results["w1"].model_message
+    assert results["r0"].ok and results["r1"].ok
+    assert marks(workspace, "effects") == []
+    rows_settle(runtime, handle.batch_id, {"r0": READ_ROWS, "r1": READ_ROWS,
+                                           "w1": {"decision", "finished"}})  # fmt: skip
+    deadline = time.monotonic() + 10
+    while True:  # the call rows, written late, take the ends already recorded
+        calls = {row.call_id: row.status for row in runtime.ledger.calls(handle.batch_id)}
+        if calls == {"r0": "ok", "w1": "error", "r1": "ok"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert calls == {"r0": "ok", "w1": "error", "r1": "ok"}
+    assert runtime.ledger.batch(handle.batch_id) is not None
+
+
+def test_a_row_the_database_refuses_does_not_hold_back_the_rows_after_it(tmp_path):
+    """An outage keeps rows for later; a row the database will never take (a
+    value it cannot store) is logged and dropped, or every later row would wait
+    behind it for ever."""
+    from runtime.errors import LedgerRefused, LedgerUnavailable
+    from runtime.ledger_buffer import LedgerBuffer
+
+    written, outage = [], [True]
+
+    def refused() -> None:
+        raise LedgerRefused("DataError: a value the database cannot store")
+
+    def row(name: str):
+        def write() -> None:
+            if outage[0]:
+                raise LedgerUnavailable("down")
+            written.append(name)
+
+        return write
+
+    buffer = LedgerBuffer(interval=0.05)
+    assert not buffer.write(row("first"))
+    buffer.keep(refused)
+    buffer.keep(row("last"))
+    assert not buffer.flush() and len(buffer) == 3
+    outage[0] = False
+    deadline = time.monotonic() + 5
+    while len(buffer) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert written == ["first", "last"] and len(buffer) == 0
+
+
+def test_call_rows_written_late_take_what_workers_recorded_first(tmp_path):
+    """After a cut the client's buffer and a worker's flush in any order: a
+    worker's started and finished rows may land before the batch's own rows."""
+    from runtime import results
+    from runtime.ledger import Ledger
+    from runtime.types import Batch, ToolCall
+
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        batch = Batch(calls=[ToolCall(id="r", name="nap"), ToolCall(id="q", name="nap")])
+        ledger.mark_started(batch.id, "r", worker="reads-1", attempt=1)
+        done = results.success("r", "nap", "slept", max_bytes=1024, worker="reads-1", attempts=1)
+        ledger.record_result(batch.id, done)
+        ledger.mark_started(batch.id, "q", worker="reads-2", attempt=1)
+        ledger.record_batch(batch)
+        calls = {row.call_id: row for row in ledger.calls(batch.id)}
+        assert (calls["r"].status, calls["r"].worker, calls["r"].summary) == (
+            "ok", "reads-1", "nap: slept",
+        )  # fmt: skip
+        assert calls["r"].started_at and calls["r"].finished_at
+        assert (calls["q"].status, calls["q"].worker) == ("running", "reads-2")
+    finally:
+        ledger.close()

@@ -1,0 +1,87 @@
+"""Redis restarted in the middle of a batch. With its append-only file on (as
+in production) the queued messages and the results survive and the batch
+completes; with it off they are gone, and every call left open ends with an
+error result by the batch's deadline. Either way the client never hangs, and
+workers and client reconnect by themselves: the next batch runs."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from runtime.types import Status
+from tests.support.faults import FaultStack
+from tests.support.tools import marks
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
+ALLOW = {"allow": ["bump", "slow_bump"]}
+DEADLINE = {True: 20.0, False: 6.0}  # by persistence: a lost call waits for it
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def batch() -> list[dict]:
+    """Eight reads for four reads slots (four wait in Redis), then ordered steps."""
+    return [
+        *[call(f"r{i}", "nap", label=f"n{i}", seconds=1.0) for i in range(8)],
+        call("w1", "slow_bump", label="w1", seconds=0.5),
+        *[call(f"s{i}", "nap", label=f"s{i}", seconds=0.3) for i in range(4)],
+        call("w2", "bump", label="w2"),
+    ]
+
+
+@pytest.fixture(params=[True, False], ids=["appendonly", "no-persistence"])
+def redis_stack(request, tmp_path, user_settings):
+    stack = FaultStack(tmp_path / "home", user_settings=user_settings,
+                       appendonly=request.param).start()  # fmt: skip
+    runtime = stack.runtime()
+    yield stack, runtime
+    runtime.close()
+    stack.stop()
+
+
+def started(runtime, batch_id: str) -> set[str]:
+    return {e.call_id for e in runtime.ledger.events(batch_id) if e.kind == "started"}
+
+
+def test_a_redis_restart_mid_batch_loses_no_result_and_the_next_batch_runs(redis_stack, workspace):
+    stack, runtime = redis_stack
+    deadline, calls = DEADLINE[stack.appendonly], batch()
+    began = time.monotonic()
+    handle = runtime.submit(
+        calls, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=deadline
+    )
+    give_up = time.monotonic() + 20
+    while len(started(runtime, handle.batch_id)) < 2:
+        assert time.monotonic() < give_up, "the batch did not start"
+        time.sleep(0.05)
+    stack.restart_redis(down=1.0)
+
+    results = handle.results(timeout=deadline + 10)
+    took = time.monotonic() - began
+    assert [r.call_id for r in results] == [c["id"] for c in calls]
+    assert took < deadline + 5, f"the batch took {took:.1f} s"
+    effects = Counter(m["label"] for m in marks(workspace, "effects"))
+    assert all(count == 1 for count in effects.values()), effects
+    if stack.appendonly:
+        assert all(r.ok for r in results), [(r.call_id, r.status, r.model_message)
+                                            for r in results if not r.ok]  # fmt: skip
+        assert effects == {"w1": 1, "w2": 1}
+    else:
+        # The waiting reads went with Redis's memory: they end `timeout` at the
+        # deadline, and the steps after them never get their turn.
+        statuses = Counter(r.status for r in results)
+        assert statuses[Status.timeout] >= 1, statuses
+        assert set(statuses) <= {Status.ok, Status.timeout, Status.outcome_unknown,
+                                 Status.skipped}, statuses  # fmt: skip
+        assert took >= deadline - 1
+
+    after = runtime.submit(
+        [call("a", "nap", label="again"), call("b", "bump", label="again")],
+        mode="auto", workspace=workspace, rules=ALLOW, timeout=30,
+    )  # fmt: skip
+    assert [r.status for r in after.results(timeout=35)] == [Status.ok, Status.ok]

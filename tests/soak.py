@@ -1,0 +1,214 @@
+"""Soak: batches run without pause on a stack of their own while faults are
+injected at random (SIGKILL of a reads worker, of an effects worker or of one
+of its pool processes, a Redis restart, a ledger cut); a supervisor starts a
+replacement for every worker killed, as a restart policy would.
+
+    python -m tests.soak [--minutes 3] [--seed N] [--postgres URL]
+
+Prints the faults injected, the calls submitted and those in flight when a
+fault hit, and the two figures that must be 0: calls left without exactly one
+result, and side effects that ran twice. Exits 1 if either is not 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+
+from tests.support.faults import FaultStack, Relay
+from tests.support.tools import marks
+
+WRITES = {"allow": ["bump", "slow_bump"]}
+SUBMITTERS = 3
+FAULTS = ["kill reads worker", "kill effects worker", "kill pool process", "restart redis",
+          "cut ledger"]  # fmt: skip
+
+
+class Tally:
+    """What the submitters saw, shared between threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.batches = self.calls = self.in_flight = self.peak = 0
+        self.in_flight_at_faults = 0
+        self.missing = self.duplicated = self.twice = 0
+        self.statuses: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+        self.errors: list[str] = []
+
+
+def batch_of(rng: random.Random, number: int) -> list[dict]:
+    """Reads and side effects in a random order; every side effect has a label of its own."""
+    calls = []
+    for index in range(rng.randint(3, 10)):
+        call_id, kind = f"c{index}", rng.random()
+        if kind < 0.55:
+            arguments = {"label": f"{number}.{index}", "seconds": rng.choice([0, 0.1, 0.3, 0.8])}
+            calls.append({"id": call_id, "name": "nap", "arguments": arguments})
+        elif kind < 0.75:
+            calls.append({"id": call_id, "name": "bump", "arguments": {"label": call_id}})
+        elif kind < 0.9:
+            arguments = {"label": call_id, "seconds": rng.choice([0.2, 0.6])}
+            calls.append({"id": call_id, "name": "slow_bump", "arguments": arguments})
+        else:
+            calls.append({"id": call_id, "name": "echo", "arguments": {"text": call_id}})
+    return calls
+
+
+def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: threading.Event,
+              seed: int) -> None:  # fmt: skip
+    rng = random.Random(seed)
+    while not stop.is_set():
+        with tally.lock:
+            tally.batches += 1
+            number = tally.batches
+        calls = batch_of(rng, number)
+        workspace = Path(tempfile.mkdtemp(dir=base, prefix=f"b{number}-"))
+        try:
+            on_error = rng.choice(["stop", "continue"])
+            handle = runtime.submit(calls, mode="auto", workspace=workspace, rules=WRITES,
+                                    on_error=on_error, timeout=30)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - counted, and the soak goes on
+            with tally.lock:
+                tally.errors.append(f"submit: {type(error).__name__}: {error}")
+            continue
+        with tally.lock:
+            tally.calls += len(calls)
+            tally.in_flight += len(calls)
+            tally.peak = max(tally.peak, tally.in_flight)
+        seen: Counter[str] = Counter()
+        try:
+            for result in handle.stream(timeout=60, notices=False):
+                seen[result.call_id] += 1
+                with tally.lock:
+                    tally.in_flight -= 1
+                    tally.statuses[result.status.value] += 1
+        except Exception as error:  # noqa: BLE001 - a result stream must never raise
+            with tally.lock:
+                tally.errors.append(f"stream: {type(error).__name__}: {error}")
+        ran = Counter(mark["label"] for mark in marks(workspace, "effects"))
+        with tally.lock:
+            tally.missing += sum(1 for call in calls if seen[call["id"]] == 0)
+            tally.duplicated += sum(count - 1 for count in seen.values() if count > 1)
+            tally.twice += sum(1 for count in ran.values() if count > 1)
+            tally.in_flight -= sum(1 for call in calls if seen[call["id"]] == 0)
+
+
+def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random.Random) -> None:
+    while not stop.wait(rng.uniform(4.0, 9.0)):
+        fault = rng.choice(FAULTS)
+        with tally.lock:
+            tally.in_flight_at_faults += tally.in_flight
+        try:
+            inject(stack, fault, rng)
+        except Exception as error:  # noqa: BLE001 - a fault that could not be injected
+            with tally.lock:
+                tally.errors.append(f"{fault}: {type(error).__name__}: {error}")
+            continue
+        with tally.lock:
+            tally.faults[fault] += 1
+        print(f"  {time.strftime('%H:%M:%S')} {fault}; calls in flight: {tally.in_flight}",
+              flush=True)  # fmt: skip
+
+
+def inject(stack: FaultStack, fault: str, rng: random.Random) -> None:
+    if fault == "kill reads worker":
+        stack.kill_worker(rng.choice(stack.workers("reads")))
+    elif fault == "kill effects worker":
+        stack.kill_worker(rng.choice(stack.workers("effects")))
+    elif fault == "kill pool process":
+        pids = [pid for w in stack.workers("effects") for pid in stack.pool_processes(w)]
+        stack.kill_pool_process(rng.choice(pids))
+    elif fault == "restart redis":
+        stack.restart_redis(down=rng.uniform(0.2, 2.0))
+    else:
+        with stack.ledger_cut():
+            time.sleep(rng.uniform(1.0, 4.0))
+
+
+def report(tally: Tally, seconds: float, stack: FaultStack) -> int:
+    figures = {
+        "seconds": round(seconds),
+        "batches": tally.batches,
+        "calls submitted": tally.calls,
+        "kills injected": stack.kills,
+        "redis restarts injected": stack.restarts,
+        "ledger cuts injected": stack.cuts,
+        "faults": dict(tally.faults),
+        "calls in flight when a fault hit (sum)": tally.in_flight_at_faults,
+        "peak calls in flight": tally.peak,
+        "statuses": dict(tally.statuses.most_common()),
+        "missing results": tally.missing,
+        "extra results": tally.duplicated,
+        "side effects run twice": tally.twice,
+        "errors": tally.errors[:10],
+    }
+    print(json.dumps(figures, indent=2, ensure_ascii=False))
+    failed = tally.missing or tally.duplicated or tally.twice or tally.errors
+    print("soak: FAILED" if failed else "soak: passed (0 missing, 0 run twice)")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.soak", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--postgres", metavar="URL", help="ledger on a fresh PostgreSQL database "
+                        "behind a relay the soak cuts (default: SQLite, locked)")  # fmt: skip
+    options = parser.parse_args(argv)
+    seed = options.seed if options.seed is not None else random.randrange(1 << 30)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("toolrun").setLevel(logging.CRITICAL)  # the faults are expected
+    print(f"soak: {options.minutes:g} min, seed {seed}", flush=True)
+    with ExitStack() as cleanup:
+        base = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="toolrun-soak-")))
+        user_settings = base / "user-settings.json"
+        user_settings.write_text(json.dumps({"trusted_workspaces": [str(base)]}))
+        relay = database_url = None
+        if options.postgres:
+            from tests.support.postgres import fresh_database
+
+            relay, database_url = Relay.in_front_of(
+                cleanup.enter_context(fresh_database(options.postgres))
+            )
+            cleanup.callback(relay.close)
+        stack = FaultStack(base / "home", user_settings=user_settings, appendonly=True,
+                           reads_workers=2, effects_workers=2, database_url=database_url,
+                           relay=relay)  # fmt: skip
+        stack.start()
+        cleanup.callback(stack.stop)
+        runtime = stack.runtime()
+        cleanup.callback(runtime.close)
+        for queue in ("reads", "effects"):
+            cleanup.enter_context(stack.keep_workers(queue, 2))
+        tally, stop, rng = Tally(), threading.Event(), random.Random(seed)
+        threads = [threading.Thread(target=submitter, args=(stack, runtime, base, tally, stop,
+                                                            seed + index)) for index in
+                   range(SUBMITTERS)]  # fmt: skip
+        threads.append(threading.Thread(target=injector, args=(stack, tally, stop, rng)))
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(options.minutes * 60)
+        except KeyboardInterrupt:
+            print("soak: interrupted, finishing the batches under way", flush=True)
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+        return report(tally, time.monotonic() - began, stack)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Tools that misbehave on purpose, for the fault tests, `tests/test_fuzz.py`
+and `python -m tests.soak`. Stacks that need them load them beside the usual
+test tools: `TOOLRUN_TOOL_MODULES=tests.support.tools,tests.support.fault_tools`.
+
+Every run is a line in the workspace (`tests.support.tools.marks`), written
+before the tool misbehaves, so a test can count runs across worker processes,
+including runs whose process died.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.types import Risk
+from tests.support.tools import _mark
+
+FAULT_TOOLS = "tests.support.tools,tests.support.fault_tools"
+TIMEOUT = 0.5  # the misbehaving tools' own timeout, seconds
+# The pools: a `read` tool runs on the reads queue (threads pool), any other risk
+# on the effects queue (prefork). Each timeout tool exists once per pool.
+POOLS = {"read": Risk.read, "write": Risk.write}
+
+
+class Label(ToolInput):
+    label: str
+    seconds: float = Field(0.0, ge=0, le=60)
+
+
+def _run(ctx: ToolContext, name: str, label: str, **extra: Any) -> None:
+    _mark(ctx, "runs", {"tool": name, "label": label, "call_id": ctx.call_id,
+                        "pid": os.getpid(), "at": time.time(), **extra})  # fmt: skip
+
+
+@tool(risk=Risk.write)
+def slow_bump(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A side effect that takes `seconds`: counted when it starts and when it ends."""
+    _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time(),
+                           "pid": os.getpid()})  # fmt: skip
+    time.sleep(args.seconds)
+    _mark(ctx, "effects_done", {"label": args.label, "call_id": ctx.call_id, "at": time.time()})
+    return ToolOutput(content={"label": args.label}, message="bumped", summary="bumped")
+
+
+@tool(risk=Risk.write)
+def crash_effect(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A side effect whose process dies in the middle of it (counted first)."""
+    _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time(),
+                           "pid": os.getpid()})  # fmt: skip
+    time.sleep(args.seconds)
+    os._exit(17)
+
+
+@tool(risk=Risk.read)
+def crash_read(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A read whose process dies every time it runs (counted first)."""
+    _run(ctx, "crash_read", args.label)
+    time.sleep(args.seconds)
+    os._exit(17)
+
+
+class Hog(ToolInput):
+    label: str
+    megabytes: int = Field(2048, ge=1, le=65536)
+
+
+@tool(risk=Risk.write, idempotent=True)
+def hog(args: Hog, ctx: ToolContext) -> ToolOutput:
+    """Allocates until its process runs out of memory: a soft address-space limit
+    (about 256 MiB above what the process holds) stands in for the machine's, so
+    the test never endangers the host. The limit is lifted again before returning."""
+    _run(ctx, "hog", args.label)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        held = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (held + (256 << 20), hard))
+    chunks = []
+    try:
+        for _ in range(args.megabytes):
+            chunks.append(bytearray(1 << 20))
+    finally:
+        chunks.clear()
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return ToolOutput(content=None, message="allocated", summary="allocated")
+
+
+def _spin(args: Label, ctx: ToolContext) -> ToolOutput:
+    """Burns CPU in pure Python until `seconds` pass (default: far past its timeout)."""
+    _run(ctx, "spin", args.label)
+    end = time.monotonic() + (args.seconds or 60)
+    count = 0
+    while time.monotonic() < end:
+        count += 1
+    _run(ctx, "spin_end", args.label)
+    return ToolOutput(content=count, message="spun", summary="spun")
+
+
+def _block(args: Label, ctx: ToolContext) -> ToolOutput:
+    """Waits on a loopback socket that never sends."""
+    _run(ctx, "block", args.label)
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    try:
+        client.recv(1)  # nobody accepts or writes: blocks in C until the socket closes
+    finally:
+        client.close()
+        listener.close()
+    _run(ctx, "block_end", args.label)
+    return ToolOutput(content=None, message="received", summary="received")
+
+
+IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+
+
+def _stubborn(args: Label, ctx: ToolContext) -> ToolOutput:
+    """Waits for a child that ignores SIGTERM (a thread cannot ignore signals
+    itself: only a process's main thread may install handlers)."""
+    child = subprocess.Popen([sys.executable, "-c", IGNORE_TERM])
+    _run(ctx, "stubborn", args.label, child=child.pid)
+    child.wait()
+    return ToolOutput(content=None, message="child ended", summary="child ended")
+
+
+def _spawn(args: Label, ctx: ToolContext) -> ToolOutput:
+    """Waits for a long `sleep` it started."""
+    child = subprocess.Popen(["sleep", "60"])
+    _run(ctx, "spawn", args.label, child=child.pid)
+    child.wait()
+    return ToolOutput(content=None, message="child ended", summary="child ended")
+
+
+STALLS = {"spin": _spin, "block": _block, "stubborn": _stubborn, "spawn": _spawn}
+for _stall, _body in STALLS.items():
+    for _pool, _risk in POOLS.items():
+        tool(name=f"{_stall}_{_pool}", risk=_risk, idempotent=True, timeout=TIMEOUT)(_body)
+
+
+class Inner(BaseModel):
+    key: str = Field(max_length=64)
+    value: int | None = None
+
+
+class Probe(ToolInput):
+    text: str = Field(max_length=4096)
+    count: int = Field(0, ge=0, le=1000)
+    flag: bool = False
+    items: list[str] = Field(default_factory=list, max_length=16)
+    inner: Inner | None = None
+
+
+@tool(risk=Risk.read)
+def probe(args: Probe, ctx: ToolContext) -> ToolOutput:
+    """The fuzz tests' read: records what it ran with, returns it whole (bounded by the runtime)."""
+    _mark(ctx, "probes", {"call_id": ctx.call_id, "arguments": args.model_dump()})
+    return ToolOutput(content=args.model_dump(), message=args.text, summary="probed")
+
+
+@tool(risk=Risk.write)
+def probe_write(args: Probe, ctx: ToolContext) -> ToolOutput:
+    """The fuzz tests' side effect: counted like `probe`."""
+    _mark(ctx, "probes", {"call_id": ctx.call_id, "arguments": args.model_dump()})
+    return ToolOutput(content={"count": args.count}, message="written", summary="written")
+
+
+class Blob(ToolInput):
+    size: int = Field(ge=0, le=4 << 20)
+
+
+@tool(risk=Risk.read)
+def blob(args: Blob, ctx: ToolContext) -> ToolOutput:
+    """Returns `size` characters: the runtime must cut it to its result bound."""
+    _mark(ctx, "probes", {"call_id": ctx.call_id, "arguments": args.model_dump()})
+    return ToolOutput(content="x" * args.size, message="y" * args.size, summary="blob")
