@@ -42,6 +42,7 @@ class Tally:
         self.in_flight_at_faults = 0
         self.missing = self.duplicated = self.twice = 0
         self.statuses: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()  # why calls ended neither ok nor skipped
         self.faults: Counter[str] = Counter()
         self.errors: list[str] = []
 
@@ -92,6 +93,8 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
                 with tally.lock:
                     tally.in_flight -= 1
                     tally.statuses[result.status.value] += 1
+                    if result.status.value not in ("ok", "skipped"):
+                        tally.reasons[result.model_message.split(";")[0][:90]] += 1
         except Exception as error:  # noqa: BLE001 - a result stream must never raise
             with tally.lock:
                 tally.errors.append(f"stream: {type(error).__name__}: {error}")
@@ -104,8 +107,14 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
 
 
 def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random.Random) -> None:
+    """One fault every 4 to 9 s, every kind once per round, in a random order."""
+    round_: list[str] = []
     while not stop.wait(rng.uniform(4.0, 9.0)):
-        fault = rng.choice(FAULTS)
+        round_ = round_ or rng.sample(FAULTS, len(FAULTS))
+        fault = round_.pop()
+        if not ready(stack, fault):  # its target is down (a replacement is starting)
+            round_.insert(0, fault)
+            continue
         with tally.lock:
             tally.in_flight_at_faults += tally.in_flight
         try:
@@ -118,6 +127,14 @@ def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random
             tally.faults[fault] += 1
         print(f"  {time.strftime('%H:%M:%S')} {fault}; calls in flight: {tally.in_flight}",
               flush=True)  # fmt: skip
+
+
+def ready(stack: FaultStack, fault: str) -> bool:
+    if fault == "kill reads worker":
+        return bool(stack.workers("reads"))
+    if fault in ("kill effects worker", "kill pool process"):
+        return any(stack.pool_processes(w) for w in stack.workers("effects"))
+    return True
 
 
 def inject(stack: FaultStack, fault: str, rng: random.Random) -> None:
@@ -147,6 +164,7 @@ def report(tally: Tally, seconds: float, stack: FaultStack) -> int:
         "calls in flight when a fault hit (sum)": tally.in_flight_at_faults,
         "peak calls in flight": tally.peak,
         "statuses": dict(tally.statuses.most_common()),
+        "why not ok": dict(tally.reasons.most_common(8)),
         "missing results": tally.missing,
         "extra results": tally.duplicated,
         "side effects run twice": tally.twice,

@@ -22,7 +22,6 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from runtime.errors import StackError
 from runtime.processes import is_alive, spawn, stop_process, wait_for_redis
 from runtime.redis_server import find_redis_server, redis_needles, start_redis
 from runtime.settings import Settings
@@ -200,7 +199,7 @@ class Supervisor:
                 continue
             try:
                 self.started.append(self.stack.add_worker(self.queue))
-            except StackError as error:  # Redis restarting, say: try again
+            except Exception as error:  # noqa: BLE001 - Redis restarting, say: try again
                 log.warning("supervisor: no new %s worker yet: %s", self.queue, error)
                 self._stop.wait(1.0)
 
