@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import tenacity
 from sqlalchemy import MetaData, exc, inspect, text
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
@@ -34,6 +35,7 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "toolrun_alembic_version"  # not `alembic_version`: the database may be shared
 PREFIX = "toolrun_"
 _LOCK_KEY = int.from_bytes(b"toolrun", "big")  # the advisory lock every migrator takes
+_LOCKED_PATIENCE = 30.0  # seconds a migrator tries again while a new SQLite file is locked
 
 
 def metadata() -> MetaData:
@@ -182,14 +184,28 @@ class _transaction:
 
     def __enter__(self) -> Connection:
         try:
-            self._connection = self._engine.connect()
-            self._transaction = self._connection.begin()
-            if self._lock:
-                _lock(self._connection)
+            for attempt in tenacity.Retrying(
+                retry=tenacity.retry_if_exception(_locked),
+                stop=tenacity.stop_after_delay(_LOCKED_PATIENCE),
+                wait=tenacity.wait_random_exponential(multiplier=0.02, max=0.5),
+                reraise=True,
+            ):
+                with attempt:
+                    self._begin()
         except exc.SQLAlchemyError as error:
             self._engine.engine.dispose()
             raise self._unavailable(error) from error
         return self._connection
+
+    def _begin(self) -> None:
+        self._connection = self._engine.connect()
+        try:
+            self._transaction = self._connection.begin()
+            if self._lock:
+                _lock(self._connection)
+        except BaseException:
+            self._connection.close()
+            raise
 
     def __exit__(self, kind, error, trace) -> None:
         try:
@@ -211,6 +227,13 @@ class _transaction:
         text = redact_text(" ".join(str(cause).split()))[:500]
         url = self._engine.url.render_as_string(hide_password=True)
         return LedgerUnavailable(f"ledger {url}: {type(cause).__name__}: {text}")
+
+
+def _locked(error: BaseException) -> bool:
+    """SQLite's "database is locked" that no busy timeout waits out: when several
+    connections turn a new file to WAL at once, the engine's connect hook
+    (`PRAGMA journal_mode = WAL`) may fail at once for all but the first."""
+    return isinstance(error, exc.OperationalError) and "database is locked" in str(error)
 
 
 def _lock(connection: Connection) -> None:

@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from anthropic.types import Message, MessageParam, ToolParam
+from anthropic.types import MessageParam, ToolParam
 from pydantic import TypeAdapter
 
 from runtime import adapters, results
 from runtime.errors import InvalidBatch
 from runtime.registry import load_tools
 from runtime.types import Status
+from tests.support.anthropic_messages import anthropic_message, tool_use
 
 NON_OK = [status for status in Status if status is not Status.ok]
-
-
-def message(*blocks: dict) -> Message:
-    return Message.model_validate(
-        {
-            "id": "msg_01",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-5",
-            "stop_reason": "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 12, "output_tokens": 34},
-            "content": list(blocks),
-        }
-    )
-
-
-def tool_use(call_id: str, name: str, **arguments) -> dict:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
 
 
 def same_after_validation(schema, value) -> bool:
@@ -50,7 +32,7 @@ def _materialized(value):
 
 
 def test_tool_use_blocks_become_calls_in_order_and_text_is_ignored():
-    sdk = message(
+    sdk = anthropic_message(
         {"type": "text", "text": "Reading both."},
         tool_use("toolu_01", "read_file", path="a.txt"),
         {"type": "thinking", "thinking": "hmm", "signature": "sig"},
@@ -76,7 +58,7 @@ def test_tool_use_blocks_become_calls_in_order_and_text_is_ignored():
     ids=["sdk-message", "message-json", "sdk-content", "content-json", "message-param"],
 )
 def test_every_shape_of_the_message_is_detected(shape):
-    sdk = message(tool_use("toolu_01", "read_file", path="a.txt"))
+    sdk = anthropic_message(tool_use("toolu_01", "read_file", path="a.txt"))
     turn = adapters.parse(shape(sdk))
     assert turn.format == "anthropic"
     assert [c.id for c in turn.calls] == ["toolu_01"]
@@ -113,7 +95,9 @@ def test_reply_is_one_user_message_of_tool_results_in_order_with_is_error_for_no
 
 
 def test_the_next_turn_is_a_valid_conversation():
-    sdk = message({"type": "text", "text": "Let me check."}, tool_use("toolu_01", "nap", label="x"))
+    sdk = anthropic_message(
+        {"type": "text", "text": "Let me check."}, tool_use("toolu_01", "nap", label="x")
+    )
     turn = adapters.parse(sdk)
     done = [results.success(c.id, c.name, {"ok": True}, max_bytes=4096) for c in turn.calls]
     conversation = [

@@ -6,16 +6,12 @@ a traceback. Nothing here needs Redis or workers."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = shutil.which("toolrun", path=os.path.dirname(sys.executable))
+from tests.support.cli import assert_one_line_error, toolrun, toolrun_env
+
 BUILTIN_RISKS = {
     "read_file": "read",
     "list_dir": "read",
@@ -24,41 +20,6 @@ BUILTIN_RISKS = {
     "edit_file": "write",
     "delete_cache": "destructive",
 }
-
-
-def toolrun_env(home: Path, **settings: str) -> dict[str, str]:
-    """The caller's environment without any TOOLRUN_* of its own, plus `settings`."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLRUN_")}
-    env.update({"TOOLRUN_HOME": str(home), "NO_COLOR": "1", **settings})
-    return env
-
-
-def toolrun(
-    *args: str, env: dict[str, str], cwd: Path = REPO, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run `toolrun` (the installed script; `python -m runtime.cli` if there is none)."""
-    argv = [SCRIPT] if SCRIPT else [sys.executable, "-m", "runtime.cli"]
-    return subprocess.run(
-        [*argv, *args],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def assert_one_line_error(done: subprocess.CompletedProcess[str], *fragments: str) -> str:
-    assert done.returncode != 0, done
-    assert "Traceback" not in done.stderr, done.stderr
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("toolrun: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    assert done.stdout == ""
-    return lines[0]
 
 
 @pytest.fixture

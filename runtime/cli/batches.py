@@ -177,15 +177,20 @@ def _follow(handle, *, quiet: bool) -> list:
     return handle.results()
 
 
-def _read_batch(file: Path) -> dict[str, Any]:
+def _load_json(file: Path, kind: str) -> Any:
+    """The JSON in `file`, or a one-line failure naming the `kind` of file it should be."""
     try:
-        data = json.loads(file.read_text())
+        return json.loads(file.read_text())
     except FileNotFoundError:
-        fail(f"no such batch file: {file}")
+        fail(f"no such {kind} file: {file}")
     except (OSError, UnicodeDecodeError) as error:
         fail(f"cannot read {file}: {error}")
     except json.JSONDecodeError as error:
         fail(f"{file} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+
+
+def _read_batch(file: Path) -> dict[str, Any]:
+    data = _load_json(file, "batch")
     if isinstance(data, list):
         data = {"calls": data}
     if not isinstance(data, dict) or not isinstance(data.get("calls"), list):
@@ -219,14 +224,7 @@ def _read_message(file: Path, dialect: str) -> dict[str, Any]:
     from runtime import adapters
     from runtime.errors import InvalidBatch
 
-    try:
-        data = json.loads(file.read_text())
-    except FileNotFoundError:
-        fail(f"no such message file: {file}")
-    except (OSError, UnicodeDecodeError) as error:
-        fail(f"cannot read {file}: {error}")
-    except json.JSONDecodeError as error:
-        fail(f"{file} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+    data = _load_json(file, "message")
     calls = data if isinstance(data, list) else None
     if (isinstance(data, dict) and "calls" in data) or (
         calls and all(isinstance(c, dict) and "type" not in c for c in calls)

@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import TEST_TOOLS
-from tests.test_cli import REPO, SCRIPT, toolrun, toolrun_env
+from tests.support.cli import REPO, SCRIPT, stack_env, toolrun
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,13 +51,7 @@ EXPECTED = {
 
 @pytest.fixture
 def env(stack, user_settings):
-    return toolrun_env(
-        stack.home,
-        TOOLRUN_REDIS_URL=stack.redis_url,
-        TOOLRUN_DATABASE_URL=stack.database_url,
-        TOOLRUN_TOOL_MODULES=TEST_TOOLS,
-        TOOLRUN_USER_SETTINGS_FILE=str(user_settings),
-    )
+    return stack_env(stack, user_settings)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from runtime import processes
 from runtime.stack import RECORD, stop_stack
-from tests.test_cli import toolrun, toolrun_env
+from tests.support.cli import toolrun, toolrun_env
 
 pytestmark = pytest.mark.timeout(180)
 

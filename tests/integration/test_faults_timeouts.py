@@ -27,16 +27,11 @@ ALLOW = {"allow": STALLED}
 
 @pytest.fixture(scope="module")
 def timeouts_stack(tmp_path_factory, user_settings):
-    stack = FaultStack(
-        tmp_path_factory.mktemp("faults-timeouts"),
-        user_settings=user_settings,
-        reads_concurrency=8,
-        effects_concurrency=1,
-    ).start()
-    runtime = stack.runtime()
-    yield stack, runtime
-    runtime.close()
-    stack.stop()
+    home = tmp_path_factory.mktemp("faults-timeouts")
+    slots = {"reads_concurrency": 8, "effects_concurrency": 1}
+    with FaultStack(home, user_settings=user_settings, **slots) as stack:
+        with stack.client() as runtime:
+            yield stack, runtime
 
 
 def cpu_seconds(pid: int) -> float:

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from anthropic.types import Message, MessageParam, ToolParam
+from anthropic.types import MessageParam, ToolParam
 from openai.types.chat import (
     ChatCompletionFunctionToolParam,
     ChatCompletionMessage,
@@ -22,30 +22,12 @@ from openai.types.responses.response_input_item_param import FunctionCallOutput
 
 from runtime.types import Status
 from tests.conftest import TEST_TOOLS
+from tests.support.anthropic_messages import anthropic_message, tool_use
+from tests.support.cli import assert_one_line_error, stack_env, toolrun, toolrun_env
 from tests.test_adapters_anthropic import same_after_validation
-from tests.test_cli import assert_one_line_error, toolrun, toolrun_env
 
 pytestmark = pytest.mark.timeout(120)
 WRITES = {"allow": ["write_file"]}
-
-
-def anthropic_message(*blocks: dict) -> Message:
-    return Message.model_validate(
-        {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-5",
-            "stop_reason": "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-            "content": list(blocks),
-        }
-    )
-
-
-def tool_use(call_id: str, name: str, **arguments) -> dict:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
 
 
 def test_an_anthropic_turn_gets_one_tool_result_per_tool_use_in_order(runtime, workspace):
@@ -162,13 +144,7 @@ def test_fifty_batches_stream_at_once_on_one_event_loop(runtime, workspace):
 
 @pytest.fixture
 def env(stack, user_settings):
-    return toolrun_env(
-        stack.home,
-        TOOLRUN_REDIS_URL=stack.redis_url,
-        TOOLRUN_DATABASE_URL=stack.database_url,
-        TOOLRUN_TOOL_MODULES=TEST_TOOLS,
-        TOOLRUN_USER_SETTINGS_FILE=str(user_settings),
-    )
+    return stack_env(stack, user_settings)
 
 
 def test_toolrun_run_format_reads_a_provider_message_and_prints_the_reply(env, tmp_path, workspace):

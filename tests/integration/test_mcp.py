@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from anthropic.types import Message, MessageParam
+from anthropic.types import MessageParam
 
 from runtime.settings import Settings
 from runtime.types import Risk, Status
 from tests.conftest import TEST_TOOLS
+from tests.support.anthropic_messages import anthropic_message
 from tests.support.tools import marks
 from tests.test_adapters_anthropic import same_after_validation
 
@@ -144,23 +145,13 @@ def test_a_server_that_dies_fails_to_start_or_times_out_ends_only_that_call(mcp_
 
 
 def test_an_anthropic_message_calling_mcp_tools_gets_its_tool_results(mcp_stack, workspace):
-    message = Message.model_validate(
-        {
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-5",
-            "stop_reason": "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": 1, "output_tokens": 1},
-            "content": [
-                {"type": "text", "text": "Checking the name first."},
-                {"type": "tool_use", "id": "toolu_1", "name": "notes__check_name",
-                 "input": {"name": "Groceries"}},
-                {"type": "tool_use", "id": "toolu_2", "name": "notes__read_note",
-                 "input": {"name": "groceries"}},
-            ],
-        }
+    message = anthropic_message(
+        {"type": "text", "text": "Checking the name first."},
+        # `tool_use()` cannot say it: these tools' argument is called `name` too.
+        {"type": "tool_use", "id": "toolu_1", "name": "notes__check_name",
+         "input": {"name": "Groceries"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "notes__read_note",
+         "input": {"name": "groceries"}},
     )  # fmt: skip
     handle = mcp_stack.submit_message(message, mode="auto", workspace=workspace)
     reply = handle.reply(timeout=60)

@@ -105,10 +105,25 @@ class FaultStack:
         stop_stack(self.home)
         self._stop_redis()
 
+    def __enter__(self) -> FaultStack:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
     def runtime(self):
         from runtime.client import Runtime
 
         return Runtime(self.settings)
+
+    @contextmanager
+    def client(self) -> Iterator[Any]:
+        """A client of this stack (a `Runtime`), closed when the block ends."""
+        runtime = self.runtime()
+        try:
+            yield runtime
+        finally:
+            runtime.close()
 
     # Workers
 
