@@ -1,16 +1,17 @@
 """The results channel: how a worker hands a finished call back to its batch.
 
 A worker stores the result in the batch's Redis hash and publishes it on the
-batch's pub/sub channel in one pipelined round trip. The client subscribes
-before it sends anything, so it never misses a result, and reads the hash when
-it wants to be sure (a dropped connection loses pub/sub messages, not keys).
-Celery's `GroupResult.get()` polls; this does not.
+channel of the client that sent the call, in one pipelined round trip. The
+client subscribes before it sends anything (`runtime.listener`), so it never
+misses a result, and reads the hash when it wants to be sure (a dropped
+connection loses pub/sub messages, not keys). Celery's `GroupResult.get()`
+polls; this does not.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import dataclass
 
 import redis
 import tenacity
@@ -25,17 +26,39 @@ LOST = (redis.ConnectionError, redis.TimeoutError)
 
 
 def key(batch_id: str) -> str:
+    """A batch's results hash, and its channel (cancel notices, and results of
+    messages that name no `reply_to`)."""
     return f"toolrun:batch:{batch_id}:results"
 
 
+BATCHES = key("*")  # every batch's channel, as a pattern
+
+
+def batch_of(channel: str) -> str:
+    """The batch id in a batch channel's name."""
+    return channel.removeprefix("toolrun:batch:").removesuffix(":results")
+
+
+def reply_channel(client_id: str) -> str:
+    """Where workers publish the results of one client's calls."""
+    return f"toolrun:client:{client_id}:results"
+
+
 def publish(
-    client: redis.Redis, batch_id: str, result: ToolResult, *, patience: float = 0.0
+    client: redis.Redis,
+    batch_id: str,
+    result: ToolResult,
+    *,
+    reply_to: str | None = None,
+    patience: float = 0.0,
 ) -> str:
-    """Store and announce `result`; returns its JSON. While Redis cannot be
+    """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
+    else on the batch's channel); returns its JSON. While Redis cannot be
     reached (a restart), try again for up to `patience` seconds: the call has
     ended, and its result is all that is left of it. Publishing twice is
     harmless (the hash keeps one value; a batch takes one result per call)."""
     payload = result.model_dump_json()
+    announced = f"{batch_id}\n{payload}" if reply_to else payload
     for attempt in tenacity.Retrying(
         retry=tenacity.retry_if_exception_type(LOST),
         stop=tenacity.stop_after_delay(patience),
@@ -45,7 +68,7 @@ def publish(
         with attempt, client.pipeline(transaction=False) as pipe:
             pipe.hset(key(batch_id), result.call_id, payload)
             pipe.expire(key(batch_id), TTL_SECONDS)
-            pipe.publish(key(batch_id), payload)
+            pipe.publish(reply_to or key(batch_id), announced)
             pipe.execute()
     return payload
 
@@ -74,12 +97,38 @@ def cancel(client: redis.Redis, batch_id: str, *, by: str) -> None:
 CANCEL = "__cancel__"
 
 
+def deliveries_key(batch_id: str) -> str:
+    return f"toolrun:batch:{batch_id}:deliveries"
+
+
+@dataclass(frozen=True)
+class Look:
+    """What a worker finds about a call before running it, in one round trip."""
+
+    cancelled: bool  # its batch was cancelled
+    delivery: int  # how many times its message has reached a worker, this time included
+    result: ToolResult | None  # a result already published (a redelivered message)
+
+
 class Board:
-    """What a worker reads of a batch in Redis: whether it was cancelled, and
-    the result a call already published (for a redelivered message)."""
+    """What a worker reads of a batch in Redis: whether it was cancelled, how
+    often a call was delivered, and the result a call already published."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+
+    def look(self, batch_id: str, call_id: str) -> Look:
+        """Cancel flag, delivery count (counted here) and stored result, in one
+        pipelined round trip: reads and idempotent calls keep their deliveries
+        here, not in the ledger, so each costs one ledger transaction in all."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.exists(cancel_key(batch_id))
+            pipe.hincrby(deliveries_key(batch_id), call_id, 1)
+            pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
+            pipe.hget(key(batch_id), call_id)
+            cancelled, delivery, _, stored_result = pipe.execute()
+        result = ToolResult.model_validate_json(stored_result) if stored_result else None
+        return Look(bool(cancelled), int(delivery), result)
 
     def cancelled(self, batch_id: str) -> bool:
         return bool(self.client.exists(cancel_key(batch_id)))
@@ -87,69 +136,3 @@ class Board:
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         found = stored(self.client, batch_id, [call_id])
         return found[0] if found else None
-
-
-class Listener:
-    """A batch's side of the channel: the results of its calls as they are
-    published, also across a dropped connection or a Redis restart.
-
-    It subscribes before anything is sent. When the connection drops it
-    subscribes again, then reads the hash, where a result published meanwhile
-    waits (Redis with its append-only file keeps it over a restart; a Redis
-    without loses it, and the batch's deadline ends that call). A lost
-    connection is never raised: the batch's deadline bounds the wait.
-    """
-
-    def __init__(self, client: redis.Redis, batch_id: str) -> None:
-        self.client, self.batch_id = client, batch_id
-        self.cancelled = False
-        self._pubsub: redis.client.PubSub | None = None
-        self._sweep_at = 0.0
-        self.subscribe()
-
-    def subscribe(self) -> bool:
-        """Subscribe now if not subscribed; False if Redis cannot be reached."""
-        if self._pubsub is not None:
-            return True
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(key(self.batch_id))
-        except LOST as error:
-            pubsub.close()
-            log.warning("batch %s: results channel unreachable: %s", self.batch_id, error)
-            return False
-        self._pubsub, self._sweep_at = pubsub, 0.0  # read the hash at once: a gap just closed
-        return True
-
-    def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
-        """Results of `waiting` calls that arrive within about `timeout`
-        seconds; sets `cancelled` if the batch is cancelled meanwhile."""
-        started = time.monotonic()
-        try:
-            if not self.subscribe():
-                time.sleep(min(timeout, RECONNECT_SECONDS))
-                return []
-            found = []
-            message = self._pubsub.get_message(timeout=timeout)
-            if message and message["data"] == CANCEL.encode():
-                self.cancelled = True
-            elif message and message["type"] == "message":
-                found.append(ToolResult.model_validate_json(message["data"]))
-            if time.monotonic() >= self._sweep_at:
-                self._sweep_at = time.monotonic() + SWEEP_SECONDS
-                found += stored(self.client, self.batch_id, sorted(waiting))
-            return [result for result in found if result.call_id in waiting]
-        except LOST as error:
-            log.warning("batch %s: results channel lost, subscribing again: %s",
-                        self.batch_id, error)  # fmt: skip
-            self.close()
-            time.sleep(max(0.0, min(timeout - (time.monotonic() - started), RECONNECT_SECONDS)))
-            return []
-
-    def close(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
-        if pubsub is not None:
-            try:
-                pubsub.close()
-            except LOST:
-                pass

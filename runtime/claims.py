@@ -1,12 +1,12 @@
-"""The start of a delivery, as one atomic ledger transition keyed by batch id
-and call id: what makes non-idempotent side effects at-most-once.
+"""The claim of a non-idempotent side effect: one atomic ledger transition
+keyed by batch id and call id, made before the tool runs, which is what makes
+such calls at-most-once.
 
-A worker claims a call before it runs the tool. A redelivered message (a lost
-worker, a visibility timeout) that finds the call finished gets the recorded
-result; one that finds a non-idempotent call claimed by a delivery that never
-finished gets `outcome_unknown` and does not run it. Reads and idempotent calls
-run again, up to `max_deliveries`, so a tool that crashes its worker every time
-is given up on instead of looping.
+A redelivered message (a lost worker, a visibility timeout) that finds the
+call finished gets the recorded result; one that finds it claimed by a
+delivery that never finished gets `outcome_unknown` and does not run it.
+Reads and idempotent calls claim nothing: they may run again (the executor
+counts their deliveries in Redis and gives up after `max_deliveries`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlmodel import Session
+from sqlalchemy import Connection, Row, func, insert, select, update
 
-from runtime.ledger import CallRow, EventKind, EventRow, Ledger
+from runtime.ledger import EventKind, Ledger
+from runtime.ledger_rows import CALLS, EVENTS, event_fields
 from runtime.ledger_tables import utc_now
 from runtime.types import Status
 
@@ -26,8 +27,7 @@ OPEN = {"pending", "running", Status.awaiting_approval.value}
 class Start(StrEnum):
     run = "run"  # go ahead: this delivery holds the call
     finished = "finished"  # already ended; answer with the recorded result
-    taken = "taken"  # a non-idempotent call another delivery claimed and never ended
-    exhausted = "exhausted"  # delivered max_deliveries times without ending
+    taken = "taken"  # claimed by another delivery that never ended
     unrecorded = "unrecorded"  # no call row: no client recorded a decision for it
 
 
@@ -35,44 +35,28 @@ class Start(StrEnum):
 class Begun:
     start: Start
     delivery: int
-    row: CallRow | None
+    row: Row | None  # the call's row as it was found (a `toolrun_call` row)
 
 
-def begin(
-    ledger: Ledger,
-    batch_id: str,
-    call_id: str,
-    *,
-    worker: str | None,
-    exclusive: bool,
-    max_deliveries: int,
-) -> Begun:
-    """Claim (`exclusive`) or start a call, writing the started row with it."""
+def begin(ledger: Ledger, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
+    """Claim a call, writing its started row with the claim."""
+    where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
 
-    def work(session: Session) -> Begun:
-        key = {"batch_id": batch_id, "call_id": call_id}
-        call = session.get(CallRow, key, with_for_update=True)
-        now = utc_now()
-
-        def started(attempt: int) -> EventRow:
-            return EventRow(batch_id=batch_id, call_id=call_id, kind=EventKind.started.value,
-                            at=now, worker=worker, attempt=attempt)  # fmt: skip
-
+    def work(connection: Connection) -> Begun:
+        call = connection.execute(select(CALLS).where(where).with_for_update()).first()
         if call is None:
-            # A read may run before its client's buffered rows land: record its start.
-            if not exclusive:
-                session.add(started(1))
             return Begun(Start.unrecorded, 1, None)
         if call.status not in OPEN:
             return Begun(Start.finished, call.attempts, call)
-        if exclusive and call.status != "pending":
+        if call.status != "pending":
             return Begun(Start.taken, call.attempts, call)
-        delivery = call.attempts + 1
-        if delivery > max_deliveries:
-            return Begun(Start.exhausted, call.attempts, call)
-        call.status, call.worker, call.attempts = "running", worker, delivery
-        call.started_at = call.started_at or now
-        session.add(started(delivery))
+        now, delivery = utc_now(), call.attempts + 1
+        connection.execute(update(CALLS).where(where).values(
+            status="running", worker=worker, attempts=delivery,
+            started_at=func.coalesce(CALLS.c.started_at, now)))  # fmt: skip
+        started = event_fields(batch_id, call_id, EventKind.started, at=now, worker=worker,
+                               attempt=delivery)  # fmt: skip
+        connection.execute(insert(EVENTS), [started])
         return Begun(Start.run, delivery, call)
 
-    return ledger.transaction(work)
+    return ledger.transaction(work, core=True)

@@ -24,6 +24,7 @@ from runtime.dispatcher import BatchRun, Services
 from runtime.errors import InvalidBatch
 from runtime.handle import AsyncBatchHandle, BatchHandle
 from runtime.ledger import Ledger
+from runtime.listener import Listener
 from runtime.policy import PolicySources
 from runtime.registry import Registry, load_tools
 from runtime.settings import Settings, get_settings
@@ -54,6 +55,7 @@ class Runtime:
             approvals=self.approvals,
             app=self.app,
             client=self.client,
+            listener=Listener(self.client),
             key=signing_key_for(settings),
             approval_timeout=settings.approval_timeout,
         )
@@ -130,6 +132,7 @@ class Runtime:
         return AsyncBatchHandle(self.submit_message(message, format, **options))
 
     def close(self) -> None:
+        self.services.listener.close()
         self.client.close()
         self.ledger.close()
 

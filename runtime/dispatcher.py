@@ -9,7 +9,6 @@ when the batch's deadline passes.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -18,25 +17,23 @@ from pathlib import Path
 
 import redis
 from celery import Celery
-from kombu.exceptions import OperationalError
 
-from runtime import channel, results, signing
+from runtime import channel, endings, results
 from runtime.admission import Admitted, Refused, admit, refuse
 from runtime.approvals import Approvals
 from runtime.audit import BatchAudit
 from runtime.decision import Decision, Effect
 from runtime.ledger import EventKind
+from runtime.listener import Inbox, Listener
+from runtime.outbox import Outbox
 from runtime.planner import plan
 from runtime.policy import Policy
-from runtime.redaction import redact
 from runtime.registry import Registry
-from runtime.types import Batch, CallMessage, Risk, Status, ToolCall, ToolResult
+from runtime.types import Batch, Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.dispatcher")
-TASK = "toolrun.execute"
 SWEEP_SECONDS = channel.SWEEP_SECONDS  # how often a waiting stage also reads the results hash
 CANCEL_GRACE = 5.0  # how long a cancelled batch waits for calls already running
-UNREACHABLE = (*channel.LOST, OperationalError)  # Redis down: kombu wraps its errors
 
 
 @dataclass(frozen=True)
@@ -47,6 +44,7 @@ class Services:
     approvals: Approvals
     app: Celery
     client: redis.Redis
+    listener: Listener
     key: bytes
     approval_timeout: float
 
@@ -69,12 +67,15 @@ class BatchRun:
         self.done: dict[str, ToolResult] = {}
         self.approved_by: dict[str, str] = {}
         self.cancelled = False
+        self.recorded: bool | None = None  # the batch's rows: not yet, written, or waiting
+        self.outbox = Outbox(services.app, services.key, batch, policy,
+                             reply_to=services.listener.channel)  # fmt: skip
 
     def end_now(self) -> None:
         """Bring the deadline forward: unfinished calls end at once."""
         self.deadline = min(self.deadline, time.monotonic())
 
-    def _cancel(self) -> None:
+    def cancel(self) -> None:
         """Cancelled (from any process): nothing more starts; calls already
         running get a short grace to end with their real result."""
         if not self.cancelled:
@@ -86,37 +87,43 @@ class BatchRun:
             if not self.cancelled and self.services.client.exists(
                 channel.cancel_key(self.batch.id)
             ):
-                self._cancel()
+                self.cancel()
         except channel.LOST as error:  # Redis down: nobody can have cancelled through it
             log.warning("batch %s: cannot read its cancel flag: %s", self.batch.id, error)
         return self.cancelled
 
     def run(self) -> None:
-        listener = channel.Listener(self.services.client, self.batch.id)
+        inbox = self.services.listener.watch(self.batch.id)  # before anything is sent
         try:
-            self._run(listener)
+            # A cancel sent before the batch listened is not read here: the
+            # workers read the flag before each call and end it `cancelled`.
+            self._run(inbox)
         except Exception as error:  # noqa: BLE001 - the loop must get a result per call
             log.exception("batch %s failed in the dispatcher", self.batch.id)
             for call in self.batch.calls:
                 text = f"the runtime failed before this call ended ({type(error).__name__})"
                 self._end(results.failure(call.id, call.name, Status.outcome_unknown, text))
         finally:
-            listener.close()
+            self.services.listener.unwatch(self.batch.id)
 
     def _admit(self, call: ToolCall) -> Admitted | Refused:
         return admit(call, registry=self.services.registry, mode=self.batch.mode,
                      workspace=Path(self.batch.workspace), policy=self.policy)  # fmt: skip
 
-    def _run(self, listener: channel.Listener) -> None:
+    def _run(self, inbox: Inbox) -> None:
         admissions = [self._admit(call) for call in self.batch.calls]
-        ledger_ok = self.audit.admissions(admissions)
+        if any(isinstance(admission, Refused) for admission in admissions):
+            self._record(admissions)  # a refusal's result comes after its row
         for admission in admissions:
             if isinstance(admission, Refused):
                 self._end(admission.result)
         failed: ToolCall | None = None
-        for stage in plan(admissions, _is_read):
+        stages = plan(admissions, _is_read)
+        for index, stage in enumerate(stages):
             pending = [a for a in stage.calls if a.call.id not in self.done]
-            if pending and self._check_cancelled():
+            if inbox.cancelled:
+                self.cancel()
+            if pending and self.cancelled:
                 for admission in pending:
                     self._skip(admission.call, None)
                 continue
@@ -128,19 +135,34 @@ class BatchRun:
                 for admission in pending:
                     self._skip(admission.call, None)
                 continue
-            if not ledger_ok:
+            if not stage.parallel:
+                self._record(admissions)  # a side effect's decision is written before it runs
+            if self.recorded is False:
                 pending = self._refuse_unrecorded(pending)
             sent = [a for a in pending if a.decision.effect is Effect.allow]
-            self._send(sent)
+            steps = [*sent, *self._chained_after(stages, index)] if not stage.parallel else []
+            if len(steps) > 1:
+                self._run_chain(steps, inbox)
+            else:
+                self._send(sent)
+            # Reads may run before their rows land (DESIGN.md, "Audit"): the batch's
+            # rows are written while they run, and before any of their results is taken.
+            self._record(admissions)
             for asking in (a for a in pending if a.decision.effect is Effect.ask):
                 approved = self._ask(asking)
                 if approved is not None:
                     self._send([approved])
                     sent.append(approved)
-            self._wait([a.call.id for a in sent], listener)
+            self._wait([a.call.id for a in sent], inbox)
             head = stage.calls[0].call
             if not stage.parallel and not self.done[head.id].ok:
                 failed = head
+        self._record(admissions)
+
+    def _record(self, admissions: list[Admitted | Refused]) -> None:
+        """The batch's rows, once (`recorded`: False if the ledger was unavailable)."""
+        if self.recorded is None:
+            self.recorded = self.audit.admissions(admissions)
 
     def _ask(self, admission: Admitted) -> Admitted | None:
         """Wait for a human; the approved call (arguments validated again), or
@@ -204,102 +226,100 @@ class BatchRun:
             self.audit.end(result)  # waits in the buffer, after the batch's own rows
         return runnable
 
-    def _send(self, admitted: list[Admitted]) -> None:
-        positions = {call.id: index for index, call in enumerate(self.batch.calls)}
-        for admission in admitted:
-            call, spec = admission.call, admission.spec
-            message = CallMessage(
-                batch_id=self.batch.id, call_id=call.id, tool=spec.name,
-                arguments=call.arguments, mode=self.batch.mode, workspace=self.batch.workspace,
-                position=positions[call.id], policy=self.policy.snapshot(),
-                decision=admission.decision.as_dict(), approved_by=self.approved_by.get(call.id),
-            ).model_dump(mode="json")  # fmt: skip
-            message[signing.FIELD] = signing.sign(message, self.services.key)
-            shown = {"batch_id": self.batch.id, "call_id": call.id, "tool": spec.name,
-                     "arguments": redact(call.arguments)}  # fmt: skip
-            self._publish(
-                admission,
-                args=[message],
-                queue="reads" if spec.parallel else "effects",
-                shadow=f"toolrun.{spec.name}",
-                argsrepr=json.dumps([shown], default=str),
-                kwargsrepr="{}",
-                ignore_result=True,
-            )
+    def _chained_after(self, stages: list, index: int) -> list[Admitted]:
+        """The ordered steps right after stage `index` that can ride in one chain
+        with it: each allowed as it stands (no approval to wait for)."""
+        steps = []
+        for stage in stages[index + 1 :]:
+            admission = stage.calls[0]
+            if stage.parallel or not isinstance(admission, Admitted):
+                break
+            if admission.decision.effect is not Effect.allow or admission.call.id in self.done:
+                break
+            steps.append(admission)
+        return steps
 
-    def _publish(self, admission: Admitted, **task) -> None:
-        """Send one call, trying again while the broker is unreachable (a Redis
-        restart) until the deadline; then the call ends `error`, recorded in
-        the ledger so that a message that did get through finds it ended."""
-        while True:
-            try:
-                self.services.app.send_task(TASK, **task)
-                return
-            except UNREACHABLE as error:
-                if time.monotonic() + channel.RECONNECT_SECONDS >= self.deadline:
-                    break
-                log.warning("batch %s: broker unreachable, sending again: %s", self.batch.id, error)
-                time.sleep(channel.RECONNECT_SECONDS)
-        call, spec = admission.call, admission.spec
+    def _run_chain(self, steps: list[Admitted], inbox: Inbox) -> None:
+        """Send ordered steps as one chain (each worker starts the next) and end
+        each with its result; when the chain breaks (a failure under `stop`, a
+        cancel), the steps it never reached end here."""
+        self._send(steps, chained=True)
+        ids = [step.call.id for step in steps]
+
+        def broken() -> bool:
+            for call_id in ids:
+                result = self.done.get(call_id)
+                if result is None:  # running or on its way: its worker answers, cancel or not
+                    return False
+                if result.status is Status.cancelled:
+                    self.cancel()  # a worker saw the batch's cancel flag first
+                    return True
+                if not result.ok and self.batch.on_error == "stop":
+                    return True
+            return False
+
+        self._wait(ids, inbox, until=broken)
+        if time.monotonic() >= self.deadline:
+            self._stop_workers()  # no step of this batch may start once it has ended
+        failed = next((s.call for s in steps if s.call.id in self.done
+                       and not self.done[s.call.id].ok), None)  # fmt: skip
+        for step in steps:
+            if step.call.id not in self.done:
+                self._skip(step.call, None if self.cancelled else failed)
+
+    def _stop_workers(self) -> None:
+        try:
+            channel.cancel(self.services.client, self.batch.id, by="deadline")
+        except channel.LOST as error:
+            log.warning("batch %s: cannot stop its chain: %s", self.batch.id, error)
+
+    def _send(self, admitted: list[Admitted], *, chained: bool = False) -> None:
+        """Send calls to the workers; a call the broker never took before the
+        deadline ends `error`, recorded so that a message that did get through
+        finds it ended."""
         text = "the broker (Redis) could not be reached before the deadline; the call was not run"
-        result = results.failure(call.id, spec.name, Status.error, text, kind="broker")
-        self._end(result)
-        self.audit.end(result)
+        unsent = self.outbox.send(admitted, self.approved_by, lambda: self.deadline,
+                                  chained=chained)  # fmt: skip
+        for admission in unsent:
+            call, spec = admission.call, admission.spec
+            result = results.failure(call.id, spec.name, Status.error, text, kind="broker")
+            self._end(result)
+            self.audit.end(result)
 
-    def _wait(self, call_ids: list[str], listener: channel.Listener) -> None:
+    def _wait(
+        self, call_ids: list[str], inbox: Inbox, until: Callable[[], bool] = lambda: False
+    ) -> None:
+        """Until each call has its result, `until()` is true, or the deadline
+        ends the calls still open."""
         waiting = set(call_ids) - set(self.done)
-        while waiting:
+        while waiting and not until():
             now = time.monotonic()
             if now >= self.deadline:
                 self._expire(waiting)
                 return
-            for result in listener.results(waiting, min(SWEEP_SECONDS, self.deadline - now)):
+            for result in inbox.results(waiting, min(SWEEP_SECONDS, self.deadline - now)):
                 if result.call_id in waiting:
                     waiting.discard(result.call_id)
                     self._end(result)
-            if listener.cancelled:
-                self._cancel()
+            if inbox.cancelled:
+                self.cancel()
 
     def _expire(self, call_ids: set[str]) -> None:
         """The deadline passed: each sent call ends now, saying what is known."""
         for call in self.batch.calls:
-            if call.id not in call_ids:
-                continue
-            spec = self.services.registry.get(call.name)
-            if self.cancelled and spec is not None and spec.risk is Risk.read:
-                text = "cancelled: the batch was cancelled while this read ran; it was abandoned"
-                result = results.failure(call.id, call.name, Status.cancelled, text)
-            elif self.cancelled:
-                text = ("the batch was cancelled while this call ran; the tool may or may not "
-                        "have finished, check its effect before calling it again")  # fmt: skip
-                result = results.failure(call.id, call.name, Status.outcome_unknown, text)
-            elif spec is not None and spec.risk is Risk.read:
-                text = "no result before the batch deadline; the read was abandoned"
-                result = results.failure(call.id, call.name, Status.timeout, text)
-            else:
-                text = ("no result before the batch deadline; the tool may or may not have run, "
-                        "check its effect before calling it again")  # fmt: skip
-                result = results.failure(call.id, call.name, Status.outcome_unknown, text)
-            self._end(result)
-            self.audit.end(result)
+            if call.id in call_ids:
+                spec = self.services.registry.get(call.name)
+                read = spec is not None and spec.risk is Risk.read
+                result = endings.abandoned(call, read=read, cancelled=self.cancelled)
+                self._end(result)
+                self.audit.end(result)
 
     def _skip(self, call: ToolCall, failed: ToolCall | None) -> None:
         """Not run: an ordered step failed before it, or (`failed` None) the
-        batch's deadline passed before its turn."""
-        if failed is None and self.cancelled:
-            text = "cancelled: the batch was cancelled before this call started; it did not run"
-            result = results.failure(call.id, call.name, Status.cancelled, text)
-            self._end(result)
-            self.audit.end(result, EventKind.cancelled)
-            return
-        if failed is None:
-            text = "skipped: the batch's deadline passed before this call's turn; it did not run"
-        else:
-            text = (f"skipped: call {failed.id} ({failed.name}) failed before it, so later "
-                    "side effects of this batch were not run")  # fmt: skip
-        result = results.failure(call.id, call.name, Status.skipped, text)
+        batch was cancelled or its deadline passed before the call's turn."""
+        result, kind = endings.not_run(call, failed, cancelled=self.cancelled)
         self._end(result)
-        self.audit.end(result, EventKind.skipped)
+        self.audit.end(result, kind)
 
     def _end(self, result: ToolResult) -> None:
         if result.call_id in self.done:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,14 @@ from pydantic import ValidationError
 
 from runtime import results, signing
 from runtime.admission import Admitted, Refused, admit, refuse
-from runtime.channel import Board
+from runtime.channel import LOST, Board, Look
 from runtime.claims import Begun, Start, begin
 from runtime.decision import Decision, Effect
 from runtime.errors import LedgerUnavailable
 from runtime.invocation import invoke
 from runtime.ledger import EventKind, Ledger
+from runtime.ledger_rows import event_fields
+from runtime.ledger_tables import utc_now
 from runtime.policy import Policy
 from runtime.registry import Registry
 from runtime.settings import Settings
@@ -71,26 +74,76 @@ def execute(
             admission = refuse(call, admission.spec, decision)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
-    spec = admission.spec
+    if admission.spec.risk is not Risk.read and not admission.spec.idempotent:
+        return _claimed(admission, message, ledger, settings, worker, board)
+    return _at_least_once(admission, message, ledger, settings, worker, board)
+
+
+def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
+                   worker: str | None, board: Board | None) -> ToolResult:  # fmt: skip
+    """A read or an idempotent call: safe to run again, so nothing is claimed.
+    Its deliveries are counted in Redis, and its started, retried and finished
+    rows are written together once it ends: one ledger transaction per call.
+    (So the ledger shows such a call once it has ended; a redelivered one,
+    whose first worker was lost, shows its start at once.)"""
+    call_id, tool = message.call_id, admission.spec.name
+    look = Look(cancelled=False, delivery=1, result=None)
+    if board is not None:
+        try:
+            look = board.look(message.batch_id, call_id)
+        except LOST as error:  # Redis is down: publishing the result will wait for it
+            log.warning("cannot read the board before %s: %s", call_id, error)
+    meta = {"worker": worker, "attempts": look.delivery}
+    if look.result is not None:  # a redelivered message: the call has ended already
+        return look.result
+    if look.cancelled:
+        text = "cancelled: the batch was cancelled before this call started; it did not run"
+        cancelled = results.failure(call_id, tool, Status.cancelled, text, **meta)
+        return _record(ledger, message, cancelled, EventKind.cancelled)
+    if look.delivery > settings.max_deliveries:
+        text = (f"the call was delivered {look.delivery - 1} times and its worker was lost each "
+                "time (the tool may crash its process); it was given up on")  # fmt: skip
+        given_up = results.failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
+        return _record(ledger, message, given_up)
+    retries: list[dict] = []
+
+    def retried(attempt: int, error: BaseException) -> None:
+        reason = f"{type(error).__name__}: {error}"
+        retries.append(event_fields(message.batch_id, call_id, EventKind.retried, worker=worker,
+                                    attempt=attempt, reason=reason))  # fmt: skip
+
+    started_at: datetime | None = utc_now()
+    if look.delivery > 1:  # a redelivery: its start shows now, should this worker be lost too
+        ledger.eventually(lambda: ledger.mark_started(message.batch_id, call_id, worker=worker,
+                                                      attempt=look.delivery))  # fmt: skip
+        started_at = None
+    result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
+                    on_retry=retried)  # fmt: skip
+    batch_id = message.batch_id
+    ledger.eventually(
+        lambda: ledger.record_result(batch_id, result, started_at=started_at, retries=retries)
+    )
+    return result
+
+
+def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
+             worker: str | None, board: Board | None) -> ToolResult:  # fmt: skip
+    """A side effect that is not idempotent: it runs only if this delivery
+    claims it in the ledger first, so it runs at most once."""
+    call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
     if board is not None and board.cancelled(message.batch_id):
         text = "cancelled: the batch was cancelled before this call started; it did not run"
         cancelled = results.failure(call.id, spec.name, Status.cancelled, text, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
-    exclusive = spec.risk is not Risk.read and not spec.idempotent
     try:
-        begun = begin(ledger, message.batch_id, call.id, worker=worker, exclusive=exclusive,
-                      max_deliveries=settings.max_deliveries)  # fmt: skip
-    except LedgerUnavailable as error:
-        if exclusive:  # fail closed; the end row of a call that did not run may wait
-            log.error("ledger unavailable before %s: %s", call.id, error)
-            note = "the audit ledger is unavailable, so this side effect was not run; retry later"
-            refused = results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
-            return _later(ledger, message, refused)
-        begun = Begun(Start.run, 1, None)  # reads go on; their rows wait in the buffer
-        ledger.later(lambda: ledger.mark_started(message.batch_id, call.id, worker=worker,
-                                                 attempt=1))  # fmt: skip
+        begun = begin(ledger, message.batch_id, call.id, worker=worker)
+    except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
+        log.error("ledger unavailable before %s: %s", call.id, error)
+        note = "the audit ledger is unavailable, so this side effect was not run; retry later"
+        refused = results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
+        return _later(ledger, message, refused)
     recall = board.recall if board is not None else lambda batch_id, call_id: None
-    early = _early_end(begun, message, spec.name, exclusive, worker, recall)
+    early = _early_end(begun, message, spec.name, worker, recall)
     if early is not None:
         return early if begun.start is Start.finished else _record(ledger, message, early)
 
@@ -104,12 +157,12 @@ def execute(
     return _record(ledger, message, result)
 
 
-def _early_end(begun: Begun, message: CallMessage, tool: str, exclusive: bool,
-               worker: str | None, recall: Recall) -> ToolResult | None:  # fmt: skip
+def _early_end(begun: Begun, message: CallMessage, tool: str, worker: str | None,
+               recall: Recall) -> ToolResult | None:  # fmt: skip
     """The result of a delivery that must not run the tool, or None to run it."""
     meta = {"worker": worker, "attempts": begun.delivery}
     call_id = message.call_id
-    if begun.start is Start.run or (begun.start is Start.unrecorded and not exclusive):
+    if begun.start is Start.run:
         return None
     if begun.start is Start.finished:
         return recall(message.batch_id, call_id) or _from_row(begun, message, tool)
@@ -118,10 +171,6 @@ def _early_end(begun: Begun, message: CallMessage, tool: str, exclusive: bool,
                 "check its effect before calling it again")  # fmt: skip
         return results.failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost",
                                **meta)  # fmt: skip
-    if begun.start is Start.exhausted:
-        text = (f"the call was delivered {begun.delivery} times and its worker was lost each "
-                "time (the tool may crash its process); it was given up on")  # fmt: skip
-        return results.failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
     text = "no client recorded a decision for this call in the ledger, so it was not run"
     return results.failure(call_id, tool, Status.denied, text, kind="unrecorded", **meta)
 

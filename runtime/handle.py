@@ -45,6 +45,8 @@ class BatchHandle:
         end with their real result, or after a short grace `cancelled` (reads)
         or `outcome_unknown` (side effects). Still exactly one result per call."""
         channel.cancel(self._approvals.client, self.batch_id, by=by)
+        if self._run is not None:
+            self._run.cancel()  # this process's dispatcher knows at once
 
     def deny(self, call_id: str, reason: str, *, by: str) -> bool:
         return self._approvals.answer(self.batch_id, call_id, approve=False, by=by,

@@ -32,20 +32,20 @@ class LedgerBuffer:
 
     def write(self, work: Callable[[], object]) -> bool:
         """Run `work` now, or keep it for later (after what is already kept, so
-        rows land in the order they happened). True if it was written now."""
-        with self._lock:
-            if not self._pending:
-                try:
-                    work()
-                    return True
-                except LedgerRefused as error:
-                    log.error("the ledger refused a row, which is lost: %s", error)
-                    return False
-                except LedgerUnavailable as error:
-                    log.warning("ledger unavailable, buffering its rows: %s", error)
-            self._pending.append(work)
-            self._start_flusher()
-            return False
+        rows land in the order they happened). True if it was written now.
+        While nothing is kept, threads write side by side: the database orders
+        them, and one slow commit holds up no other thread."""
+        if not self._pending:
+            try:
+                work()
+                return True
+            except LedgerRefused as error:
+                log.error("the ledger refused a row, which is lost: %s", error)
+                return False
+            except LedgerUnavailable as error:
+                log.warning("ledger unavailable, buffering its rows: %s", error)
+        self.keep(work)
+        return False
 
     def keep(self, work: Callable[[], object]) -> None:
         """Keep `work` for later without trying it now (it has just failed)."""

@@ -16,7 +16,9 @@ FIELD = "signature"
 
 
 def canonical(data: dict[str, Any]) -> bytes:
-    body = {key: value for key, value in data.items() if key != FIELD}
+    """What the signature covers: everything but itself and a chain's next
+    steps (`then`), which carry their own."""
+    body = {key: value for key, value in data.items() if key not in (FIELD, "then")}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 

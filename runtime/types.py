@@ -119,4 +119,7 @@ class CallMessage(BaseModel):
     policy: dict[str, Any]
     decision: dict[str, str]
     approved_by: str | None = None
+    on_error: OnError = "stop"  # whether a chain goes on past this step if it fails
+    reply_to: str | None = None  # the client's results channel (else the batch's)
+    then: list[dict[str, Any]] = Field(default_factory=list)  # the chain's next steps
     signature: str | None = None

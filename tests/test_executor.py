@@ -135,7 +135,7 @@ def test_a_claimed_call_whose_worker_vanished_is_outcome_unknown(env):
 
     call = ToolCall(id="lost", name="bump", arguments={"label": "x"})
     env.ledger.record_batch(Batch(id="b-lost", calls=[call], workspace=str(env.workspace)))
-    begin(env.ledger, "b-lost", "lost", worker="gone@h", exclusive=True, max_deliveries=3)
+    begin(env.ledger, "b-lost", "lost", worker="gone@h")
     raw = message("lost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-lost",
                   rules={"allow": ["bump"]})  # fmt: skip
     result = env("bump", {"label": "x"}, call_id="lost", raw=raw)

@@ -8,7 +8,7 @@ import os
 
 import redis
 
-from runtime import channel, executor, results
+from runtime import channel, executor, outbox, results
 from runtime.ledger import Ledger
 from runtime.registry import load_tools
 from runtime.settings import get_settings
@@ -50,5 +50,7 @@ def execute_call(self, message: dict) -> dict:
     if result is None:
         return {"status": Status.error.value, "error": "malformed call message"}
     batch_id = message["batch_id"]
-    channel.publish(client, batch_id, result, patience=PUBLISH_PATIENCE)
+    channel.publish(client, batch_id, result, reply_to=message.get("reply_to"),
+                    patience=PUBLISH_PATIENCE)  # fmt: skip
+    outbox.forward(self.app, client, ledger, message, result, patience=PUBLISH_PATIENCE)
     return results.ledger_summary(result) | {"call_id": result.call_id, "status": result.status}

@@ -35,9 +35,8 @@ def call(call_id: str, name: str, **arguments) -> dict:
 def ledger_stack(request, tmp_path_factory, user_settings):
     home = tmp_path_factory.mktemp(f"faults-ledger-{request.param}")
     if request.param == "sqlite":
-        stack = FaultStack(home, user_settings=user_settings).start()
-        yield stack
-        stack.stop()
+        with FaultStack(home, user_settings=user_settings) as stack:
+            yield stack
         return
     url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
     if not url:
@@ -46,17 +45,16 @@ def ledger_stack(request, tmp_path_factory, user_settings):
         relay, through = Relay.in_front_of(database_url)
         stack = FaultStack(home, user_settings=user_settings, database_url=through, relay=relay)
         try:
-            yield stack.start()
+            with stack:
+                yield stack
         finally:
-            stack.stop()
             relay.close()
 
 
 @pytest.fixture
 def ledger_runtime(ledger_stack):
-    runtime = ledger_stack.runtime()
-    yield ledger_stack, runtime
-    runtime.close()
+    with ledger_stack.client() as runtime:
+        yield ledger_stack, runtime
 
 
 class Cut:
@@ -109,7 +107,10 @@ def test_a_ledger_cut_mid_batch_stops_side_effects_and_loses_no_row(ledger_runti
     handle = runtime.submit(
         batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=40
     )
-    rows_settle(runtime, handle.batch_id, {"r0": {"started"}, "r1": {"started"}})
+    began = time.monotonic()  # a read's rows land when it ends: wait for the naps themselves
+    while {m["call_id"] for m in marks(workspace, "starts")} < {"r0", "r1"}:
+        assert time.monotonic() - began < 20, "the reads did not start"
+        time.sleep(0.05)
     cut, results = Cut(stack), {}
     for result in handle.stream(timeout=45):  # the ledger is back once w2 has ended
         results[result.call_id] = result

@@ -40,6 +40,7 @@ class Sleep(ToolInput):
 def nap(args: Sleep, ctx: ToolContext) -> ToolOutput:
     """Sleep, recording when it started and ended."""
     start = time.time()
+    _mark(ctx, "starts", {"label": args.label, "call_id": ctx.call_id, "pid": os.getpid()})
     time.sleep(args.seconds)
     _mark(
         ctx,
@@ -64,6 +65,19 @@ def bump(args: Count, ctx: ToolContext) -> ToolOutput:
     """A side effect the tests count: one line per run."""
     _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time()})
     return ToolOutput(content={"label": args.label}, message="bumped", summary="bumped")
+
+
+class Linger(ToolInput):
+    label: str
+    seconds: float = Field(0.0, ge=0, le=30)
+
+
+@tool(risk=Risk.write)
+def slow_write(args: Linger, ctx: ToolContext) -> ToolOutput:
+    """A side effect that takes `seconds`, counted when it starts."""
+    _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time()})
+    time.sleep(args.seconds)
+    return ToolOutput(content={"label": args.label}, message="written", summary="written")
 
 
 @tool(risk=Risk.destructive)

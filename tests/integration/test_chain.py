@@ -1,0 +1,75 @@
+"""Consecutive ordered steps run as one chain (each worker starts the next):
+the same results, order and skips as steps sent one by one from the client."""
+
+import time
+
+from runtime.types import Status
+from tests.support.tools import marks
+
+WRITES = {"allow": ["bump", "explode", "slow_write"]}
+
+
+def call(call_id, name, **arguments):
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def labels(workspace) -> list[str]:
+    return [m["label"] for m in sorted(marks(workspace, "effects"), key=lambda m: m["at"])]
+
+
+def test_a_chain_runs_in_order_and_stops_at_its_first_failure(runtime, workspace):
+    batch = [
+        call("a", "bump", label="a"),
+        call("b", "bump", label="b"),
+        call("x", "explode", message="disk full"),
+        call("c", "bump", label="c"),
+        call("d", "bump", label="d"),
+    ]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
+    results = handle.results(timeout=60)
+    assert [r.status for r in results] == [
+        Status.ok, Status.ok, Status.error, Status.skipped, Status.skipped,
+    ]  # fmt: skip
+    assert all("call x (explode) failed" in r.model_message for r in results[3:])
+    assert labels(workspace) == ["a", "b", "explode"]
+    rows = {row.call_id: row.status for row in runtime.ledger.calls(handle.batch_id)}
+    assert rows == {"a": "ok", "b": "ok", "x": "error", "c": "skipped", "d": "skipped"}
+
+
+def test_under_continue_a_chain_runs_past_a_failure(runtime, workspace):
+    batch = [call("a", "bump", label="a"), call("x", "explode"), call("b", "bump", label="b"),
+             call("c", "bump", label="c")]  # fmt: skip
+    results = runtime.submit(
+        batch, mode="auto", workspace=workspace, on_error="continue", rules=WRITES
+    ).results(timeout=60)
+    assert [r.status for r in results] == [Status.ok, Status.error, Status.ok, Status.ok]
+    assert labels(workspace) == ["a", "explode", "b", "c"]
+
+
+def test_a_read_between_steps_sees_the_step_before_it(runtime, workspace):
+    """Chains end at reads: the read runs after the write before it, and the
+    write after it waits for the read."""
+    batch = [call("a", "bump", label="a"), call("b", "bump", label="b"),
+             call("r", "nap", label="r", seconds=0.2), call("c", "bump", label="c")]  # fmt: skip
+    results = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(60)
+    assert all(r.ok for r in results)
+    effects = {m["label"]: m["at"] for m in marks(workspace, "effects")}
+    [nap] = marks(workspace, "intervals")
+    assert effects["b"] <= nap["start"] and nap["end"] <= effects["c"]
+
+
+def test_a_cancel_mid_chain_lets_the_running_step_end_and_runs_no_later_one(runtime, workspace):
+    batch = [call("slow", "slow_write", label="slow", seconds=1.5),
+             call("next", "bump", label="next"), call("last", "bump", label="last")]  # fmt: skip
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES, timeout=40)
+    began = time.monotonic()
+    while not marks(workspace, "effects"):
+        assert time.monotonic() - began < 20, "the first step did not start"
+        time.sleep(0.02)
+    handle.cancel(by="test")
+    results = {r.call_id: r for r in handle.results(timeout=30)}
+    assert results["slow"].ok, results["slow"].model_message
+    for call_id in ("next", "last"):
+        assert results[call_id].status is Status.cancelled, results[call_id].model_message
+        assert "did not run" in results[call_id].model_message
+    assert labels(workspace) == ["slow"]
