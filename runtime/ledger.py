@@ -222,7 +222,3 @@ def _event_rows(rows: Iterable[EventRow | dict[str, Any]]) -> list[dict[str, Any
         fields = row if isinstance(row, dict) else row.model_dump(exclude={"id"})
         found.append(event_fields(**{k: v for k, v in fields.items() if k != "id"}))
     return found
-
-
-# `runtime.schema` makes its migration engine the ledger's way.
-_engine = ledger_engine.engine

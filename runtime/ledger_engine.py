@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import Engine, make_url
 
 SQLITE_BUSY_MS = 30_000
+CACHE_KIB = 512  # page cache per SQLite connection (SQLite's default is 2,000 KiB)
 
 
 def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
@@ -34,7 +35,9 @@ def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     if database not in ("", ":memory:") and not database.startswith("file:"):
         Path(database).parent.mkdir(parents=True, exist_ok=True)
     connect_args = {"check_same_thread": False, "timeout": busy_seconds}
-    found = create_engine(parsed, connect_args=connect_args)  # a file never drops one
+    # A file never drops a connection (no pre-ping). One writer at a time holds
+    # the lock anyway, so a few pooled connections do; each keeps its own cache.
+    found = create_engine(parsed, connect_args=connect_args, pool_size=4, max_overflow=4)
     event.listen(found, "connect", partial(_sqlite_connect, busy_ms=int(busy_seconds * 1000)))
     event.listen(found, "begin", _sqlite_begin)
     return found
@@ -61,6 +64,7 @@ def _sqlite_connect(connection: Any, _record: Any, *, busy_ms: int = SQLITE_BUSY
     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")  # per connection; see the module's docstring
+    cursor.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # the ledger writes; it rarely rereads
     cursor.close()
 
 

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
 from runtime.errors import ConfigurationError, LedgerUnavailable
+from runtime.ledger_engine import engine, writer
 from runtime.redaction import redact_text
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -177,9 +178,7 @@ class _transaction:
     """A connection to `url` inside one transaction, the migrators' lock held."""
 
     def __init__(self, url: str, *, lock: bool = True) -> None:
-        from runtime.ledger import _engine
-
-        self._engine = _engine(url).execution_options(toolrun_begin="IMMEDIATE")
+        self._engine = writer(engine(url))
         self._lock = lock
 
     def __enter__(self) -> Connection:
