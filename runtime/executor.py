@@ -26,7 +26,7 @@ from runtime.decision import Decision, Effect
 from runtime.errors import LedgerUnavailable
 from runtime.invocation import invoke
 from runtime.ledger import EventKind, Ledger
-from runtime.ledger_rows import event_fields
+from runtime.ledger_rows import CallEnd, event_fields
 from runtime.ledger_tables import utc_now
 from runtime.policy import Policy
 from runtime.registry import Registry
@@ -119,10 +119,8 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
         started_at = None
     result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
                     on_retry=retried)  # fmt: skip
-    batch_id = message.batch_id
-    ledger.eventually(
-        lambda: ledger.record_result(batch_id, result, started_at=started_at, retries=retries)
-    )
+    end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
+    ledger.eventually(lambda: ledger.record_end(end))
     return result
 
 

@@ -17,6 +17,7 @@ from sqlmodel import Session, select
 from runtime import ledger_engine, schema
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
 from runtime.ledger_buffer import LedgerBuffer
+from runtime.ledger_group import CommitGroup
 from runtime.ledger_rows import (
     BATCHES,
     CALLS,
@@ -51,6 +52,9 @@ class Ledger:
         self._writer = ledger_engine.writer(self._engine)
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
+        self._group = CommitGroup(
+            lambda ends: self._run(lambda c: [end.write(c) for end in ends], core=True)
+        )
         self._schema_checked = False
         try:
             self._check_schema()
@@ -120,6 +124,11 @@ class Ledger:
         fields = _event_rows(rows)
         if fields:
             self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
+
+    def record_end(self, end: CallEnd) -> None:
+        """A call's end with those of other calls ending now in this process,
+        in one transaction (`runtime.ledger_group`)."""
+        self._group.write(end)
 
     def record_result(self, batch_id: str, result: ToolResult, **options: Any) -> None:
         """The end of a call: its event and its call row, together or not at

@@ -52,24 +52,28 @@ class Outbox:
         """Send each admitted call (`chained`: as one chain of ordered steps, in
         this order); returns those the broker did not take before `deadline()`
         (a monotonic time, read again on every retry)."""
-        tasks = [
-            task_options(self._message(admission, approved_by),
-                         READS if admission.spec.parallel else EFFECTS)
-            for admission in admitted
-        ]  # fmt: skip
-        if chained and len(tasks) > 1:
-            head = tasks[0] | {"args": [chain.link([task["args"][0] for task in tasks])]}
+
+        def task(admission: Admitted) -> dict:
+            queue = READS if admission.spec.parallel else EFFECTS
+            return task_options(self._message(admission, approved_by), queue)
+
+        if chained and len(admitted) > 1:
+            tasks = [task(admission) for admission in admitted]
+            head = tasks[0] | {"args": [chain.link([t["args"][0] for t in tasks])]}
             return [] if self._publish(head, deadline) else list(admitted)
-        if not tasks:
-            return []
+        tasks = []
         try:
-            with self.app.producer_or_acquire() as producer, producer.batch():
-                for task in tasks:
-                    self.app.send_task(TASK, producer=producer, **task)
+            with self.app.producer_or_acquire() as producer, producer.batch() as batch:
+                for admission in admitted:  # each built just before it is sent
+                    tasks.append(task(admission))
+                    self.app.send_task(TASK, producer=producer, **tasks[-1])
+                    if len(tasks) == 1:
+                        batch.flush()  # a worker starts on the first while the rest are built
             return []
         except UNREACHABLE as error:
             log.warning("batch %s: broker unreachable, sending one by one: %s", self.batch.id,
                         error)  # fmt: skip
+        tasks += [task(admission) for admission in admitted[len(tasks) :]]
         return [a for a, t in zip(admitted, tasks, strict=True) if not self._publish(t, deadline)]
 
     def _message(self, admission: Admitted, approved_by: dict[str, str]) -> dict:

@@ -1,0 +1,76 @@
+"""Group commit: ends that arrive together share a transaction; each caller
+returns only once its own end is committed, and gets its transaction's error."""
+
+import threading
+import time
+
+from runtime import results
+from runtime.ledger import Ledger
+from runtime.ledger_group import CommitGroup
+from runtime.ledger_rows import CallEnd
+from runtime.ledger_tables import utc_now
+from runtime.types import Batch, Mode, ToolCall
+
+
+def end(call_id: str, batch_id: str = "b") -> CallEnd:
+    result = results.success(call_id, "nap", "slept", max_bytes=1024, worker="w", attempts=1)
+    return CallEnd(batch_id, result, started_at=utc_now())
+
+
+def at_once(count: int, work) -> list[BaseException | None]:
+    """`work(i)` on `count` threads started together; what each raised."""
+    gate, raised = threading.Barrier(count), [None] * count
+
+    def run(i: int) -> None:
+        gate.wait()
+        try:
+            work(i)
+        except BaseException as error:  # noqa: BLE001 - collected for the assertions
+            raised[i] = error
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    return raised
+
+
+def test_ends_that_arrive_together_share_transactions_and_none_is_lost():
+    written: list[list[str]] = []
+
+    def write(ends):
+        time.sleep(0.02)  # a commit that takes a while: others queue meanwhile
+        written.append([e.call_id for e in ends])
+
+    group = CommitGroup(write)
+    assert at_once(16, lambda i: group.write(end(f"c{i}"))) == [None] * 16
+    assert sorted(c for batch in written for c in batch) == sorted(f"c{i}" for i in range(16))
+    assert len(written) < 16
+
+
+def test_every_caller_of_a_failed_transaction_gets_its_error():
+    def write(ends):
+        time.sleep(0.01)
+        raise RuntimeError("ledger down")
+
+    group = CommitGroup(write)
+    raised = at_once(8, lambda i: group.write(end(f"c{i}")))
+    assert all(isinstance(error, RuntimeError) for error in raised)
+
+
+def test_a_real_ledger_gets_every_end_written_together(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    calls = [ToolCall(id=f"c{i}", name="nap", arguments={}) for i in range(16)]
+    ledger.record_batch(Batch(id="b", calls=calls, mode=Mode.auto, workspace=str(tmp_path)))
+    assert at_once(16, lambda i: ledger.record_end(end(f"c{i}"))) == [None] * 16
+    assert {row.status for row in ledger.calls("b")} == {"ok"}
+    kinds = [e.kind for e in ledger.events("b", "c7")]
+    assert kinds == ["started", "finished"]
+    ledger.close()
+
+
+def test_a_lone_end_waits_for_nobody():
+    written = []
+    CommitGroup(written.append).write(end("alone"))
+    assert [[e.call_id for e in ends] for ends in written] == [["alone"]]
