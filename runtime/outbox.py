@@ -132,7 +132,8 @@ def forward(
     if following is None:
         return
     try:
-        app.send_task(TASK, **task_options(following, EFFECTS))
+        with app.producer_or_acquire() as producer, producer.batch():  # one round trip
+            app.send_task(TASK, producer=producer, **task_options(following, EFFECTS))
         return
     except Exception as error:  # noqa: BLE001 - every step left still needs its result
         log.error("batch %s: could not start the chain's next step: %s", message["batch_id"],
