@@ -38,5 +38,10 @@ def test_a_quick_run_writes_every_figure_with_both_sides_and_a_verdict(tmp_path)
         assert {"of", "op", "value", "text"} <= set(figure["target"]), key
         assert isinstance(figure["pass"], bool), key
         assert key.split("_")[0] in done.stdout
+    for key in ("P1_p50", "P3", "P4"):  # where each side's CPU went, per process
+        spent = report["figures"][key]["cpu_ms_per_call"]
+        assert set(spent) == {"toolrun", "baseline"}, key
+        assert all(isinstance(ms, float) for side in spent.values() for ms in side.values())
+    assert "CPU per call" in done.stdout
     assert {"pools", "sizes", "machine", "shared_celery_settings"} <= set(report)
     assert report["quick"] is True

@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     meta |= {"started_at": stamp, "duration_s": round(time.monotonic() - began, 1)}
     path = report.write_json(options.out_dir / f"bench-{stamp}.json", found, meta)
     report.print_table(console, found, meta["caption"])
+    report.print_cpu(console, found)
     console.print(f"wrote {path}", soft_wrap=True)
     return 0
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list[Figure], dict]:
     slots = options.reads_slots
     with harness(home, slots, console) as bench:
-        found = compare.measure(options, bench.sides, console)
+        found = compare.measure(options, bench.sides, console, bench.processes())
         found.append(compare.peak_rss(options, bench, console))
         console.log("P5: two reads workers over one")
         found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))

@@ -10,30 +10,49 @@ from typing import Any
 
 from rich.console import Console
 
-from tests.benchmarks import figures
+from tests.benchmarks import cpu, figures
 from tests.benchmarks.harness import Harness
 from tests.benchmarks.report import Figure, Target
 
 
 def repeated(
-    toolrun: Callable[[], Any], bare: Callable[[], Any], repeats: int
+    toolrun: Callable[[], Any],
+    bare: Callable[[], Any],
+    repeats: int,
+    meter: cpu.Meter | None = None,
+    calls: int = 1,
 ) -> tuple[list, list]:
-    """One warm-up of each side, then `repeats` rounds in which the sides take turns."""
+    """One warm-up of each side, then `repeats` rounds in which the sides take
+    turns; `meter` charges each round's CPU (of `calls` calls) to its side."""
     toolrun(), bare()
     ours, theirs = [], []
     for _ in range(repeats):
-        ours.append(toolrun())
-        theirs.append(bare())
+        if meter is None:
+            ours.append(toolrun())
+            theirs.append(bare())
+        else:
+            ours.append(meter.measure("toolrun", calls, toolrun))
+            theirs.append(meter.measure("baseline", calls, bare))
     return ours, theirs
 
 
-def measure(options: argparse.Namespace, sides: figures.Sides, console: Console) -> list[Figure]:
+def measure(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    console: Console,
+    processes: dict[str, int] | None = None,
+) -> list[Figure]:
+    """P1 to P4; with `processes`, each of P1, P3 and P4 also says how much CPU
+    every process spent per call on each side (`cpu_ms_per_call` in the JSON)."""
     o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
+    meters = {key: cpu.Meter(processes) for key in ("P1", "P3", "P4")} if processes else {}
     console.log(f"P1: {o.p1_samples} one-call batches x {n}")
     ours, theirs = repeated(
         lambda: figures.p1_toolrun(sides, o.p1_samples),
         lambda: figures.p1_baseline(sides, o.p1_samples),
         n,
+        meters.get("P1"),
+        o.p1_samples,
     )
     latency = []
     for q in (0.5, 0.99):
@@ -74,6 +93,8 @@ def measure(options: argparse.Namespace, sides: figures.Sides, console: Console)
         lambda: figures.p3_toolrun(sides, *sizes),
         lambda: figures.p3_baseline(sides, *sizes),
         o.p3_repeats,
+        meters.get("P3"),
+        figures.batches(o.p3_calls, o.p3_batch) * o.p3_batch,
     )
     throughput = Figure(
         "P3",
@@ -90,6 +111,8 @@ def measure(options: argparse.Namespace, sides: figures.Sides, console: Console)
         lambda: figures.p4_toolrun(sides, o.p4_steps),
         lambda: figures.p4_baseline(sides, o.p4_steps),
         n,
+        meters.get("P4"),
+        o.p4_steps,
     )
     steps = Figure(
         "P4",
@@ -100,7 +123,12 @@ def measure(options: argparse.Namespace, sides: figures.Sides, console: Console)
         [ms(v) for v in theirs],
         note="baseline: chain(write.si() x steps).apply_async().get()",
     )
-    return [*latency, wall, throughput, steps]
+    found = [*latency, wall, throughput, steps]
+    for figure in found:
+        meter = meters.get(figure.key.split("_")[0])
+        if meter is not None and figure.key != "P1_p99":
+            figure.extra["cpu_ms_per_call"] = meter.per_call_ms()
+    return found
 
 
 def peak_rss(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:

@@ -108,8 +108,8 @@ def p3_toolrun(sides: Sides, calls: int, size: int, window: int) -> float:
     def finish(handle) -> None:
         check(handle.results(timeout=WAIT), "P3")
 
-    sides.reads_sent["toolrun"] += _batches(calls, size) * size
-    return _batches(calls, size) * size / _timed(lambda: _pump(calls, size, window, start, finish))
+    sides.reads_sent["toolrun"] += batches(calls, size) * size
+    return batches(calls, size) * size / _timed(lambda: _pump(calls, size, window, start, finish))
 
 
 def p3_baseline(sides: Sides, calls: int, size: int, window: int) -> float:
@@ -119,18 +119,18 @@ def p3_baseline(sides: Sides, calls: int, size: int, window: int) -> float:
     def finish(pending) -> None:
         pending.get(timeout=WAIT)
 
-    sides.reads_sent["baseline"] += _batches(calls, size) * size
-    return _batches(calls, size) * size / _timed(lambda: _pump(calls, size, window, start, finish))
+    sides.reads_sent["baseline"] += batches(calls, size) * size
+    return batches(calls, size) * size / _timed(lambda: _pump(calls, size, window, start, finish))
 
 
-def _batches(calls: int, size: int) -> int:
+def batches(calls: int, size: int) -> int:
     return max(1, math.ceil(calls / size))
 
 
 def _pump(calls: int, size: int, window: int, start: Callable, finish: Callable) -> None:
     """Keep `window` batches in flight from one thread, as an orchestrator serving
     several conversations would, until every batch has finished."""
-    left, flying = _batches(calls, size), deque()
+    left, flying = batches(calls, size), deque()
     while left or flying:
         while left and len(flying) < window:
             flying.append(start())

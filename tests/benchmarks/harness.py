@@ -37,6 +37,15 @@ class Harness:
             return next(w["pid"] for w in self.record.workers if w["queue"] == queue)
         return next(w["pid"] for w in self.bare if w["queue"] == f"baseline.{queue}")
 
+    def processes(self) -> dict[str, int]:
+        """The stack's processes by name, for CPU accounting (`cpu.Meter`)."""
+        found = {
+            f"{side} {queue} worker": self.worker_pid(side, queue)
+            for side in ("toolrun", "baseline")
+            for queue in ("reads", "effects")
+        }
+        return found | ({"redis": self.record.redis_pid} if self.record.redis_pid else {})
+
     def start_bare(self, queue: str, concurrency: int, index: int = 1) -> None:
         home, url = self.settings.home, self.record.redis_url
         worker = baseline.start_worker(

@@ -103,6 +103,24 @@ def print_table(console: Console, figures: list[Figure], caption: str) -> None:
     console.print(table)
 
 
+def print_cpu(console: Console, figures: list[Figure]) -> None:
+    """Each process's CPU per call, per side, for the figures that measured it."""
+    table = Table(title="CPU per call (ms), each process, each side")
+    for column in ("figure", "side", "client", "reads worker", "effects worker", "redis", "all"):
+        table.add_column(column, justify="left" if column in ("figure", "side") else "right")
+    for figure in figures:
+        for side, spent in figure.extra.get("cpu_ms_per_call", {}).items():
+            workers = {kind: sum(ms for name, ms in spent.items()
+                                 if name.startswith(side) and kind in name)
+                       for kind in ("reads", "effects")}  # fmt: skip
+            cells = [spent.get("client", 0.0), workers["reads"], workers["effects"],
+                     spent.get("redis", 0.0)]  # fmt: skip
+            table.add_row(figure.key, side, *(f"{ms:.2f}" for ms in cells),
+                          f"{sum(spent.values()):.2f}")  # fmt: skip
+    if table.row_count:
+        console.print(table)
+
+
 def _number(value: float, unit: str) -> str:
     if unit in ("x",):
         return f"{value:.2f}"

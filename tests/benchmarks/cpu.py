@@ -1,0 +1,71 @@
+"""CPU time per call, per process, for each side of a figure: where a side's
+time goes when the machine's cores are the limit (as on a 2-core machine).
+
+Read from /proc (user + system time of a process and its children, so a
+prefork worker's pool process counts) before and after each repetition; the
+client is this process. Both sides are sampled in the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_seconds(pid: int) -> float:
+    """CPU seconds of `pid` and its descendants (0 for one that is gone)."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        proc = Path(f"/proc/{current}")
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICK
+        for task in proc.glob("task/*/children"):
+            try:
+                todo += [int(child) for child in task.read_text().split()]
+            except OSError:
+                pass
+    return total
+
+
+class Meter:
+    """CPU seconds spent in each named process while a side runs."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.spent: dict[str, dict[str, float]] = {}
+        self.calls: dict[str, int] = {}
+
+    def measure(self, side: str, calls: int, work):
+        """`work()`, charging the CPU every process spent meanwhile to `side`."""
+        before = self._sample()
+        value = work()
+        after = self._sample()
+        spent = self.spent.setdefault(side, {})
+        for name in after:
+            spent[name] = spent.get(name, 0.0) + after[name] - before[name]
+        self.calls[side] = self.calls.get(side, 0) + calls
+        return value
+
+    def per_call_ms(self) -> dict[str, dict[str, float]]:
+        """Milliseconds of CPU per call, per side and process (idle ones left out)."""
+        found = {}
+        for side, spent in self.spent.items():
+            calls = max(1, self.calls[side])
+            rows = {name: round(1000 * seconds / calls, 3) for name, seconds in spent.items()}
+            found[side] = {name: ms for name, ms in rows.items() if ms >= 0.05}
+        return found
+
+    def _sample(self) -> dict[str, float]:
+        return {"client": time.process_time()} | {
+            name: process_seconds(pid) for name, pid in self.pids.items()
+        }
