@@ -9,6 +9,7 @@ replaced whole.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -48,6 +49,21 @@ SECRET_KEYS = re.compile(
 
 
 def redact_text(text: str) -> str:
+    """`text` with every secret of the redaction set replaced by its marker."""
+    if len(text) <= CACHED_CHARS:
+        return _redact_short(text)
+    return _redact(text)
+
+
+CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_short(text: str) -> str:
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     for kind, pattern in PATTERNS:
         marker = MARK.format(kind)
         if kind == "url_password":
