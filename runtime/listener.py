@@ -172,7 +172,7 @@ class Listener:
                     self._drop_connection()
                 self._closed.wait(RECONNECT_SECONDS)
                 continue
-            except (AttributeError, ValueError, OSError):  # closed under our feet
+            except (AttributeError, ValueError, OSError, RuntimeError):  # closed under our feet
                 continue
             if message is not None:
                 self._deliver(message)

@@ -137,6 +137,7 @@ def demo() -> None:
     started = stack.load_record(settings.home) is None
     if started:
         up()
+    runtime = None
     try:
         workspace = sample.prepare_workspace(settings.home / "demo-workspace")
         trusting = sample.trust_file(settings.home, workspace)
@@ -156,6 +157,8 @@ def demo() -> None:
         if missing:
             fail(f"calls without a result: {missing}", code=1)
     finally:
+        if runtime is not None:
+            runtime.close()  # before the stack stops: its listener would say Redis went away
         if started:
             down()
 
