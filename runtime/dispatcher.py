@@ -9,6 +9,7 @@ when the batch's deadline passes.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from runtime.types import Batch, Risk, Status, ToolCall, ToolResult
 log = logging.getLogger("toolrun.dispatcher")
 SWEEP_SECONDS = channel.SWEEP_SECONDS  # how often a waiting stage also reads the results hash
 CANCEL_GRACE = 5.0  # how long a cancelled batch waits for calls already running
+CHAIN_STEPS = 32  # ordered steps one chain carries at most
+CHAIN_BYTES = 256 * 1024  # and their arguments' JSON at most: the chain's first message holds all
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,8 @@ class BatchRun:
             if self.recorded is False:
                 pending = self._refuse_unrecorded(pending)
             sent = [a for a in pending if a.decision.effect is Effect.allow]
-            steps = [*sent, *self._chained_after(stages, index)] if not stage.parallel else []
+            chained = not stage.parallel and len(sent) == 1  # nothing of it waits to be asked
+            steps = [*sent, *self._chained_after(stages, index, sent)] if chained else []
             if len(steps) > 1:
                 self._run_chain(steps, inbox)
             else:
@@ -226,15 +230,19 @@ class BatchRun:
             self.audit.end(result)  # waits in the buffer, after the batch's own rows
         return runnable
 
-    def _chained_after(self, stages: list, index: int) -> list[Admitted]:
+    def _chained_after(self, stages: list, index: int, head: list[Admitted]) -> list[Admitted]:
         """The ordered steps right after stage `index` that can ride in one chain
-        with it: each allowed as it stands (no approval to wait for)."""
-        steps = []
+        with `head`: each allowed as it stands (no approval to wait for), and no
+        more than a chain carries (its first message holds every step)."""
+        steps, size = [], _size(head[0])
         for stage in stages[index + 1 :]:
             admission = stage.calls[0]
             if stage.parallel or not isinstance(admission, Admitted):
                 break
             if admission.decision.effect is not Effect.allow or admission.call.id in self.done:
+                break
+            size += _size(admission)
+            if len(steps) + 1 >= CHAIN_STEPS or size > CHAIN_BYTES:
                 break
             steps.append(admission)
         return steps
@@ -326,6 +334,10 @@ class BatchRun:
             return
         self.done[result.call_id] = result
         self.emit(result)
+
+
+def _size(admission: Admitted) -> int:
+    return len(json.dumps(admission.call.arguments, default=str))
 
 
 def _is_read(admission: Admitted | Refused) -> bool:

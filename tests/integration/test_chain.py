@@ -76,3 +76,26 @@ def test_a_cancel_mid_chain_lets_the_running_step_end_and_runs_no_later_one(runt
         assert results[call_id].status is Status.cancelled, results[call_id].model_message
         assert "did not run" in results[call_id].model_message
     assert labels(workspace) == ["slow"]
+
+
+def test_steps_after_one_that_waits_for_approval_wait_with_it(runtime, workspace):
+    batch = [call("a", "bump", label="a"), call("x", "slow_write", label="x"),
+             call("b", "bump", label="b"), call("c", "bump", label="c")]  # fmt: skip
+    handle = runtime.submit(batch, mode="default", workspace=workspace,
+                            rules={"allow": ["bump"]})  # fmt: skip
+    stream = handle.stream(timeout=60)
+    for event in stream:
+        if event.call_id == "x" and event.status is Status.awaiting_approval:
+            break
+    time.sleep(0.5)  # a chain sent past the waiting step would have run by now
+    assert labels(workspace) == ["a"]
+    assert handle.approve("x", by="test")
+    assert all(r.ok for r in handle.results(timeout=60))
+    assert labels(workspace) == ["a", "x", "b", "c"]
+
+
+def test_a_long_run_of_steps_goes_in_several_chains_in_order(runtime, workspace):
+    batch = [call(f"s{i}", "bump", label=f"{i}") for i in range(40)]
+    results = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(60)
+    assert all(r.ok for r in results)
+    assert labels(workspace) == [str(i) for i in range(40)]
