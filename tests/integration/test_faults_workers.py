@@ -155,7 +155,7 @@ def test_a_read_that_kills_its_threads_worker_is_given_up_after_max_deliveries(f
         (r.call_id, r.status, r.model_message) for r in results.values()
     ]
     assert len([m for m in marks(workspace, "runs") if m["tool"] == "crash_read"]) == 2
-    assert len(supervisor.started) == 2
+    assert supervisor.spawned == 2  # the second may die on that message before it is ready
     assert [m["label"] for m in marks(workspace, "effects")] == ["w1"]
 
 

@@ -197,6 +197,7 @@ class Supervisor:
     def __init__(self, stack: FaultStack, queue: str, count: int) -> None:
         self.stack, self.queue, self.count = stack, queue, count
         self.started: list[WorkerInfo] = []
+        self.spawned = 0  # workers it started, with those that died before they were ready
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
 
@@ -213,6 +214,7 @@ class Supervisor:
             if len(self.stack.workers(self.queue)) >= self.count:
                 continue
             try:
+                self.spawned += 1  # a redelivered message may kill it before it is ready
                 self.started.append(self.stack.add_worker(self.queue))
             except Exception as error:  # noqa: BLE001 - Redis restarting, say: try again
                 log.warning("supervisor: no new %s worker yet: %s", self.queue, error)
