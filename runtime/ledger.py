@@ -25,7 +25,9 @@ from runtime.ledger_rows import (
     CallEnd,
     batch_rows,
     event_fields,
+    lock_batches,
     settle,
+    write_ends,
 )
 from runtime.ledger_tables import ApprovalRow, BatchRow, CallRow, EventKind, EventRow
 from runtime.redaction import redact_text
@@ -53,7 +55,7 @@ class Ledger:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(
-            lambda ends: self._run(lambda c: [end.write(c) for end in ends], core=True)
+            lambda ends: self._run(lambda connection: write_ends(connection, ends), core=True)
         )
         self._schema_checked = False
         try:
@@ -93,6 +95,7 @@ class Ledger:
         rows, ends = _event_rows(events), list(ends)
 
         def work(connection: Connection) -> None:
+            lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
             known = connection.execute(select(BATCHES.c.id).where(BATCHES.c.id == batch.id))
             if not known.first():  # a batch recorded before keeps its first record
                 connection.execute(insert(BATCHES), [head])
@@ -101,7 +104,7 @@ class Ledger:
             if rows:
                 connection.execute(insert(EVENTS), rows)
             for end in ends:
-                end.write(connection)
+                end.write(connection)  # this batch's lock is held
 
         try:
             self._run(work, core=True)
@@ -110,7 +113,7 @@ class Ledger:
                 raise
             self.record_many(rows)
             for end in ends:
-                self._run(end.write, core=True)
+                self._run(lambda connection, end=end: write_ends(connection, [end]), core=True)
 
     def record_event(
         self, batch_id: str, call_id: str | None, kind: EventKind | str, **fields: Any
@@ -135,7 +138,8 @@ class Ledger:
         all. `options` are `CallEnd`'s: the event's `kind`, the `started_at` and
         `retries` of a call that claimed nothing (a read: all its rows in one
         transaction), further `EventRow` columns (the decision of a refusal)."""
-        self._run(CallEnd(batch_id, result, **options).write, core=True)
+        end = CallEnd(batch_id, result, **options)
+        self._run(lambda connection: write_ends(connection, [end]), core=True)
 
     def mark_started(
         self, batch_id: str, call_id: str, *, worker: str | None, attempt: int
@@ -145,6 +149,7 @@ class Ledger:
         row = event_fields(batch_id, call_id, EventKind.started, worker=worker, attempt=attempt)
 
         def work(session: Session) -> None:
+            lock_batches(session.connection(), {batch_id})  # see `lock_batches`
             session.execute(insert(EVENTS), [row])
             call = session.get(CallRow, {"batch_id": batch_id, "call_id": call_id})
             if call is not None:

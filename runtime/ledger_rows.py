@@ -4,6 +4,7 @@ hot path (a call's rows cost two statements, not a load and a flush)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import text as sql
 from sqlmodel import Session
 
 from runtime.ledger_tables import EVENT_TEXT, BatchRow, CallRow, EventKind, EventRow, utc_now
@@ -100,6 +102,30 @@ class CallEnd:
         connection.execute(insert(EVENTS), self.events)
         connection.execute(END_CALL, self.values)
 
+
+def write_ends(connection: Connection, ends: list[CallEnd]) -> None:
+    """Several ends in the caller's transaction, each batch's lock taken first."""
+    lock_batches(connection, {end.batch_id for end in ends})
+    for end in ends:
+        end.write(connection)
+
+
+def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
+    """PostgreSQL: hold, until the transaction ends, each batch's lock (in one
+    order: no deadlock), so that a client recording a batch and a worker ending
+    one of its calls take turns. Otherwise, in READ COMMITTED, the worker's
+    update can miss the call row the client has not committed yet while the
+    client's `settle` misses the worker's events: the call would stay pending.
+    SQLite takes one writer at a time already."""
+    if connection.dialect.name != "postgresql":
+        return
+    for batch_id in sorted(batch_ids):
+        key = int.from_bytes(hashlib.blake2b(batch_id.encode(), digest_size=4).digest(), "big")
+        connection.execute(LOCK, {"space": LOCK_SPACE, "key": key - 2**31})
+
+
+LOCK_SPACE = int.from_bytes(b"trb", "big")  # batch locks: apart from the migrators' lock
+LOCK = sql("SELECT pg_advisory_xact_lock(:space, :key)")
 
 # One statement, built once (its compiled form is cached): a call's row at its end.
 END_CALL = (

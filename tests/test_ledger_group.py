@@ -1,8 +1,11 @@
 """Group commit: ends that arrive together share a transaction; each caller
 returns only once its own end is committed, and gets its transaction's error."""
 
+import os
 import threading
 import time
+
+import pytest
 
 from runtime import results
 from runtime.ledger import Ledger
@@ -10,6 +13,7 @@ from runtime.ledger_group import CommitGroup
 from runtime.ledger_rows import CallEnd
 from runtime.ledger_tables import utc_now
 from runtime.types import Batch, Mode, ToolCall
+from tests.support.postgres import fresh_database
 
 
 def end(call_id: str, batch_id: str = "b") -> CallEnd:
@@ -74,3 +78,36 @@ def test_a_lone_end_waits_for_nobody():
     written = []
     CommitGroup(written.append).write(end("alone"))
     assert [[e.call_id for e in ends] for ends in written] == [["alone"]]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_ledger(request, tmp_path):
+    if request.param == "sqlite":
+        found = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+        yield found
+        found.close()
+        return
+    server = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
+    if not server:
+        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL ledger tests skipped")
+    with fresh_database(server) as url:
+        found = Ledger(url)
+        yield found
+        found.close()
+
+
+def race(ledger: Ledger, batch_id: str) -> str:
+    """The client records a one-call batch while a worker ends that call; the
+    call row's status once both have committed."""
+    calls = [ToolCall(id="c0", name="nap", arguments={})]
+    batch = Batch(id=batch_id, calls=calls, mode=Mode.auto, workspace=".")
+    work = [lambda: ledger.record_batch(batch), lambda: ledger.record_end(end("c0", batch_id))]
+    assert at_once(2, lambda i: work[i]()) == [None, None]
+    [row] = ledger.calls(batch_id)
+    return row.status
+
+
+def test_a_worker_ending_a_call_while_its_client_records_the_batch_loses_nothing(any_ledger):
+    """A read may end before its batch is recorded: whichever commits first,
+    the call row ends `ok`."""
+    assert [race(any_ledger, f"race-{n}") for n in range(30)] == ["ok"] * 30
