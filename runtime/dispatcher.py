@@ -266,9 +266,8 @@ class BatchRun:
                     return True
             return False
 
-        self._wait(ids, inbox, until=broken)
-        if time.monotonic() >= self.deadline:
-            self._stop_workers()  # no step of this batch may start once it has ended
+        # Past the deadline no step may start: the flag is up before the steps end.
+        self._wait(ids, inbox, until=broken, on_deadline=self._stop_workers)
         failed = next((s.call for s in steps if s.call.id in self.done
                        and not self.done[s.call.id].ok), None)  # fmt: skip
         for step in steps:
@@ -295,14 +294,19 @@ class BatchRun:
             self.audit.end(result)
 
     def _wait(
-        self, call_ids: list[str], inbox: Inbox, until: Callable[[], bool] = lambda: False
+        self,
+        call_ids: list[str],
+        inbox: Inbox,
+        until: Callable[[], bool] = lambda: False,
+        on_deadline: Callable[[], None] = lambda: None,
     ) -> None:
         """Until each call has its result, `until()` is true, or the deadline
-        ends the calls still open."""
+        ends the calls still open (after `on_deadline()`)."""
         waiting = set(call_ids) - set(self.done)
         while waiting and not until():
             now = time.monotonic()
             if now >= self.deadline:
+                on_deadline()
                 self._expire(waiting)
                 return
             for result in inbox.results(waiting, min(SWEEP_SECONDS, self.deadline - now)):

@@ -129,7 +129,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
     """A side effect that is not idempotent: it runs only if this delivery
     claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
-    if board is not None and board.cancelled(message.batch_id):
+    if board is not None and _cancelled(board, message.batch_id):
         text = "cancelled: the batch was cancelled before this call started; it did not run"
         cancelled = results.failure(call.id, spec.name, Status.cancelled, text, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
@@ -140,7 +140,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
         note = "the audit ledger is unavailable, so this side effect was not run; retry later"
         refused = results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
         return _later(ledger, message, refused)
-    recall = board.recall if board is not None else lambda batch_id, call_id: None
+    recall = (lambda b, c: _recall(board, b, c)) if board is not None else (lambda b, c: None)
     early = _early_end(begun, message, spec.name, worker, recall)
     if early is not None:
         return early if begun.start is Start.finished else _record(ledger, message, early)
@@ -153,6 +153,23 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
     result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
                     on_retry=retried)  # fmt: skip
     return _record(ledger, message, result)
+
+
+def _cancelled(board: Board, batch_id: str) -> bool:
+    """The batch's cancel flag; with Redis down, not cancelled (the claim decides)."""
+    try:
+        return board.cancelled(batch_id)
+    except LOST as error:
+        log.warning("cannot read the cancel flag of batch %s: %s", batch_id, error)
+        return False
+
+
+def _recall(board: Board, batch_id: str, call_id: str) -> ToolResult | None:
+    """A result already published; with Redis down, None (the ledger's row answers)."""
+    try:
+        return board.recall(batch_id, call_id)
+    except LOST:
+        return None
 
 
 def _early_end(begun: Begun, message: CallMessage, tool: str, worker: str | None,

@@ -54,9 +54,7 @@ class Ledger:
         self._writer = ledger_engine.writer(self._engine)
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
-        self._group = CommitGroup(
-            lambda ends: self._run(lambda connection: write_ends(connection, ends), core=True)
-        )
+        self._group = CommitGroup(self._write_ends)
         self._schema_checked = False
         try:
             self._check_schema()
@@ -132,6 +130,24 @@ class Ledger:
         """A call's end with those of other calls ending now in this process,
         in one transaction (`runtime.ledger_group`)."""
         self._group.write(end)
+
+    def _write_ends(self, ends: list[CallEnd]) -> list[BaseException | None]:
+        """`ends` in one transaction; if the database refuses it, each on its
+        own, so that one bad row loses no other."""
+        try:
+            self._run(lambda connection: write_ends(connection, ends), core=True)
+            return [None] * len(ends)
+        except LedgerRefused:
+            if len(ends) == 1:
+                raise
+        found: list[BaseException | None] = []
+        for end in ends:
+            try:
+                self._run(lambda connection, end=end: write_ends(connection, [end]), core=True)
+                found.append(None)
+            except (LedgerRefused, LedgerUnavailable) as error:
+                found.append(error)
+        return found
 
     def record_result(self, batch_id: str, result: ToolResult, **options: Any) -> None:
         """The end of a call: its event and its call row, together or not at

@@ -6,7 +6,8 @@ within milliseconds), and a ledger such as SQLite takes one writer at a time.
 The first thread to arrive writes what is waiting, its own row included, while
 the others queue; when it commits, the next writes everything that queued
 meanwhile. A lone call waits for nobody. If the transaction fails, every call
-in it gets the error, and each caller buffers its own row as before.
+in it gets the error, and each caller buffers its own row as before; a row the
+database refuses is written apart from the others, so it loses no row but its own.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ class _Waiting:
 
 
 class CommitGroup:
-    def __init__(self, write: Callable[[list[CallEnd]], None]) -> None:
-        """`write(ends)` writes all of them in one transaction, or raises."""
+    def __init__(self, write: Callable[[list[CallEnd]], list[BaseException | None]]) -> None:
+        """`write(ends)` writes them (in one transaction where it can) and says
+        what became of each (None: written), or raises for all of them."""
         self._write = write
         self._changed = threading.Condition()
         self._queue: list[_Waiting] = []
@@ -43,13 +45,12 @@ class CommitGroup:
             if mine.done:  # a leader wrote it meanwhile
                 return self._outcome(mine)
             self._leading, group, self._queue = True, self._queue, []
-        error = None
         try:
-            self._write([waiting.end for waiting in group])
+            errors = self._write([waiting.end for waiting in group])
         except BaseException as failure:  # noqa: BLE001 - each caller in the group gets it
-            error = failure
+            errors = [failure] * len(group)
         with self._changed:
-            for waiting in group:
+            for waiting, error in zip(group, errors, strict=True):
                 waiting.done, waiting.error = True, error
             self._leading = False
             self._changed.notify_all()  # the next leader writes what queued meanwhile

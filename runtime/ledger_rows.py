@@ -119,9 +119,10 @@ def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
     SQLite takes one writer at a time already."""
     if connection.dialect.name != "postgresql":
         return
-    for batch_id in sorted(batch_ids):
-        key = int.from_bytes(hashlib.blake2b(batch_id.encode(), digest_size=4).digest(), "big")
-        connection.execute(LOCK, {"space": LOCK_SPACE, "key": key - 2**31})
+    keys = {int.from_bytes(hashlib.blake2b(b.encode(), digest_size=4).digest(), "big") - 2**31
+            for b in batch_ids}  # fmt: skip
+    for key in sorted(keys):  # one order of the keys themselves: two ids may share one
+        connection.execute(LOCK, {"space": LOCK_SPACE, "key": key})
 
 
 LOCK_SPACE = int.from_bytes(b"trb", "big")  # batch locks: apart from the migrators' lock

@@ -72,7 +72,11 @@ class Inbox:
                 found.append(ToolResult.model_validate_json(item))
         if self.gap or time.monotonic() >= self._sweep_at:
             found += self._sweep(waiting)
-        return [result for result in found if result.call_id in waiting]
+        unique = {}  # a result may come both ways: published, and read from the hash
+        for result in found:
+            if result.call_id in waiting:
+                unique.setdefault(result.call_id, result)
+        return list(unique.values())
 
     def _sweep(self, waiting: set[str]) -> list[ToolResult]:
         """The hash's results of `waiting` calls, and the cancel flag (a cancel
@@ -166,13 +170,13 @@ class Listener:
                 with self._lock:
                     pubsub = self._subscribed()
                 message = pubsub.get_message(timeout=SWEEP_SECONDS)
-            except LOST as error:
+            except Exception as error:  # noqa: BLE001 - lost, refused, or closed under our feet
+                if self._closed.is_set():
+                    return
                 log.warning("results channel lost, subscribing again: %s", error)
                 with self._lock:
                     self._drop_connection()
                 self._closed.wait(RECONNECT_SECONDS)
-                continue
-            except (AttributeError, ValueError, OSError, RuntimeError):  # closed under our feet
                 continue
             if message is not None:
                 self._deliver(message)
@@ -180,11 +184,11 @@ class Listener:
     def _deliver(self, message: dict) -> None:
         kind = message["type"]
         if kind in ("subscribe", "psubscribe"):
-            if message["data"] == 2:  # both subscriptions confirmed
+            if message["data"] == 2:  # both confirmed: first, or again after a reconnect
                 self._ready.set()
                 for inbox in list(self._inboxes.values()):
-                    if inbox.gap:
-                        inbox.put(WAKE)  # read the hash now: the gap just closed
+                    inbox.gap = True  # redis-py may have reconnected without telling us
+                    inbox.put(WAKE)  # read the hash now: any gap just closed
             return
         if kind == "message":  # a result for this client: "<batch id>\n<result JSON>"
             batch_id, _, data = message["data"].rpartition(b"\n")

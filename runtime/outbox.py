@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+import tenacity
 from celery import Celery
-from kombu.exceptions import OperationalError
+from kombu.exceptions import BatchPublishError, OperationalError
 
 from runtime import chain, channel, results, signing
 from runtime.admission import Admitted
@@ -31,6 +32,9 @@ log = logging.getLogger("toolrun.dispatcher")
 TASK = "toolrun.execute"
 READS, EFFECTS = "reads", "effects"  # the queues: reads run side by side, effects in order
 UNREACHABLE = (*channel.LOST, OperationalError)  # Redis down: kombu wraps its errors
+# A producer batch that failed part way: the messages it held may or may not have landed.
+UNCERTAIN = (*UNREACHABLE, BatchPublishError)
+FORWARD_PATIENCE = 30.0  # seconds a worker keeps trying to send a chain's next step
 
 
 class Outbox:
@@ -61,7 +65,7 @@ class Outbox:
             tasks = [task(admission) for admission in admitted]
             head = tasks[0] | {"args": [chain.link([t["args"][0] for t in tasks])]}
             return [] if self._publish(head, deadline) else list(admitted)
-        tasks = []
+        tasks, flushed = [], 0
         try:
             with self.app.producer_or_acquire() as producer, producer.batch() as batch:
                 for admission in admitted:  # each built just before it is sent
@@ -69,12 +73,16 @@ class Outbox:
                     self.app.send_task(TASK, producer=producer, **tasks[-1])
                     if len(tasks) == 1:
                         batch.flush()  # a worker starts on the first while the rest are built
+                        flushed = 1
             return []
-        except UNREACHABLE as error:
+        except UNCERTAIN as error:
             log.warning("batch %s: broker unreachable, sending one by one: %s", self.batch.id,
                         error)  # fmt: skip
+        # What the failed pipeline held may have landed too: only reads ride in one
+        # with others, and a read delivered twice is answered once.
         tasks += [task(admission) for admission in admitted[len(tasks) :]]
-        return [a for a, t in zip(admitted, tasks, strict=True) if not self._publish(t, deadline)]
+        rest = zip(admitted[flushed:], tasks[flushed:], strict=True)
+        return [a for a, t in rest if not self._publish(t, deadline)]
 
     def _message(self, admission: Admitted, approved_by: dict[str, str]) -> dict:
         """One call's signed task message."""
@@ -122,26 +130,37 @@ def task_options(message: dict[str, Any], queue: str) -> dict[str, Any]:
 
 def forward(
     app: Celery, client: redis.Redis, ledger: Ledger, message: dict[str, Any],
-    result: ToolResult, *, patience: float,
+    result: ToolResult, *, patience: float = FORWARD_PATIENCE,
 ) -> None:  # fmt: skip
-    """On the worker: send the next step of `message`'s chain, if it goes on.
-    If the broker cannot take it, each step left ends `error` (it did not run),
-    recorded and published, so the client does not wait for them until its
-    deadline."""
+    """On the worker: send the next step of `message`'s chain, if it goes on,
+    once (a redelivered step that already handed on its chain does not hand it
+    on again), trying again while the broker is unreachable for `patience`
+    seconds. If it still cannot, each step left ends `error` (none was sent),
+    recorded and published, so the client does not wait until its deadline."""
     following = chain.follow(message, result)
     if following is None:
         return
+    batch_id = message["batch_id"]
     try:
-        with app.producer_or_acquire() as producer, producer.batch():  # one round trip
-            app.send_task(TASK, producer=producer, **task_options(following, EFFECTS))
+        if not client.set(chain.handed_on_key(batch_id, message["call_id"]), 1, nx=True,
+                          ex=channel.TTL_SECONDS):  # fmt: skip
+            return
+        for attempt in tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(UNREACHABLE),
+            stop=tenacity.stop_after_delay(patience),
+            wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
+            reraise=True,
+        ):
+            with attempt:
+                app.send_task(TASK, **task_options(following, EFFECTS))
         return
     except Exception as error:  # noqa: BLE001 - every step left still needs its result
-        log.error("batch %s: could not start the chain's next step: %s", message["batch_id"],
-                  error)  # fmt: skip
+        log.error("batch %s: could not start the chain's next step: %s", batch_id, error)
     text = "the broker (Redis) could not take this step after the one before it; it did not run"
-    batch_id = message["batch_id"]
     for step in [following, *following[chain.THEN]]:
         ended = results.failure(step["call_id"], step["tool"], Status.error, text, kind="broker")
         ledger.eventually(lambda ended=ended: ledger.record_result(batch_id, ended))
-        channel.publish(client, batch_id, ended, reply_to=step.get("reply_to"),
-                        patience=patience)  # fmt: skip
+        try:
+            channel.publish(client, batch_id, ended, reply_to=step.get("reply_to"))
+        except channel.LOST:  # the client's deadline ends it; its row is recorded
+            log.error("batch %s: the end of %s could not be published", batch_id, step["call_id"])

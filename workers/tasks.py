@@ -52,5 +52,5 @@ def execute_call(self, message: dict) -> dict:
     batch_id = message["batch_id"]
     channel.publish(client, batch_id, result, reply_to=message.get("reply_to"),
                     patience=PUBLISH_PATIENCE)  # fmt: skip
-    outbox.forward(self.app, client, ledger, message, result, patience=PUBLISH_PATIENCE)
+    outbox.forward(self.app, client, ledger, message, result)
     return results.ledger_summary(result) | {"call_id": result.call_id, "status": result.status}
