@@ -15,25 +15,35 @@ from pathlib import Path
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def process_seconds(pid: int) -> float:
-    """CPU seconds of `pid` and its descendants (0 for one that is gone)."""
-    total, todo, seen = 0.0, [pid], set()
+def process_tree(pid: int) -> list[Path]:
+    """The /proc directories of `pid` and its living descendants."""
+    found, todo, seen = [], [pid], set()
     while todo:
         current = todo.pop()
         if current in seen:
             continue
         seen.add(current)
         proc = Path(f"/proc/{current}")
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+        if not proc.exists():
             continue
-        total += (int(fields[11]) + int(fields[12])) / TICK
+        found.append(proc)
         for task in proc.glob("task/*/children"):
             try:
                 todo += [int(child) for child in task.read_text().split()]
             except OSError:
                 pass
+    return found
+
+
+def process_seconds(pid: int) -> float:
+    """CPU seconds of `pid` and its descendants (0 for one that is gone)."""
+    total = 0.0
+    for proc in process_tree(pid):
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICK
     return total
 
 

@@ -19,7 +19,7 @@ from celery import chain, group
 
 from runtime.client import Runtime
 from runtime.types import Status, ToolResult
-from tests.benchmarks import baseline
+from tests.benchmarks import baseline, cpu
 from tests.benchmarks.tools import NOOP, SLEEP, WRITE
 
 WAIT = 120.0  # seconds any one batch may take before the run is called broken
@@ -170,13 +170,8 @@ def p5_baseline(sides: Sides, calls: int, seconds: float) -> float:
 
 def peak_rss_kib(pid: int) -> int:
     """The sum of VmHWM (peak resident set) over `pid` and its descendants."""
-    total, seen, todo = 0, set(), [pid]
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        proc = Path(f"/proc/{current}")
+    total = 0
+    for proc in cpu.process_tree(pid):
         try:
             status = (proc / "status").read_text()
         except OSError:
@@ -184,9 +179,4 @@ def peak_rss_kib(pid: int) -> int:
         total += next(
             (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0
         )
-        for task in proc.glob("task/*/children"):
-            try:
-                todo += [int(child) for child in task.read_text().split()]
-            except OSError:
-                pass
     return total
