@@ -45,10 +45,10 @@ up: $(STAMP)
 down: $(STAMP)
 	$(BIN)/toolrun down
 
-# The ledger's schema is Alembic's (runtime/migrations). After changing a table in
-# runtime/ledger_tables.py, write the revision that brings databases along:
+# The ledger's schema is Alembic's (runtime/ledger/migrations). After changing a table in
+# runtime/ledger/tables.py, write the revision that brings databases along:
 #   make migration m="add approvals.expires_at"
-# then read the file it names; tests/test_schema.py fails until models and revisions agree.
+# then read the file it names; tests/ledger/test_schema.py fails until models and revisions agree.
 migration: $(STAMP)
 	@test -n "$(m)" || { echo 'usage: make migration m="what the revision does"'; exit 2; }
 	$(BIN)/toolrun db revision -m "$(m)"

@@ -1,6 +1,6 @@
 """toolrun: runs the tool calls of AI agents on Celery workers, safely and audited."""
 
-from runtime.registry import ToolContext, ToolInput, ToolOutput, registry, tool
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, registry, tool
 from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolResult
 
 
@@ -11,7 +11,7 @@ def __getattr__(name: str):
 
         return Runtime
     if name in ("BatchHandle", "AsyncBatchHandle"):
-        from runtime import handle
+        from runtime.batch import handle
 
         return getattr(handle, name)
     raise AttributeError(name)

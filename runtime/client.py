@@ -18,17 +18,18 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from runtime import adapters, channel
-from runtime.approvals import Approvals
-from runtime.dispatcher import BatchRun, Services
+from runtime import adapters
+from runtime.batch.handle import AsyncBatchHandle, BatchHandle
+from runtime.batch.run import BatchRun, Services
 from runtime.errors import InvalidBatch
-from runtime.handle import AsyncBatchHandle, BatchHandle
-from runtime.ledger import Ledger
-from runtime.listener import Listener
-from runtime.policy import PolicySources
-from runtime.registry import Registry, load_tools
+from runtime.gate.policy import PolicySources
+from runtime.ledger.approvals import Approvals
+from runtime.ledger.store import Ledger
+from runtime.registry.capabilities import Registry, load_tools
 from runtime.settings import Settings, get_settings
-from runtime.stack_record import redis_url_for, signing_key_for
+from runtime.stack.record import redis_url_for, signing_key_for
+from runtime.transport import channel
+from runtime.transport.listener import Listener
 from runtime.types import Batch, Mode, OnError, ToolCall
 
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen

@@ -1,7 +1,7 @@
 """One tree for the exceptions of toolrun.
 
 Exceptions are for programmer and infrastructure faults. Errors the model should
-see are `ToolResult` values, made from these in one place: `runtime/executor.py`.
+see are `ToolResult` values, made from these in one place: `runtime/execution/executor.py`.
 """
 
 from __future__ import annotations

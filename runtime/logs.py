@@ -18,7 +18,7 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.redaction import redact_text
+from runtime.results.redaction import redact_text
 
 CallIds = tuple[str, str | None]
 _CALL: ContextVar[CallIds | None] = ContextVar("toolrun_call", default=None)

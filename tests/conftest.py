@@ -23,7 +23,7 @@ def _fresh_settings():
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
-    from runtime.stack import start_stack, stop_stack
+    from runtime.stack.embedded import start_stack, stop_stack
 
     home = tmp_path_factory.mktemp("toolrun-home")
     settings = Settings(home=home, tool_modules=TEST_TOOLS, reads_concurrency=8)

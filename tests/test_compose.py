@@ -207,10 +207,12 @@ def test_the_image_installs_the_package_with_its_migrations(tmp_path):
     assert built.returncode == 0, built.stderr[-2000:]
     [wheel] = tmp_path.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    revisions = {p.name for p in Path(compose.REPO / "runtime/migrations/versions").glob("*.py")}
+    revisions = {
+        p.name for p in Path(compose.REPO / "runtime/ledger/migrations/versions").glob("*.py")
+    }
     assert {
         "workers/app.py",
-        "runtime/migrations/env.py",
-        "runtime/migrations/script.py.mako",
+        "runtime/ledger/migrations/env.py",
+        "runtime/ledger/migrations/script.py.mako",
     } <= names
-    assert {f"runtime/migrations/versions/{name}" for name in revisions} <= names
+    assert {f"runtime/ledger/migrations/versions/{name}" for name in revisions} <= names

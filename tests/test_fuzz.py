@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from runtime.client import MAX_CALL_ID
 from runtime.errors import InvalidBatch
-from runtime.results import SUMMARY_CHARS
+from runtime.registry.validation import Invalid, validate
+from runtime.results.formatter import SUMMARY_CHARS
 from runtime.types import Status
-from runtime.validation import Invalid, validate
 from tests.support.faults import FaultStack
 from tests.support.postgres import fresh_database
 from tests.support.tools import marks

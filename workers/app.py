@@ -1,7 +1,7 @@
 """The Celery app, built from settings. `celery -A workers worker` finds it here.
 
 Celery is the transport, not the design: the tasks in `workers/tasks.py` are
-thin adapters around `runtime/executor.py`.
+thin adapters around `runtime/execution/executor.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from celery.app.amqp import AMQP
 
 from runtime.logs import enter_call, leave_call, prepare_handlers
 from runtime.settings import Settings, get_settings
-from runtime.stack_record import redis_url_for
+from runtime.stack.record import redis_url_for
 
 READS_QUEUE = "reads"
 EFFECTS_QUEUE = "effects"

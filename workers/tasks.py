@@ -8,11 +8,13 @@ import os
 
 import redis
 
-from runtime import channel, executor, outbox, results
-from runtime.ledger import Ledger
-from runtime.registry import load_tools
+from runtime.execution import executor
+from runtime.ledger.store import Ledger
+from runtime.registry.capabilities import load_tools
+from runtime.results import formatter as results
 from runtime.settings import get_settings
-from runtime.stack_record import redis_url_for, signing_key_for
+from runtime.stack.record import redis_url_for, signing_key_for
+from runtime.transport import channel, outbox
 from runtime.types import Status
 from workers import app
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from runtime.errors import InvalidBatch
-from runtime.registry import CapabilitySpec
+from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import ToolCall, ToolResult
 
 Format = Literal["anthropic", "openai", "responses"]
@@ -77,7 +77,8 @@ def reply(format: Format, results: Sequence[ToolResult]) -> Any:
 def definitions(specs: Iterable[CapabilitySpec], format: DefinitionFormat) -> list[dict]:
     """The registry's tools as `format` tool definitions, so the model is given
     the same tools, with the same input schemas, that the registry accepts."""
-    from runtime.adapters import anthropic, mcp, openai
+    from runtime.adapters import anthropic, openai
+    from runtime.mcp import servers as mcp
 
     makers = {
         "anthropic": anthropic.definition,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from runtime.adapters import description, require, result_text
-from runtime.registry import CapabilitySpec
+from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import ToolCall, ToolResult
 
 

@@ -11,7 +11,6 @@ import typer
 from pydantic import ValidationError
 from rich.live import Live
 
-from runtime import display
 from runtime.cli.common import (
     app,
     check_mode,
@@ -22,6 +21,7 @@ from runtime.cli.common import (
     validation_text,
 )
 from runtime.cli.deployment import down, up
+from runtime.results import display
 from runtime.settings import get_settings
 from runtime.types import ToolCall
 
@@ -37,7 +37,7 @@ def tools(
 ) -> None:
     """List the registry: every tool with its risk."""
     from runtime import adapters
-    from runtime.registry import load_tools
+    from runtime.registry.capabilities import load_tools
 
     registry = load_tools(get_settings().module_names)
     if format_ is not None:
@@ -112,7 +112,7 @@ def ledger(
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
     """Print a batch's ledger rows: decisions and transitions, in order."""
-    from runtime.ledger import Ledger
+    from runtime.ledger.store import Ledger
 
     book = Ledger(get_settings().ledger_url)
     events = book.events(batch_id)
@@ -130,8 +130,8 @@ def ledger(
 @app.command()
 def demo() -> None:
     """Start the stack, run a sample batch, print its results and ledger, stop."""
-    from runtime import demo as sample
-    from runtime import stack
+    from runtime.stack import demo as sample
+    from runtime.stack import embedded as stack
 
     settings = get_settings()
     started = stack.load_record(settings.home) is None

@@ -14,8 +14,8 @@ from typing import Any
 import typer
 from pydantic import ValidationError
 
-from runtime import display
 from runtime.errors import ToolrunError
+from runtime.results import display
 from runtime.settings import get_settings
 from runtime.types import Mode
 

@@ -19,7 +19,7 @@ from runtime.settings import get_settings
 @app.command()
 def up() -> None:
     """Start a private Redis, a reads and an effects worker, and Flower."""
-    from runtime import stack
+    from runtime.stack import embedded as stack
 
     settings = get_settings()
     record = stack.load_record(settings.home)
@@ -50,7 +50,7 @@ def up() -> None:
 @app.command()
 def down() -> None:
     """Stop exactly the processes `toolrun up` started."""
-    from runtime import stack
+    from runtime.stack import embedded as stack
 
     stopped = stack.stop_stack(get_settings().home)
     out.print("stopped" if stopped else "nothing was running")
@@ -62,7 +62,7 @@ def status(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for workers to answer.")] = 1.0,
 ) -> None:
     """Workers (up or down, queues, active calls), queue lengths, pending approvals."""
-    from runtime import status as report
+    from runtime.stack import status as report
 
     found = report.collect(get_settings(), timeout=timeout)
     if as_json:
@@ -81,7 +81,7 @@ def db_upgrade(
     revision: Annotated[str, typer.Argument(help="The revision to reach.")] = "head",
 ) -> None:
     """Migrate the ledger (TOOLRUN_DATABASE_URL, else the embedded SQLite)."""
-    from runtime import schema
+    from runtime.ledger import schema
 
     reached = schema.upgrade(get_settings().ledger_url, revision)
     out.print(f"ledger schema at revision {reached}", markup=False)
@@ -90,7 +90,7 @@ def db_upgrade(
 @db.command("check")
 def db_check() -> None:
     """Exit 1 if the ledger's schema differs from the models or is not the newest."""
-    from runtime import schema
+    from runtime.ledger import schema
 
     url = get_settings().ledger_url
     at, newest = schema.current(url), schema.head()
@@ -109,7 +109,7 @@ def db_revision(
     message: Annotated[str, typer.Option("-m", "--message", help="What the revision does.")],
 ) -> None:
     """Write the next revision from how the models differ from the newest one."""
-    from runtime import schema
+    from runtime.ledger import schema
 
     path = schema.revision(message)
     out.print(f"wrote {path}" if path else "the models match the newest revision; nothing written")

@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.types import Risk
 
 CACHE_DIR = Path(".toolrun") / "cache"

@@ -16,7 +16,8 @@ from typing import BinaryIO
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.gate.workspace import relative_name
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import (
     SNIFF_BYTES,
     binary_kind,
@@ -27,7 +28,6 @@ from runtime.tools.bounds import (
     json_len,
 )
 from runtime.types import Risk
-from runtime.workspace import relative_name
 
 MAX_ENTRIES = 500
 ENTRY_OVERHEAD = 56

@@ -16,10 +16,10 @@ from pathlib import Path
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.gate.workspace import relative_name
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len
 from runtime.types import Risk
-from runtime.workspace import relative_name
 
 MAX_MATCHES = 200
 MAX_LINE_BYTES = 400

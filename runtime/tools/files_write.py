@@ -5,7 +5,7 @@ directory, is flushed to disk, and replaces the target with `os.replace`, so a
 crash leaves the old file or the new one, never half of either. Replacing the
 directory entry (rather than writing through it) also means a hard link to some
 other file is never written through. Settings files are refused
-(`runtime.tools.protected`).
+(`runtime.gate.protected`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.gate.protected import refuse_settings_path
+from runtime.gate.workspace import relative_name
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, bounded_diff, budget, is_binary
-from runtime.tools.protected import refuse_settings_path
 from runtime.types import Risk
-from runtime.workspace import relative_name
 
 
 def _read_umask() -> int:

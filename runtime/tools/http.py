@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, binary_kind, budget, cut_text, is_binary, json_len
 from runtime.types import Risk
 

@@ -3,7 +3,7 @@
 What it promises, beyond what the permission gate decided:
 
 - It refuses, before running anything, a command that names a toolrun settings
-  location or redirects outside the workspace (`runtime.commands`), whatever
+  location or redirects outside the workspace (`runtime.gate.shell.commands`), whatever
   the rules say. Static reading cannot see every way to write a file
   (`python -c ...`), so the settings files are also compared before and after
   the run; one that changed is put back and the call ends `denied`.
@@ -37,11 +37,13 @@ from typing import IO
 
 from pydantic import Field
 
-from runtime import commands  # a module import: runtime.commands imports runtime.tools too
 from runtime.errors import PathOutsideWorkspace, ToolError
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.gate.protected import PROJECT_DIR, USER_DIR
+from runtime.gate.shell import (
+    commands,  # a module import: runtime.commands imports runtime.tools too
+)
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import budget, cut_text, json_len
-from runtime.tools.protected import PROJECT_DIR, USER_DIR
 from runtime.types import Risk, Status
 
 MAX_TIMEOUT = 600.0

@@ -76,7 +76,7 @@ def start_worker(
 ) -> dict:
     """Spawn a bare worker on `queue` with toolrun's pool for that kind of queue
     (reads: threads; effects: prefork), without waiting for it."""
-    from runtime.processes import spawn
+    from runtime.stack.processes import spawn
 
     pool = "threads" if queue == READS_QUEUE else "prefork"
     stem = f"{queue}-{index}-{uuid.uuid4().hex[:6]}"
@@ -94,12 +94,12 @@ def start_worker(
 
 
 def wait_for(client_app: Celery, workers: list[dict], timeout: float = 60.0) -> None:
-    from runtime.processes import wait_for_workers
+    from runtime.stack.processes import wait_for_workers
 
     wait_for_workers(client_app, workers, timeout=timeout)
 
 
 def stop(workers: list[dict]) -> None:
-    from runtime.processes import stop_processes
+    from runtime.stack.processes import stop_processes
 
     stop_processes([(worker["pid"], ("celery", worker["name"])) for worker in workers])

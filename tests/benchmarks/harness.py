@@ -14,7 +14,7 @@ from rich.console import Console
 
 from runtime.client import Runtime
 from runtime.settings import Settings
-from runtime.stack import StackRecord, add_worker, start_stack, stop_stack
+from runtime.stack.embedded import StackRecord, add_worker, start_stack, stop_stack
 from tests.benchmarks import baseline, figures, tools
 
 

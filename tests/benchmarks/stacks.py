@@ -60,7 +60,7 @@ def load(path: Path, *, rate: int, calls: int, only_ours: bool = False) -> Profi
 
 
 def _short(frame: str) -> str:
-    """`function (runtime/executor.py:78)`: paths cut to the repository or site-packages."""
+    """`function (runtime/execution/executor.py:78)`: paths cut to the repo or site-packages."""
     found = FRAME.match(frame.strip())
     if not found:
         return frame.strip()

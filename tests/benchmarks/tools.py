@@ -10,7 +10,7 @@ import time
 
 from pydantic import Field
 
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.types import Risk
 
 MODULE = __name__

@@ -137,7 +137,11 @@ def test_the_ledger_holds_a_decision_and_a_finished_row_for_each_call_that_ran(r
     decision = next(e for e in events if e.call_id == "w" and e.kind == "decision")
     assert (decision.effect, decision.mode, decision.rule) == ("allow", "auto", "bump")
     assert decision.source == "submit" and decision.risk == "write" and decision.policy_version
-    assert [c.status for c in runtime.ledger.calls(handle.batch_id)] == ["ok", "ok", "unknown_tool"]
+    assert [c.status for c in runtime.ledger.calls(handle.batch_id)] == [
+        "ok",
+        "ok",
+        "unknown_tool",
+    ]
 
 
 def test_a_batch_deadline_ends_every_open_call(runtime, workspace):

@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from runtime import processes, schema
+from runtime.ledger import schema
 from runtime.settings import Settings
+from runtime.stack import processes
 from runtime.types import Status
 from tests.conftest import TEST_TOOLS
 from tests.support import compose

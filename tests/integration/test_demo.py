@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import processes
-from runtime.stack import RECORD, stop_stack
+from runtime.stack import processes
+from runtime.stack.embedded import RECORD, stop_stack
 from tests.support.cli import toolrun, toolrun_env
 
 pytestmark = pytest.mark.timeout(180)

@@ -173,7 +173,7 @@ def test_a_row_the_database_refuses_does_not_hold_back_the_rows_after_it(tmp_pat
     value it cannot store) is logged and dropped, or every later row would wait
     behind it for ever."""
     from runtime.errors import LedgerRefused, LedgerUnavailable
-    from runtime.ledger_buffer import LedgerBuffer
+    from runtime.ledger.buffer import LedgerBuffer
 
     written, outage = [], [True]
 
@@ -203,8 +203,8 @@ def test_a_row_the_database_refuses_does_not_hold_back_the_rows_after_it(tmp_pat
 def test_call_rows_written_late_take_what_workers_recorded_first(tmp_path):
     """After a cut the client's buffer and a worker's flush in any order: a
     worker's started and finished rows may land before the batch's own rows."""
-    from runtime import results
-    from runtime.ledger import Ledger
+    from runtime.ledger.store import Ledger
+    from runtime.results import formatter as results
     from runtime.types import Batch, ToolCall
 
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")

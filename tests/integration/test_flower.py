@@ -31,7 +31,7 @@ CALLS = [
 
 @pytest.fixture(scope="module")
 def flower_stack(tmp_path_factory):
-    from runtime.stack import start_stack, stop_stack
+    from runtime.stack.embedded import start_stack, stop_stack
 
     home = tmp_path_factory.mktemp("flower-home")
     settings = Settings(

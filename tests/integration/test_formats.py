@@ -21,10 +21,10 @@ from openai.types.responses import FunctionToolParam, ResponseFunctionToolCall
 from openai.types.responses.response_input_item_param import FunctionCallOutput
 
 from runtime.types import Status
+from tests.adapters.test_anthropic import same_after_validation
 from tests.conftest import TEST_TOOLS
 from tests.support.anthropic_messages import anthropic_message, tool_use
 from tests.support.cli import assert_one_line_error, stack_env, toolrun, toolrun_env
-from tests.test_adapters_anthropic import same_after_validation
 
 pytestmark = pytest.mark.timeout(120)
 WRITES = {"allow": ["write_file"]}

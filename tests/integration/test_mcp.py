@@ -13,10 +13,10 @@ from anthropic.types import MessageParam
 
 from runtime.settings import Settings
 from runtime.types import Risk, Status
+from tests.adapters.test_anthropic import same_after_validation
 from tests.conftest import TEST_TOOLS
 from tests.support.anthropic_messages import anthropic_message
 from tests.support.tools import marks
-from tests.test_adapters_anthropic import same_after_validation
 
 pytestmark = pytest.mark.timeout(120)
 SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
@@ -28,7 +28,7 @@ WRITES = {"allow": ["notes__append_note", "write_file"]}
 @pytest.fixture(scope="module")
 def mcp_stack(tmp_path_factory, user_settings):
     from runtime.client import Runtime
-    from runtime.stack import start_stack, stop_stack
+    from runtime.stack.embedded import start_stack, stop_stack
 
     home = tmp_path_factory.mktemp("toolrun-mcp-home")
     folder = tmp_path_factory.mktemp("mcp-servers")

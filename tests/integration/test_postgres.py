@@ -36,7 +36,7 @@ def call(call_id, name, **arguments):
 def postgres_stack(tmp_path_factory):
     """A fresh database and a stack of its own (own Redis, reads and effects
     workers) whose ledger is that database; stopped before the database is dropped."""
-    from runtime.stack import start_stack, stop_stack
+    from runtime.stack.embedded import start_stack, stop_stack
 
     url = os.environ.get(POSTGRES_ENV)
     if not url:

@@ -34,7 +34,7 @@ def call(call_id: str, name: str, **arguments) -> dict:
 
 @pytest.fixture(scope="module")
 def scaled(tmp_path_factory):
-    from runtime.stack import start_stack, stop_stack
+    from runtime.stack.embedded import start_stack, stop_stack
 
     home = tmp_path_factory.mktemp("scaled-home")
     settings = Settings(
@@ -182,7 +182,7 @@ def test_many_orchestrator_processes_each_get_exactly_their_own_results(
 def test_status_shows_workers_active_calls_queues_and_pending_approvals(
     scaled, scaled_runtime, workspace
 ):
-    from runtime import status
+    from runtime.stack import status
 
     batch = [call(f"s{i}", "nap", label=f"s{i}", seconds=1.5) for i in range(6)]
     asking = [call("ask", "bump", label="asks")]  # default mode: a write waits for a person
@@ -220,7 +220,7 @@ def test_status_shows_workers_active_calls_queues_and_pending_approvals(
 def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
     scaled, scaled_runtime, workspace
 ):
-    from runtime.stack import stop_worker
+    from runtime.stack.embedded import stop_worker
 
     batch = []
     for step in range(6):
@@ -265,7 +265,7 @@ def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
     runs = Counter(e.call_id for e in events if e.kind == "started" and e.call_id[0] == "w")
     assert runs == {f"w{step}": 1 for step in range(6)}
     gone = {worker["name"] for worker in victims}
-    from runtime import status
+    from runtime.stack import status
 
     report = status.collect(scaled_runtime.settings, timeout=1.0)
     assert {w.name for w in report.workers if not w.up} == gone

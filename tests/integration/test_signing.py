@@ -3,7 +3,7 @@ broker never run a tool: the worker answers each with a denied result."""
 
 import redis
 
-from runtime import channel
+from runtime.transport import channel
 from runtime.types import Mode, Status
 from tests.support.messages import message
 from tests.support.tools import marks
@@ -59,7 +59,7 @@ def test_messages_without_the_key_never_run(stack, workspace):
 
 
 def test_a_correctly_signed_message_runs(stack, workspace):
-    from runtime.ledger import Ledger
+    from runtime.ledger.store import Ledger
     from runtime.types import Batch, ToolCall
 
     # A side effect runs only once a client has recorded its batch in the ledger.

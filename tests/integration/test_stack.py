@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from runtime import processes
 from runtime.errors import StackError
 from runtime.settings import Settings
-from runtime.stack import (
+from runtime.stack import processes
+from runtime.stack.embedded import (
     RECORD,
     add_worker,
     find_redis_server,

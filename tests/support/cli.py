@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runtime.stack_record import StackRecord
+from runtime.stack.record import StackRecord
 from tests.conftest import TEST_TOOLS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.types import Risk
 from tests.support.tools import _mark
 

@@ -22,10 +22,17 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from runtime.processes import is_alive, spawn, stop_process, wait_for_redis
-from runtime.redis_server import find_redis_server, redis_needles, start_redis
 from runtime.settings import Settings
-from runtime.stack import StackRecord, WorkerInfo, add_worker, start_stack, stop_stack, stop_worker
+from runtime.stack.embedded import (
+    StackRecord,
+    WorkerInfo,
+    add_worker,
+    start_stack,
+    stop_stack,
+    stop_worker,
+)
+from runtime.stack.processes import is_alive, spawn, stop_process, wait_for_redis
+from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
 from tests.support.fault_tools import FAULT_TOOLS
 
 log = logging.getLogger("toolrun.faults")

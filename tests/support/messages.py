@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime import signing
-from runtime.decision import Decision
-from runtime.policy import Policy
-from runtime.rules import Effect, Level, parse
+from runtime.gate.decision import Decision
+from runtime.gate.policy import Policy
+from runtime.gate.rules import Effect, Level, parse
+from runtime.transport import signing
 from runtime.types import CallMessage, Mode
 
 KEY = b"test-signing-key"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from runtime.registry import ToolContext, ToolInput, ToolOutput, tool
+from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.types import Risk
 
 MARKS = ".marks"

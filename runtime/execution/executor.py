@@ -1,0 +1,227 @@
+"""The one place where a tool runs: check the message again, claim the call,
+invoke the tool, record the end.
+
+Exceptions become results here (and in `invocation`, which this calls) and
+nowhere else. The worker trusts nothing it receives: the message must carry a
+valid signature, the call is admitted again under the policy it was submitted
+with, a call that needs asking runs only with its approval, and a
+non-idempotent side effect runs only if this delivery claims it in the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runtime.errors import LedgerUnavailable
+from runtime.execution.claims import Begun, Start, begin
+from runtime.execution.invocation import invoke
+from runtime.gate.admission import Admitted, Refused, admit, refuse
+from runtime.gate.decision import Decision, Effect
+from runtime.gate.policy import Policy
+from runtime.ledger.rows import CallEnd, event_fields
+from runtime.ledger.store import EventKind, Ledger
+from runtime.ledger.tables import utc_now
+from runtime.registry.capabilities import Registry
+from runtime.results import formatter as results
+from runtime.settings import Settings
+from runtime.transport import signing
+from runtime.transport.channel import LOST, Board, Look
+from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
+
+log = logging.getLogger("toolrun.executor")
+Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
+
+
+def execute(
+    raw: dict[str, Any],
+    *,
+    registry: Registry,
+    ledger: Ledger,
+    settings: Settings,
+    key: bytes,
+    worker: str | None = None,
+    board: Board | None = None,
+) -> ToolResult | None:
+    """Check a task message again and run its call; never raises for anything
+    the tool, its input or the message does. None only for a message too
+    malformed to name a call (there is nobody to answer). `board` says whether
+    the batch was cancelled and finds results already published."""
+    meta = {"worker": worker, "attempts": 1}
+    try:
+        message = CallMessage.model_validate(raw)
+    except ValidationError:
+        log.error("malformed task message refused")
+        return None
+    call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
+    if not signing.verify(raw, key):
+        # Not sent by a client holding the key, or altered on the way: never run.
+        decision = Decision.deny(
+            "the task message is unsigned or its signature does not match; it was not run",
+            rule="signature", source="worker")  # fmt: skip
+        return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
+    admission = admit(call, registry=registry, mode=message.mode,
+                      workspace=Path(message.workspace),
+                      policy=Policy.from_snapshot(message.policy))  # fmt: skip
+    if isinstance(admission, Admitted) and admission.decision.effect is Effect.ask:
+        if message.approved_by is None:
+            decision = Decision.deny(f"{admission.decision.reason}, and no approval came with it",
+                                     rule=admission.decision.rule, source="worker")  # fmt: skip
+            admission = refuse(call, admission.spec, decision)
+    if isinstance(admission, Refused):
+        return _refuse(ledger, message, admission, meta)
+    if admission.spec.risk is not Risk.read and not admission.spec.idempotent:
+        return _claimed(admission, message, ledger, settings, worker, board)
+    return _at_least_once(admission, message, ledger, settings, worker, board)
+
+
+def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
+                   worker: str | None, board: Board | None) -> ToolResult:  # fmt: skip
+    """A read or an idempotent call: safe to run again, so nothing is claimed.
+    Its deliveries are counted in Redis, and its started, retried and finished
+    rows are written together once it ends: one ledger transaction per call.
+    (So the ledger shows such a call once it has ended; a redelivered one,
+    whose first worker was lost, shows its start at once.)"""
+    call_id, tool = message.call_id, admission.spec.name
+    look = Look(cancelled=False, delivery=1, result=None)
+    if board is not None:
+        try:
+            look = board.look(message.batch_id, call_id)
+        except LOST as error:  # Redis is down: publishing the result will wait for it
+            log.warning("cannot read the board before %s: %s", call_id, error)
+    meta = {"worker": worker, "attempts": look.delivery}
+    if look.result is not None:  # a redelivered message: the call has ended already
+        return look.result
+    if look.cancelled:
+        text = "cancelled: the batch was cancelled before this call started; it did not run"
+        cancelled = results.failure(call_id, tool, Status.cancelled, text, **meta)
+        return _record(ledger, message, cancelled, EventKind.cancelled)
+    if look.delivery > settings.max_deliveries:
+        text = (f"the call was delivered {look.delivery - 1} times and its worker was lost each "
+                "time (the tool may crash its process); it was given up on")  # fmt: skip
+        given_up = results.failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
+        return _record(ledger, message, given_up)
+    retries: list[dict] = []
+
+    def retried(attempt: int, error: BaseException) -> None:
+        reason = f"{type(error).__name__}: {error}"
+        retries.append(event_fields(message.batch_id, call_id, EventKind.retried, worker=worker,
+                                    attempt=attempt, reason=reason))  # fmt: skip
+
+    started_at: datetime | None = utc_now()
+    if look.delivery > 1:  # a redelivery: its start shows now, should this worker be lost too
+        ledger.eventually(lambda: ledger.mark_started(message.batch_id, call_id, worker=worker,
+                                                      attempt=look.delivery))  # fmt: skip
+        started_at = None
+    result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
+                    on_retry=retried)  # fmt: skip
+    end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
+    ledger.eventually(lambda: ledger.record_end(end))
+    return result
+
+
+def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
+             worker: str | None, board: Board | None) -> ToolResult:  # fmt: skip
+    """A side effect that is not idempotent: it runs only if this delivery
+    claims it in the ledger first, so it runs at most once."""
+    call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
+    if board is not None and _cancelled(board, message.batch_id):
+        text = "cancelled: the batch was cancelled before this call started; it did not run"
+        cancelled = results.failure(call.id, spec.name, Status.cancelled, text, **meta)
+        return _record(ledger, message, cancelled, EventKind.cancelled)
+    try:
+        begun = begin(ledger, message.batch_id, call.id, worker=worker)
+    except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
+        log.error("ledger unavailable before %s: %s", call.id, error)
+        note = "the audit ledger is unavailable, so this side effect was not run; retry later"
+        refused = results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
+        return _later(ledger, message, refused)
+    recall = (lambda b, c: _recall(board, b, c)) if board is not None else (lambda b, c: None)
+    early = _early_end(begun, message, spec.name, worker, recall)
+    if early is not None:
+        return early if begun.start is Start.finished else _record(ledger, message, early)
+
+    def retried(attempt: int, error: BaseException) -> None:
+        ledger.eventually(lambda: ledger.record_event(
+            message.batch_id, call.id, EventKind.retried, worker=worker, attempt=attempt,
+            reason=f"{type(error).__name__}: {error}"))  # fmt: skip
+
+    result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
+                    on_retry=retried)  # fmt: skip
+    return _record(ledger, message, result)
+
+
+def _cancelled(board: Board, batch_id: str) -> bool:
+    """The batch's cancel flag; with Redis down, not cancelled (the claim decides)."""
+    try:
+        return board.cancelled(batch_id)
+    except LOST as error:
+        log.warning("cannot read the cancel flag of batch %s: %s", batch_id, error)
+        return False
+
+
+def _recall(board: Board, batch_id: str, call_id: str) -> ToolResult | None:
+    """A result already published; with Redis down, None (the ledger's row answers)."""
+    try:
+        return board.recall(batch_id, call_id)
+    except LOST:
+        return None
+
+
+def _early_end(begun: Begun, message: CallMessage, tool: str, worker: str | None,
+               recall: Recall) -> ToolResult | None:  # fmt: skip
+    """The result of a delivery that must not run the tool, or None to run it."""
+    meta = {"worker": worker, "attempts": begun.delivery}
+    call_id = message.call_id
+    if begun.start is Start.run:
+        return None
+    if begun.start is Start.finished:
+        return recall(message.batch_id, call_id) or _from_row(begun, message, tool)
+    if begun.start is Start.taken:
+        text = ("the worker running this call was lost, so the tool may or may not have run; "
+                "check its effect before calling it again")  # fmt: skip
+        return results.failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost",
+                               **meta)  # fmt: skip
+    text = "no client recorded a decision for this call in the ledger, so it was not run"
+    return results.failure(call_id, tool, Status.denied, text, kind="unrecorded", **meta)
+
+
+def _from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:
+    row = begun.row
+    text = row.error_message or row.summary or f"{tool} had already finished: {row.status}"
+    status = Status(row.status)
+    if status is Status.ok:
+        return results.success(message.call_id, tool, text, max_bytes=1024, worker=row.worker,
+                               attempts=row.attempts)  # fmt: skip
+    return results.failure(message.call_id, tool, status, text, kind=row.error_kind,
+                           worker=row.worker, attempts=row.attempts)  # fmt: skip
+
+
+def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> ToolResult:
+    result = refused.result.model_copy(update=meta)
+    fields = refused.decision.as_dict() if refused.decision else {}
+    mode = message.mode.value
+    ledger.eventually(
+        lambda: ledger.record_result(
+            message.batch_id, result, kind=refused.event, mode=mode, **fields
+        )  # fmt: skip
+    )
+    return result
+
+
+def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> ToolResult:
+    """The end row once the ledger is back (it has just failed)."""
+    ledger.later(lambda: ledger.record_result(message.batch_id, result))
+    return result
+
+
+def _record(ledger: Ledger, message: CallMessage, result: ToolResult,
+            kind: EventKind = EventKind.finished) -> ToolResult:  # fmt: skip
+    """The end row: now, or from the buffer once the ledger is back."""
+    ledger.eventually(lambda: ledger.record_result(message.batch_id, result, kind=kind))
+    return result

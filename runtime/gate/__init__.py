@@ -1,0 +1,3 @@
+"""The permission gate: admission (lookup, validation, capability policy, permission),
+rules, policy, workspace confinement, protected settings paths.
+"""

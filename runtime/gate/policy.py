@@ -1,0 +1,162 @@
+"""The effective policy of one batch: rules from every level, workspace trust and
+the workspace roots org policy admits, fixed when the batch is submitted.
+
+Settings files have Claude Code's shape, with toolrun's own keys beside
+`permissions`:
+
+    {"permissions": {"allow": [...], "ask": [...], "deny": [...]},
+     "trusted_workspaces": ["~/src"],          # org and user files only
+     "workspace_roots": ["/srv/agents"]}       # org file only
+
+Org policy is `TOOLRUN_POLICY_FILE`, the project file `<workspace>/.toolrun/
+settings.json`, the user file `TOOLRUN_USER_SETTINGS_FILE`. A file that cannot
+be read, is not JSON, has an unknown key or an invalid rule is a
+`ConfigurationError` naming the file and the culprit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ConfigurationError
+from runtime.gate.decision import Effect
+from runtime.gate.rules import Level, Rule, parse
+from runtime.settings import Settings
+
+PROJECT_FILE = Path(".toolrun") / "settings.json"
+KEYS = {
+    Level.org: {"permissions", "trusted_workspaces", "workspace_roots"},
+    Level.user: {"permissions", "trusted_workspaces"},
+    Level.project: {"permissions"},
+}
+
+
+@dataclass(frozen=True)
+class Policy:
+    rules: tuple[Rule, ...]
+    trusted: bool
+    roots: tuple[str, ...] | None
+    workspace: str
+    version: str
+
+    def snapshot(self) -> dict[str, Any]:
+        """The policy as JSON, carried (signed) in every task message so the
+        worker checks against exactly what the batch was submitted under."""
+        return {
+            "rules": [
+                {
+                    "text": r.text,
+                    "effect": r.effect.value,
+                    "level": r.level.name,
+                    "source": r.source,
+                }
+                for r in self.rules
+            ],
+            "trusted": self.trusted,
+            "roots": list(self.roots) if self.roots is not None else None,
+            "workspace": self.workspace,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> Policy:
+        rules = tuple(
+            parse(r["text"], Effect(r["effect"]), Level[r["level"]], r["source"])
+            for r in data["rules"]
+        )
+        roots = tuple(data["roots"]) if data["roots"] is not None else None
+        return cls(rules, data["trusted"], roots, data["workspace"], data["version"])
+
+
+class PolicySources:
+    """The org and user files, read once at startup; the project file is read
+    per batch, from the batch's workspace."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.org = _read(settings.policy_file, Level.org, required=True)
+        self.user = _read(settings.user_settings_file, Level.user, required=False)
+
+    def policy_for(self, workspace: Path, batch_rules: dict[str, Any] | None = None) -> Policy:
+        workspace = workspace.resolve()
+        trusted = _covers(self.org.get("trusted_workspaces", []), workspace) or _covers(
+            self.user.get("trusted_workspaces", []), workspace
+        )
+        project = _read(workspace / PROJECT_FILE, Level.project, required=False)
+        rules = [
+            *_rules(self.org, Level.org),
+            # An untrusted repository may not grant itself anything; it may still restrict.
+            *(r for r in _rules(project, Level.project) if trusted or r.effect is not Effect.allow),
+            *_rules(self.user, Level.user),
+            *_rules({"permissions": batch_rules or {}, "_source": "submit"}, Level.batch),
+        ]
+        roots = self.org.get("workspace_roots")
+        body = {
+            "rules": [r.as_dict() for r in rules],
+            "trusted": trusted,
+            "roots": roots,
+            "workspace": str(workspace),
+        }
+        version = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        return Policy(
+            tuple(rules), trusted, tuple(roots) if roots else None, str(workspace), version
+        )
+
+
+def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
+    if path is None:
+        return {}
+    path = Path(path).expanduser()
+    if not path.exists():
+        if required:
+            raise ConfigurationError(f"{path}: {level.name} policy file does not exist")
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigurationError(f"{path}: cannot read settings: {error}") from error
+    except json.JSONDecodeError as error:
+        raise ConfigurationError(
+            f"{path}: not valid JSON: {error.msg} (line {error.lineno})"
+        ) from error
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{path}: settings must be a JSON object")
+    unknown = sorted(set(data) - KEYS[level])
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown key(s) {unknown} in {level.name} settings")
+    data["_source"] = str(path)
+    _rules(data, level)  # parse now: an invalid rule is an error at startup
+    for key in ("trusted_workspaces", "workspace_roots"):
+        if key in data and not (
+            isinstance(data[key], list) and all(isinstance(v, str) for v in data[key])
+        ):
+            raise ConfigurationError(f"{path}: {key} must be a list of directory paths")
+    return data
+
+
+def _rules(data: dict[str, Any], level: Level) -> list[Rule]:
+    source = data.get("_source", level.name)
+    permissions = data.get("permissions", {})
+    if not isinstance(permissions, dict):
+        raise ConfigurationError(f"{source}: permissions must be an object")
+    unknown = sorted(set(permissions) - {"allow", "ask", "deny"})
+    if unknown:
+        raise ConfigurationError(f"{source}: unknown permissions key(s) {unknown}")
+    out = []
+    for effect in (Effect.deny, Effect.ask, Effect.allow):
+        texts = permissions.get(effect.value, [])
+        if not isinstance(texts, list):
+            raise ConfigurationError(f"{source}: permissions.{effect.value} must be a list")
+        out += [parse(text, effect, level, source) for text in texts]
+    return out
+
+
+def _covers(entries: list[str], workspace: Path) -> bool:
+    for entry in entries:
+        root = Path(entry).expanduser().resolve()
+        if workspace == root or workspace.is_relative_to(root):
+            return True
+    return False

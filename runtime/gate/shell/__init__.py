@@ -1,0 +1,3 @@
+"""The shell-command reader the gate trusts: lexer, command analysis, the paths a command
+touches.
+"""

@@ -1,0 +1,3 @@
+"""The audit ledger: tables, rows, engine, group commit, buffer, schema and migrations,
+approvals.
+"""

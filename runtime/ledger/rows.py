@@ -1,0 +1,194 @@
+"""How the ledger's rows are made and written inside one transaction: checked,
+plain and redacted columns, and SQL statements rather than ORM objects on the
+hot path (a call's rows cost two statements, not a load and a flush)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import text as sql
+from sqlmodel import Session
+
+from runtime.ledger.tables import EVENT_TEXT, BatchRow, CallRow, EventKind, EventRow, utc_now
+from runtime.results.formatter import ledger_summary
+from runtime.results.redaction import redact, redact_text
+from runtime.types import Batch, ToolResult
+
+BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__
+
+
+def text(value: Any) -> str | None:
+    """A column's text: an enum by value, everything redacted, no NUL (which
+    PostgreSQL refuses in text, and a model may well send)."""
+    if value is None:
+        return None
+    return redact_text(value.value if isinstance(value, Enum) else str(value)).replace(
+        "\0", "\ufffd"
+    )
+
+
+def scrub(value: Any) -> Any:
+    """JSON-shaped and redacted, whatever a caller put in a JSON column."""
+    return redact(to_jsonable_python(value, fallback=str))
+
+
+def event_fields(batch_id: str, call_id: str | None, kind: Any, **fields: Any) -> dict[str, Any]:
+    """Checked, plain and redacted columns of one event. Built before any retry,
+    so that each attempt inserts a fresh row."""
+    unknown = sorted(set(fields) - EVENT_TEXT - {"at", "attempt", "detail"})
+    if unknown:
+        raise TypeError(f"unknown event field(s) {unknown}; known: {sorted(EVENT_TEXT)}")
+    row = dict.fromkeys(EVENT_TEXT) | {
+        name: text(value) for name, value in fields.items() if name in EVENT_TEXT
+    }
+    return row | {
+        "batch_id": batch_id,
+        "call_id": call_id,
+        "kind": EventKind(text(kind)).value,
+        "at": fields.get("at") or utc_now(),
+        "attempt": fields.get("attempt"),
+        "detail": scrub(fields.get("detail")),
+    }
+
+
+class CallEnd:
+    """A call's end as rows: its events (a started one first when the worker
+    writes both at once) and the change to its call row."""
+
+    def __init__(
+        self,
+        batch_id: str,
+        result: ToolResult,
+        *,
+        kind: EventKind = EventKind.finished,
+        started_at: datetime | None = None,
+        retries: Iterable[dict[str, Any]] = (),
+        **fields: Any,
+    ) -> None:
+        error = result.error
+        meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
+        row = event_fields(batch_id, result.call_id, kind, detail=ledger_summary(result),
+                           **meta, **fields)  # fmt: skip
+        self.batch_id, self.call_id, self.events = batch_id, result.call_id, [row]
+        if started_at is not None:
+            retries = list(retries)  # each one an attempt more than the start's
+            start = event_fields(batch_id, result.call_id, EventKind.started, at=started_at,
+                                 worker=result.worker,
+                                 attempt=(result.attempts or 1) - len(retries))  # fmt: skip
+            self.events[:0] = [start, *retries]
+        self.values: dict[str, Any] = {
+            "key_batch_id": batch_id,
+            "key_call_id": result.call_id,
+            "status": row["status"],
+            "summary": text(result.summary),
+            "error_kind": text(error.kind) if error else None,
+            "error_message": text(error.message) if error else None,
+            "duration_ms": result.duration_ms,
+            "attempts": result.attempts,
+            "finished_at": row["at"],
+            "new_worker": row["worker"],
+            "new_started_at": started_at,
+        }
+
+    def write(self, connection: Connection | Session) -> None:
+        """The events, and the call row if there is one (a call never recorded
+        keeps its events alone)."""
+        connection.execute(insert(EVENTS), self.events)
+        connection.execute(END_CALL, self.values)
+
+
+def write_ends(connection: Connection, ends: list[CallEnd]) -> None:
+    """Several ends in the caller's transaction, each batch's lock taken first."""
+    lock_batches(connection, {end.batch_id for end in ends})
+    for end in ends:
+        end.write(connection)
+
+
+def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
+    """PostgreSQL: hold, until the transaction ends, each batch's lock (in one
+    order: no deadlock), so that a client recording a batch and a worker ending
+    one of its calls take turns. Otherwise, in READ COMMITTED, the worker's
+    update can miss the call row the client has not committed yet while the
+    client's `settle` misses the worker's events: the call would stay pending.
+    SQLite takes one writer at a time already."""
+    if connection.dialect.name != "postgresql":
+        return
+    keys = {int.from_bytes(hashlib.blake2b(b.encode(), digest_size=4).digest(), "big") - 2**31
+            for b in batch_ids}  # fmt: skip
+    for key in sorted(keys):  # one order of the keys themselves: two ids may share one
+        connection.execute(LOCK, {"space": LOCK_SPACE, "key": key})
+
+
+LOCK_SPACE = int.from_bytes(b"trb", "big")  # batch locks: apart from the migrators' lock
+LOCK = sql("SELECT pg_advisory_xact_lock(:space, :key)")
+
+# One statement, built once (its compiled form is cached): a call's row at its end.
+END_CALL = (
+    update(CALLS)
+    .where(CALLS.c.batch_id == bindparam("key_batch_id"))
+    .where(CALLS.c.call_id == bindparam("key_call_id"))
+    .values(
+        status=bindparam("status"),
+        summary=bindparam("summary"),
+        error_kind=bindparam("error_kind"),
+        error_message=bindparam("error_message"),
+        duration_ms=bindparam("duration_ms"),
+        attempts=bindparam("attempts"),
+        finished_at=bindparam("finished_at"),
+        worker=func.coalesce(bindparam("new_worker", type_=CALLS.c.worker.type), CALLS.c.worker),
+        started_at=func.coalesce(
+            CALLS.c.started_at, bindparam("new_started_at", type_=CALLS.c.started_at.type)
+        ),
+    )
+)
+
+
+def batch_rows(
+    batch: Batch, risks: dict[str, Any], policy_version: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The batch's row and its calls' rows, pending."""
+    head = {"id": batch.id, "mode": text(batch.mode), "workspace": batch.workspace,
+            "on_error": batch.on_error, "call_count": len(batch.calls),
+            "policy_version": policy_version, "created_at": utc_now()}  # fmt: skip
+    calls = [
+        {"batch_id": batch.id, "call_id": call.id, "position": position, "tool": text(call.name),
+         "risk": text(risks.get(call.id)), "status": "pending", "arguments": scrub(call.arguments),
+         "attempts": 0}
+        for position, call in enumerate(batch.calls)
+    ]  # fmt: skip
+    return head, calls
+
+
+def settle(connection: Connection, batch_id: str) -> None:
+    """Call rows written late take the starts and ends recorded before them
+    (a read's worker may finish before its client records the batch): one
+    update per call, from its events in the order they were written."""
+    query = select(EVENTS).where(EVENTS.c.batch_id == batch_id).order_by(EVENTS.c.id)
+    changes: dict[str, dict[str, Any]] = {}
+    for row in connection.execute(query).all():
+        started = row.kind == EventKind.started.value
+        if not (started or row.status):
+            continue
+        values = changes.setdefault(row.call_id or "", {})
+        values["worker"] = row.worker or values.get("worker")
+        values["attempts"] = row.attempt or values.get("attempts")
+        if started:
+            values.setdefault("started_at", row.at)
+            values.setdefault("status", "running")
+            continue
+        detail = row.detail or {}
+        error = detail.get("error") or {}
+        values |= {"status": row.status, "finished_at": row.at,
+                   "duration_ms": detail.get("duration_ms"), "summary": text(detail.get("summary")),
+                   "error_kind": text(error.get("kind")),
+                   "error_message": text(error.get("message"))}  # fmt: skip
+    for call_id, values in changes.items():
+        where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
+        known = {name: value for name, value in values.items() if value is not None}
+        connection.execute(update(CALLS).where(where).values(known))

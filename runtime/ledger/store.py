@@ -1,0 +1,255 @@
+"""The audit ledger: one row per batch, per call and per decision or transition
+(the tables are in `runtime.ledger.tables`; re-exported here).
+
+A side-effecting call whose decision cannot be recorded does not run, so every
+write either lands or raises `LedgerUnavailable`, after retrying the faults that
+pass (a dropped connection, a locked SQLite file). Everything stored is redacted
+first; statuses and kinds are plain strings; times are aware and in UTC.
+"""
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import tenacity
+from sqlalchemy import Connection, exc, insert
+from sqlmodel import Session, select
+
+from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
+from runtime.ledger import engine as ledger_engine
+from runtime.ledger import schema
+from runtime.ledger.buffer import LedgerBuffer
+from runtime.ledger.group import CommitGroup
+from runtime.ledger.rows import (
+    BATCHES,
+    CALLS,
+    EVENTS,
+    CallEnd,
+    batch_rows,
+    event_fields,
+    lock_batches,
+    settle,
+    write_ends,
+)
+from runtime.ledger.tables import ApprovalRow, BatchRow, CallRow, EventKind, EventRow
+from runtime.results.redaction import redact_text
+from runtime.settings import Settings
+from runtime.types import Batch, ToolResult
+
+__all__ = ["ApprovalRow", "BatchRow", "CallEnd", "CallRow", "EventKind", "EventRow", "Ledger"]
+
+T = TypeVar("T")
+
+
+class Ledger:
+    """The ledger in one database. One per process (a forked child makes its
+    own: pooled connections must not cross a fork), shared by its threads."""
+
+    def __init__(
+        self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6, lazy: bool = False
+    ) -> None:
+        """`lazy`: a database unreachable now is not an error yet; its schema is
+        checked on first use (a worker's pool process must not lose the call it
+        started for because the ledger was down that moment)."""
+        busy = min(ledger_engine.SQLITE_BUSY_MS / 1000, retry_seconds)
+        self._engine = ledger_engine.engine(url, busy_seconds=busy)
+        self._writer = ledger_engine.writer(self._engine)
+        self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
+        self._buffer = LedgerBuffer()
+        self._group = CommitGroup(self._write_ends)
+        self._schema_checked = False
+        try:
+            self._check_schema()
+        except LedgerUnavailable:
+            if not lazy:
+                raise
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, lazy: bool = False) -> "Ledger":
+        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds, lazy=lazy)
+
+    def _check_schema(self) -> None:
+        """The schema is Alembic's (`runtime.ledger.schema`): an empty database gets it
+        here, through the migrations; any other is left to `toolrun db upgrade`."""
+        self._run(lambda session: schema.bootstrap(session.connection()), checking=True)
+        self._schema_checked = True
+
+    def record_batch(
+        self,
+        batch: Batch,
+        *,
+        risks: dict[str, str | None] | None = None,
+        policy_version: str | None = None,
+        events: Iterable[EventRow] = (),
+        ends: Iterable[CallEnd] = (),
+    ) -> None:
+        """The batch and its calls, pending (or as far as workers have already
+        recorded them: these rows may have waited in a buffer), with `events`
+        (its decisions) and `ends` (calls refused before they were sent), all
+        in one transaction. Recording a batch id again adds only `events` and
+        `ends`: a resubmitted batch keeps its first record."""
+        ids = [call.id for call in batch.calls]
+        if len(set(ids)) != len(ids):
+            raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
+        head, calls = batch_rows(batch, risks or {}, policy_version)
+        rows, ends = _event_rows(events), list(ends)
+
+        def work(connection: Connection) -> None:
+            lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
+            known = connection.execute(select(BATCHES.c.id).where(BATCHES.c.id == batch.id))
+            if not known.first():  # a batch recorded before keeps its first record
+                connection.execute(insert(BATCHES), [head])
+                connection.execute(insert(CALLS), calls)
+                settle(connection, batch.id)
+            if rows:
+                connection.execute(insert(EVENTS), rows)
+            for end in ends:
+                end.write(connection)  # this batch's lock is held
+
+        try:
+            self._run(work, core=True)
+        except LedgerUnavailable as error:  # a concurrent recorder may have won the insert
+            if not (isinstance(error.__cause__, exc.IntegrityError) and self.batch(batch.id)):
+                raise
+            self.record_many(rows)
+            for end in ends:
+                self._run(lambda connection, end=end: write_ends(connection, [end]), core=True)
+
+    def record_event(
+        self, batch_id: str, call_id: str | None, kind: EventKind | str, **fields: Any
+    ) -> None:
+        """One event; `fields` are `EventRow` columns (an unknown one is a TypeError)."""
+        row = event_fields(batch_id, call_id, kind, **fields)
+        self._run(lambda connection: connection.execute(insert(EVENTS), [row]), core=True)
+
+    def record_many(self, rows: Iterable[EventRow | dict[str, Any]]) -> None:
+        """Several events in one transaction: all land or none do."""
+        fields = _event_rows(rows)
+        if fields:
+            self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
+
+    def record_end(self, end: CallEnd) -> None:
+        """A call's end with those of other calls ending now in this process,
+        in one transaction (`runtime.ledger.group`)."""
+        self._group.write(end)
+
+    def _write_ends(self, ends: list[CallEnd]) -> list[BaseException | None]:
+        """`ends` in one transaction; if the database refuses it, each on its
+        own, so that one bad row loses no other."""
+        try:
+            self._run(lambda connection: write_ends(connection, ends), core=True)
+            return [None] * len(ends)
+        except LedgerRefused:
+            if len(ends) == 1:
+                raise
+        found: list[BaseException | None] = []
+        for end in ends:
+            try:
+                self._run(lambda connection, end=end: write_ends(connection, [end]), core=True)
+                found.append(None)
+            except (LedgerRefused, LedgerUnavailable) as error:
+                found.append(error)
+        return found
+
+    def record_result(self, batch_id: str, result: ToolResult, **options: Any) -> None:
+        """The end of a call: its event and its call row, together or not at
+        all. `options` are `CallEnd`'s: the event's `kind`, the `started_at` and
+        `retries` of a call that claimed nothing (a read: all its rows in one
+        transaction), further `EventRow` columns (the decision of a refusal)."""
+        end = CallEnd(batch_id, result, **options)
+        self._run(lambda connection: write_ends(connection, [end]), core=True)
+
+    def mark_started(
+        self, batch_id: str, call_id: str, *, worker: str | None, attempt: int
+    ) -> None:
+        """A started event and the call row marked running. `started_at` keeps
+        the first start, so a retried call shows how long it has been going."""
+        row = event_fields(batch_id, call_id, EventKind.started, worker=worker, attempt=attempt)
+
+        def work(session: Session) -> None:
+            lock_batches(session.connection(), {batch_id})  # see `lock_batches`
+            session.execute(insert(EVENTS), [row])
+            call = session.get(CallRow, {"batch_id": batch_id, "call_id": call_id})
+            if call is not None:
+                call.status, call.worker, call.attempts = "running", row["worker"], attempt
+                call.started_at = call.started_at or row["at"]
+
+        self._run(work)
+
+    def batch(self, batch_id: str) -> BatchRow | None:
+        return self._run(lambda session: session.get(BatchRow, batch_id), write=False)
+
+    def calls(self, batch_id: str) -> list[CallRow]:
+        query = select(CallRow).where(CallRow.batch_id == batch_id).order_by(CallRow.position)
+        return self._run(lambda session: list(session.exec(query).all()), write=False)
+
+    def events(self, batch_id: str, call_id: str | None = None) -> list[EventRow]:
+        query = select(EventRow).where(EventRow.batch_id == batch_id)
+        if call_id is not None:
+            query = query.where(EventRow.call_id == call_id)
+        query = query.order_by(EventRow.id)
+        return self._run(lambda session: list(session.exec(query).all()), write=False)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def eventually(self, work: Callable[[], object]) -> bool:
+        """`work` (a write on this ledger) now, or once the ledger is back."""
+        return self._buffer.write(work)
+
+    def later(self, work: Callable[[], object]) -> None:
+        """`work` once the ledger is back, without trying now (it just failed)."""
+        self._buffer.keep(work)
+
+    def transaction(self, work: Callable[[Any], T], *, write: bool = True, core: bool = False) -> T:
+        """`work(session)` in one transaction with the ledger's retries, for the
+        stores that keep their own tables in the ledger (approvals, claims);
+        `core`: `work(connection)`, for SQL statements alone (cheaper)."""
+        return self._run(work, write=write, core=core)
+
+    def _run(
+        self,
+        work: Callable[[Any], T],
+        *,
+        write: bool = True,
+        checking: bool = False,
+        core: bool = False,
+    ) -> T:
+        """`work(session)` (`core`: `work(connection)`) in one transaction,
+        retried on transient database faults; any database fault left becomes
+        `LedgerUnavailable`, which callers fail closed on."""
+        if not (checking or self._schema_checked):
+            self._check_schema()
+
+        def attempt() -> T:
+            bind = self._writer if write else self._engine
+            if core:  # SQL statements only: a connection, without a session's bookkeeping
+                with bind.begin() as connection:
+                    return work(connection)
+            with Session(bind, expire_on_commit=False) as session, session.begin():
+                return work(session)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(ledger_engine.transient),
+            stop=tenacity.stop_after_attempt(self._retry_attempts)
+            | tenacity.stop_after_delay(self._retry_seconds),
+            wait=tenacity.wait_random_exponential(multiplier=0.05, max=2),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except exc.SQLAlchemyError as error:
+            tries = retrying.statistics.get("attempt_number", 1)
+            cause = getattr(error, "orig", None) or error
+            said = f"{type(cause).__name__}: {redact_text(' '.join(str(cause).split()))[:500]}"
+            url = self._engine.url.render_as_string(hide_password=True)
+            fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
+            raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error
+
+
+def _event_rows(rows: Iterable[EventRow | dict[str, Any]]) -> list[dict[str, Any]]:
+    """Checked, redacted columns of events given as rows or as their fields."""
+    found = []
+    for row in rows:
+        fields = row if isinstance(row, dict) else row.model_dump(exclude={"id"})
+        found.append(event_fields(**{k: v for k, v in fields.items() if k != "id"}))
+    return found

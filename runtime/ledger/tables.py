@@ -1,0 +1,140 @@
+"""The ledger's tables: one row per batch, per call and per decision or transition.
+
+Statuses and kinds are stored as plain strings, JSON columns hold what the
+ledger has already made JSON-shaped and redacted, and every time is aware and
+in UTC on every backend. Writing and reading them is `runtime.ledger.store`'s job.
+"""
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, TypeDecorator
+from sqlmodel import Field, SQLModel
+
+
+class EventKind(StrEnum):
+    """What an event row records (DESIGN.md, "Audit")."""
+
+    lookup_failed = "lookup_failed"
+    invalid_arguments = "invalid_arguments"
+    disabled = "disabled"
+    decision = "decision"
+    approval_asked = "approval_asked"
+    approval_given = "approval_given"
+    approval_refused = "approval_refused"
+    started = "started"
+    retried = "retried"
+    finished = "finished"
+    skipped = "skipped"
+    cancelled = "cancelled"
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on every backend: SQLite keeps no offset, so UTC is
+    put back on read. A naive value is taken to be UTC already."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        return value.astimezone(UTC) if value and value.tzinfo else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json_column() -> Any:
+    return Field(default=None, sa_column=Column(JSON(none_as_null=True)))
+
+
+class BatchRow(SQLModel, table=True):
+    __tablename__ = "toolrun_batch"
+
+    id: str = Field(primary_key=True)
+    mode: str
+    workspace: str
+    on_error: str
+    call_count: int
+    policy_version: str | None = None
+    created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+
+
+class CallRow(SQLModel, table=True):
+    """Where a call stands now; its events say how it got there."""
+
+    __tablename__ = "toolrun_call"
+
+    batch_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    position: int
+    tool: str
+    risk: str | None = None
+    status: str = "pending"
+    arguments: Any = _json_column()
+    summary: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    duration_ms: float | None = None
+    worker: str | None = None
+    attempts: int = 0
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class EventRow(SQLModel, table=True):
+    """One decision or transition; never updated, never deleted."""
+
+    __tablename__ = "toolrun_event"
+
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: str = Field(index=True)
+    call_id: str | None = None
+    kind: str
+    at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    mode: str | None = None
+    risk: str | None = None
+    effect: str | None = None
+    rule: str | None = None
+    source: str | None = None  # the settings file (or submit, mode, approval) behind `rule`
+    reason: str | None = None
+    policy_version: str | None = None
+    approver: str | None = None
+    worker: str | None = None
+    attempt: int | None = None
+    status: str | None = None
+    detail: Any = _json_column()
+
+
+class ApprovalRow(SQLModel, table=True):
+    """A call waiting for a human, stored so that any process holding the batch
+    id can answer it and a restarted client still finds it."""
+
+    __tablename__ = "toolrun_approval"
+
+    batch_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    tool: str
+    arguments: Any = _json_column()  # redacted: what the approver is shown
+    reason: str
+    status: str = Field(default="pending", index=True)  # pending, approved, denied, expired
+    requested_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    answered_by: str | None = None
+    answered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    answer: str | None = None
+    updated_arguments: bool = False
+
+
+TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__, ApprovalRow.__table__]
+# The event columns a caller may set that are stored as (redacted) text.
+EVENT_TEXT = {
+    "mode", "risk", "effect", "rule", "source", "reason", "policy_version", "approver",
+    "worker", "status",
+}  # fmt: skip

@@ -1,0 +1,1 @@
+"""MCP servers as a source of tools."""

@@ -1,0 +1,220 @@
+"""Talking to one MCP server: list its tools, call one, and turn every way that
+can fail into a `ToolError` whose message says what happened.
+
+Every call opens its own client session: a stdio server is spawned for the call
+and stopped after it (a server process per call costs its start-up, about half
+a second for a Python server, but no session outlives a call, so a crashed or
+wedged server never poisons the next one). Start-up is bounded by the server's
+`startup_timeout`, the call (or the listing) by its `timeout`; stopping a stdio
+server afterwards takes at most a few more seconds (the SDK closes stdin, then
+terminates, then kills).
+
+The `mcp` package is imported here only, so the runtime works without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import IO, Any, TypeVar
+
+from runtime.errors import ConfigurationError, ToolError
+from runtime.mcp.config import ServerConfig
+from runtime.mcp.schema import arguments_of
+from runtime.registry.capabilities import ToolContext, ToolOutput
+from runtime.types import Status
+
+STOP_GRACE = 8.0  # seconds the SDK may take to stop a stdio server after a timeout
+MAX_PAGES = 50
+_T = TypeVar("_T")
+
+
+class ServerTimeout(ToolError):
+    """The server did not answer within its `timeout`."""
+
+    status = Status.timeout
+
+
+@dataclass(frozen=True)
+class RemoteTool:
+    """The `execute` of a registered MCP tool: runs on a worker, inside the
+    executor's watched thread."""
+
+    server: str
+    config: ServerConfig
+    tool: str
+
+    def __call__(self, arguments: Any, ctx: ToolContext) -> ToolOutput:
+        sent = arguments_of(arguments)
+        result = run(
+            self.server, self.config, lambda client: client.call_tool(self.tool, sent), ctx
+        )
+        return output(result)
+
+
+def list_tools(server: str, config: ServerConfig) -> list[dict[str, Any]]:
+    """The server's tool definitions as MCP JSON (camelCase), every page."""
+
+    async def every_page(client) -> list[dict[str, Any]]:
+        tools, cursor = [], None
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools += [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in page.tools
+            ]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    return run(server, config, every_page, None)
+
+
+def run(
+    server: str,
+    config: ServerConfig,
+    step: Callable[[Any], Awaitable[_T]],
+    ctx: ToolContext | None,
+) -> _T:
+    """Connect, run `step(client)`, disconnect; failures as `ToolError`s."""
+    try:
+        import anyio
+        import mcp  # noqa: F401 - only to say plainly that it is missing
+    except ImportError as error:
+        raise ConfigurationError(
+            "MCP servers are configured but the 'mcp' package is not installed; "
+            "install toolrun with the 'mcp' extra"
+        ) from error
+
+    async def session() -> _T:
+        stage = "start"
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+            try:
+                # One scope whose deadline moves from start-up to the call: a
+                # scope may not end inside the transport's task group.
+                with anyio.move_on_after(config.startup_timeout) as limit:
+                    async with _connect(config, ctx, errlog) as client:
+                        stage = "call"
+                        limit.deadline = anyio.current_time() + config.timeout
+                        return await step(client)
+                raise TimeoutError
+            except Exception as error:  # noqa: BLE001 - every failure becomes a ToolError
+                raise _explain(server, config, stage, error, errlog) from None
+
+    return _run_sync(session)
+
+
+@asynccontextmanager
+async def _connect(config: ServerConfig, ctx: ToolContext | None, errlog: IO) -> AsyncIterator:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    if config.url is not None:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers=config.headers) as http:
+            async with Client(streamable_http_client(config.url, http_client=http)) as client:
+                yield client
+        return
+    cwd = config.cwd or (str(ctx.workspace) if ctx is not None else None)
+    argv = config.argv
+    parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=config.env, cwd=cwd)
+    async with Client(stdio_client(parameters, errlog=errlog)) as client:
+        yield client
+
+
+def _explain(
+    server: str, config: ServerConfig, stage: str, error: BaseException, errlog: IO
+) -> ToolError:
+    """One clear message for the model (and the ledger) per way of failing."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, ToolError):
+        return error
+    name = f"MCP server {server!r}"
+    if isinstance(error, TimeoutError):
+        if stage == "call":
+            text = (
+                f"{name} did not answer within {config.timeout:g} s; it was stopped, "
+                "and the call's effect, if any, is unknown"
+            )
+        else:
+            text = f"{name} did not start within {config.startup_timeout:g} s"
+        return ServerTimeout(text, kind="mcp_timeout")
+    said = _tail(errlog)
+    said = f" (its last words: {said})" if said else ""
+    if isinstance(error, OSError) and stage == "start":
+        return ToolError(f"{name} could not start: {error}", kind="mcp_unavailable")
+    if "connection closed" in str(error).lower():
+        if stage == "start":
+            return ToolError(f"{name} exited before it answered{said}", kind="mcp_unavailable")
+        return ToolError(
+            f"{name} closed the connection during the call (it may have crashed){said}; "
+            "the call's effect, if any, is unknown",
+            kind="mcp_server_died",
+        )
+    if stage == "start":
+        text = f"{name} could not be reached: {type(error).__name__}: {error}{said}"
+        return ToolError(text, kind="mcp_unavailable")
+    return ToolError(f"{name} failed: {type(error).__name__}: {error}", kind="mcp_error")
+
+
+def output(result: Any) -> ToolOutput:
+    """A `CallToolResult` as a tool output: `isError` raises (so the result is an
+    `error`), structured content is the content, text blocks are the message."""
+    data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    blocks = [_described(block) for block in data.get("content") or []]
+    message = "\n".join(block["text"] for block in blocks if block.get("type") == "text")
+    structured = data.get("structuredContent")
+    if data.get("isError"):
+        raise ToolError(message or "the MCP tool reported an error", kind="mcp_tool_error")
+    if not message and structured is not None:
+        message = json.dumps(structured, ensure_ascii=False)
+    content = structured if structured is not None else blocks
+    summary = " ".join(message.split()) or "(no output)"
+    return ToolOutput(content=content, message=message or "(no output)", summary=summary)
+
+
+def _described(block: dict[str, Any]) -> dict[str, Any]:
+    """A content block with any binary payload replaced by a description: the
+    model reads text, and Redis never carries an image."""
+    kind = block.get("type")
+    if kind in ("image", "audio"):
+        size = len(block.get("data") or "") * 3 // 4
+        return {"type": "text", "text": f"[{kind}: {block.get('mimeType', '?')}, {size} bytes]"}
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        if "text" in resource:
+            return {"type": "text", "text": resource["text"]}
+        return {"type": "text", "text": f"[resource {resource.get('uri', '?')}: binary, omitted]"}
+    if kind == "resource_link":
+        return {"type": "text", "text": f"[resource {block.get('uri', '?')}]"}
+    return block
+
+
+def _tail(errlog: IO, chars: int = 300) -> str:
+    try:
+        errlog.seek(0)
+        lines = [line.strip() for line in errlog.read().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ""
+    return " | ".join(lines[-3:])[-chars:]
+
+
+def _run_sync(coroutine: Callable[[], Awaitable[_T]]) -> _T:
+    """Run on a fresh event loop: here if this thread has none running, else on
+    a helper thread (a client created inside an asyncio program)."""
+    import anyio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolrun-mcp") as pool:
+        return pool.submit(anyio.run, coroutine).result()

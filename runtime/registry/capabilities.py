@@ -1,0 +1,243 @@
+"""The capability registry: what can run, and what each tool promises.
+
+A tool is a plain function `fn(args: InputModel, ctx: ToolContext)` registered
+with `@tool(...)`. The registry is the only place that knows tools by name; the
+executor asks it for a `CapabilitySpec` and never imports a tool directly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from runtime.errors import ConfigurationError
+from runtime.types import Mode, Risk
+
+ENTRY_POINT_GROUP = "toolrun.tools"
+BUILTIN_MODULE = "runtime.tools"
+SubjectKind = Literal["path", "command", "url"]
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ToolInput(BaseModel):
+    """Base for tool input models: unknown fields are an error the model sees."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool returns: structured content plus the text the model reads and
+    the one line a screen shows."""
+
+    content: Any
+    message: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may know about its call."""
+
+    workspace: Path
+    batch_id: str
+    call_id: str
+    max_bytes: int = 32 * 1024
+
+    def resolve(self, path: str) -> Path:
+        """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""
+        from runtime.gate.workspace import resolve_inside
+
+        return resolve_inside(self.workspace, path)
+
+
+@dataclass(frozen=True)
+class CapabilitySpec:
+    """Everything the runtime knows about one tool."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    execute: Callable[[Any, ToolContext], Any]
+    risk: Risk = Risk.unknown
+    idempotent: bool = False
+    requires_approval: bool = False
+    timeout: float | None = None
+    schema_version: str = "1"
+    paths: tuple[str, ...] = ()
+    subject: tuple[SubjectKind, str] | None = None
+    transient: tuple[type[BaseException], ...] = field(default=())
+    retry_attempts: int = 3
+    retry_max_delay: float = 5.0
+
+    @property
+    def parallel(self) -> bool:
+        """Only read-only tools run beside each other (DESIGN.md, "Ordering")."""
+        return self.risk is Risk.read
+
+    def can_run(self, mode: Mode) -> bool:
+        """Capability policy: is this tool enabled at all in `mode`?"""
+        return mode is not Mode.plan or self.risk is Risk.read
+
+    def subject_paths(self, arguments: BaseModel) -> list[str]:
+        """The workspace paths a call names, for the input-aware permission check."""
+        values = (getattr(arguments, name, None) for name in self.paths)
+        return [value for value in values if isinstance(value, str)]
+
+    def rule_subjects(self, arguments: BaseModel) -> tuple[SubjectKind | None, list[str]]:
+        """What a rule's specifier is matched against: the workspace paths of a
+        file tool, the command of `shell`, the URL of `http_get`."""
+        if self.subject is not None:
+            kind, name = self.subject
+            value = getattr(arguments, name, None)
+            return kind, [value] if isinstance(value, str) else []
+        if self.paths:
+            return "path", self.subject_paths(arguments)
+        return None, []
+
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_model.model_json_schema(),
+            "risk": self.risk.value,
+            "idempotent": self.idempotent,
+            "requires_approval": self.requires_approval,
+            "timeout": self.timeout,
+            "schema_version": self.schema_version,
+        }
+
+
+class Registry:
+    """Tools by name."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, CapabilitySpec] = {}
+
+    def register(self, spec: CapabilitySpec) -> CapabilitySpec:
+        if not _NAME.match(spec.name):
+            raise ConfigurationError(f"tool name {spec.name!r} must match {_NAME.pattern}")
+        known = self._specs.get(spec.name)
+        if known is not None and known.execute is not spec.execute:
+            raise ConfigurationError(f"tool {spec.name!r} is registered twice")
+        self._specs[spec.name] = spec
+        return spec
+
+    def get(self, name: str) -> CapabilitySpec | None:
+        return self._specs.get(name) if isinstance(name, str) else None
+
+    def closest(self, name: str, limit: int = 3) -> list[str]:
+        return difflib.get_close_matches(str(name), list(self._specs), n=limit, cutoff=0.5)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def __iter__(self) -> Iterable[CapabilitySpec]:
+        return iter(self._specs[name] for name in self.names())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [spec.json_schema() for spec in self]
+
+
+registry = Registry()
+
+
+def tool(
+    *,
+    name: str | None = None,
+    risk: Risk = Risk.unknown,
+    idempotent: bool = False,
+    requires_approval: bool = False,
+    timeout: float | None = None,
+    schema_version: str = "1",
+    paths: Iterable[str] = (),
+    subject: tuple[SubjectKind, str] | None = None,
+    transient: Iterable[type[BaseException]] = (),
+    retry_attempts: int = 3,
+    retry_max_delay: float = 5.0,
+    into: Registry | None = None,
+) -> Callable[[Callable], Callable]:
+    """Register `fn(args: InputModel, ctx: ToolContext)` as a tool.
+
+    The input model comes from the first parameter's annotation; a model that
+    allows unknown fields is tightened to forbid them.
+    """
+
+    def register(fn: Callable) -> Callable:
+        hints = typing.get_type_hints(fn)
+        params = [hint for key, hint in hints.items() if key != "return"]
+        if not params or not (isinstance(params[0], type) and issubclass(params[0], BaseModel)):
+            raise ConfigurationError(f"tool {fn.__name__}: first parameter needs a pydantic model")
+        (registry if into is None else into).register(
+            CapabilitySpec(
+                name=name or fn.__name__,
+                description=(fn.__doc__ or "").strip(),
+                input_model=_forbid_extra(params[0]),
+                execute=fn,
+                risk=Risk(risk),
+                idempotent=idempotent,
+                requires_approval=requires_approval,
+                timeout=timeout,
+                schema_version=schema_version,
+                paths=tuple(paths),
+                subject=subject,
+                transient=tuple(transient),
+                retry_attempts=retry_attempts,
+                retry_max_delay=retry_max_delay,
+            )
+        )
+        return fn
+
+    return register
+
+
+def _forbid_extra(model: type[BaseModel]) -> type[BaseModel]:
+    if model.model_config.get("extra") == "forbid":
+        return model
+    config = {**model.model_config, "extra": "forbid"}
+    return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
+
+
+_FROM_SETTINGS: Any = object()
+
+
+def load_tools(
+    module_names: Iterable[str] = (), *, mcp_servers_file: Path | None = _FROM_SETTINGS
+) -> Registry:
+    """Import the built-ins, `TOOLRUN_TOOL_MODULES` and the `toolrun.tools` entry
+    points, on clients and workers alike. Importing a module registers its tools.
+    Then register the tools of the MCP servers in `mcp_servers_file` (by default
+    `TOOLRUN_MCP_SERVERS_FILE`), as `<server>__<tool>`."""
+    for module_name in [BUILTIN_MODULE, *module_names]:
+        try:
+            importlib.import_module(module_name)
+        except ImportError as error:
+            raise ConfigurationError(
+                f"cannot import tool module {module_name!r}: {error}"
+            ) from error
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            point.load()
+        except Exception as error:
+            raise ConfigurationError(f"tool entry point {point.name!r} failed: {error}") from error
+    if mcp_servers_file is _FROM_SETTINGS:
+        from runtime.settings import get_settings
+
+        mcp_servers_file = get_settings().mcp_servers_file
+    if mcp_servers_file is not None:
+        from runtime.mcp.servers import register_servers
+
+        register_servers(mcp_servers_file, into=registry)
+    return registry

@@ -1,0 +1,1 @@
+"""Results: the formatter, terminal results, redaction, display."""

@@ -1,0 +1,126 @@
+"""`ToolResult` builders: the model message, the one-line screen summary and the
+ledger summary, with every string redacted and the content bounded in size.
+
+Every result, success or early end, is finished here, so no path to the caller
+skips redaction or the size bound.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runtime.registry.capabilities import ToolOutput
+from runtime.results.redaction import redact
+from runtime.types import ErrorInfo, Status, ToolResult
+
+SUMMARY_CHARS = 120
+FAILURE_MAX_BYTES = 32 * 1024  # the default result bound (`TOOLRUN_RESULT_MAX_BYTES`)
+
+
+def success(call_id: str, tool: str, output: Any, *, max_bytes: int, **meta: Any) -> ToolResult:
+    """A tool's return value as an ok result. A tool that returns a bare value
+    instead of a `ToolOutput` gets its JSON as the model message."""
+    if not isinstance(output, ToolOutput):
+        text = output if isinstance(output, str) else _json(output)
+        output = ToolOutput(content=output, message=text, summary=_line(text))
+    content, note = bound(output.content, max_bytes)
+    message = output.message if not note else f"{output.message}\n{note}"
+    if len(message.encode()) > max_bytes:
+        message = message.encode()[:max_bytes].decode(errors="ignore") + f"\n{_cut_note(max_bytes)}"
+    return finish(
+        ToolResult(
+            call_id=call_id,
+            tool=tool,
+            status=Status.ok,
+            model_message=message,
+            summary=f"{tool}: {output.summary}",
+            content=content,
+            **meta,
+        )
+    )
+
+
+def failure(
+    call_id: str,
+    tool: str,
+    status: Status,
+    message: str,
+    *,
+    kind: str | None = None,
+    max_bytes: int = FAILURE_MAX_BYTES,
+    **meta: Any,
+) -> ToolResult:
+    """Any non-ok end: the message is what the model reads to correct itself,
+    cut to `max_bytes` (an exception's text or a made-up tool name can be huge)."""
+    if len(message.encode()) > max_bytes:
+        message = message.encode()[:max_bytes].decode(errors="ignore") + f"\n{_cut_note(max_bytes)}"
+    return finish(
+        ToolResult(
+            call_id=call_id,
+            tool=tool,
+            status=status,
+            model_message=f"{tool}: {message}",
+            summary=f"{tool}: {message}",
+            error=ErrorInfo(kind=kind or status.value, message=message),
+            **meta,
+        )
+    )
+
+
+def finish(result: ToolResult) -> ToolResult:
+    """Redact every string the result carries and keep the summary to one line."""
+    data = redact(result.model_dump(mode="json"))
+    data["summary"] = _line(data["summary"])
+    return ToolResult.model_validate(data)
+
+
+def ledger_summary(result: ToolResult) -> dict[str, Any]:
+    """What the ledger keeps of a result: enough to audit, not the whole content."""
+    return {
+        "summary": result.summary,
+        "error": result.error.model_dump() if result.error else None,
+        "duration_ms": result.duration_ms,
+    }
+
+
+def bound(content: Any, max_bytes: int) -> tuple[Any, str | None]:
+    """`content` if its JSON fits in `max_bytes`; else a cut copy and a note
+    saying what was cut."""
+    size = len(_json(content).encode())
+    if size <= max_bytes:
+        return content, None
+    budget = max(64, max_bytes // 4)
+    cut = _cut_strings(content, budget)
+    room = max_bytes - 256
+    while len(_json(cut).encode()) > max_bytes:  # escaped again, a preview can grow: halve it
+        text = _json(content).encode()[:room].decode(errors="ignore")
+        cut, room = {"truncated": True, "preview": text}, room // 2
+    note = (
+        f"[content cut: {size} bytes exceeds the {max_bytes}-byte limit; "
+        "ask for a smaller part, e.g. with offset and limit or a narrower pattern]"
+    )
+    return cut, note
+
+
+def _cut_strings(value: Any, budget: int) -> Any:
+    if isinstance(value, str) and len(value) > budget:
+        return value[:budget] + f"... [{len(value) - budget} characters cut]"
+    if isinstance(value, dict):
+        return {key: _cut_strings(item, budget) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cut_strings(item, budget) for item in value]
+    return value
+
+
+def _cut_note(max_bytes: int) -> str:
+    return f"[message cut at {max_bytes} bytes]"
+
+
+def _line(text: str) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

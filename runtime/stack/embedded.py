@@ -1,0 +1,274 @@
+"""The embedded stack: a private redis-server, workers and Flower on loopback.
+
+`toolrun up`, `make demo` and the test suite start it; `toolrun down` stops it.
+What was started is written to `<home>/stack.json` (mode 0600: it holds the
+Redis and Flower passwords), so that another process can stop exactly that.
+The record is `runtime.stack.record`, Redis is `runtime.stack.redis_server`; both are
+re-exported here.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from runtime.errors import StackError
+from runtime.ledger import schema
+from runtime.settings import PREFIX, Settings
+from runtime.stack.processes import (
+    Target,
+    free_port,
+    owns,
+    spawn,
+    stop_process,
+    stop_processes,
+    wait_for_basic_auth,
+    wait_for_redis,
+    wait_for_workers,
+)
+from runtime.stack.record import (
+    RECORD,
+    FlowerInfo,
+    StackRecord,
+    WorkerInfo,
+    load_record,
+    redis_url_for,
+)
+from runtime.stack.redis_server import (
+    STARTUP_TIMEOUT,
+    find_redis_server,
+    redis_needles,
+    start_redis,
+)
+
+__all__ = [
+    "RECORD",
+    "STARTUP_TIMEOUT",
+    "FlowerInfo",
+    "StackRecord",
+    "WorkerInfo",
+    "add_worker",
+    "find_redis_server",
+    "load_record",
+    "redis_url_for",
+    "start_flower",
+    "start_redis",
+    "start_stack",
+    "start_worker",
+    "stop_stack",
+    "stop_worker",
+]
+
+
+def start_worker(
+    settings: Settings,
+    queue: str,
+    *,
+    redis_url: str,
+    index: int = 1,
+    concurrency: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    wait: bool = True,
+    timeout: float = STARTUP_TIMEOUT,
+) -> WorkerInfo:
+    """Start a Celery worker on `queue` (`reads`: threads pool; otherwise prefork)."""
+    from workers.app import READS_QUEUE
+
+    pool = "threads" if queue == READS_QUEUE else "prefork"
+    if concurrency is None:
+        concurrency = (
+            settings.reads_concurrency if queue == READS_QUEUE else settings.effects_concurrency
+        )
+    stem = f"{queue}-{index}-{uuid.uuid4().hex[:6]}"
+    name = f"{stem}@{socket.gethostname()}"
+    log = settings.home.resolve() / "logs" / f"{stem}.log"
+    argv = [
+        sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queue, "-P", pool,
+        "-c", str(concurrency), "-n", name, "-E", "--loglevel", settings.log_level,
+    ]  # fmt: skip
+    pid = spawn(argv, log=log, env=_child_env(settings, redis_url, extra_env))
+    worker = WorkerInfo(name=name, queue=queue, pid=pid, log=str(log))
+    if wait:
+        try:
+            _wait_for_workers(settings, redis_url, [worker], timeout=timeout)
+        except BaseException:
+            stop_worker(worker)
+            raise
+    return worker
+
+
+def add_worker(record: StackRecord, settings: Settings, queue: str, **options) -> WorkerInfo:
+    """Start one more worker for a running stack and record it, so `stop_stack` stops it."""
+    index = 1 + sum(worker["queue"] == queue for worker in record.workers)
+    worker = start_worker(settings, queue, redis_url=record.redis_url, index=index, **options)
+    record.workers.append(worker)
+    record.save()
+    return worker
+
+
+def stop_worker(worker: WorkerInfo, *, graceful: bool = True, timeout: float = 10.0) -> bool:
+    """Stop one worker: warm shutdown, or SIGKILL at once to simulate a crash."""
+    return stop_process(
+        worker["pid"], needles=_worker_needles(worker), timeout=timeout, graceful=graceful
+    )
+
+
+def start_flower(
+    settings: Settings, *, redis_url: str, timeout: float = STARTUP_TIMEOUT
+) -> FlowerInfo:
+    """Start Flower on loopback behind basic auth; return once it answers 401, then 200.
+
+    The credentials reach Flower as FLOWER_BASIC_AUTH in its environment (Flower
+    reads every FLOWER_<option>), so they never show in `ps`.
+    """
+    user = settings.flower_user
+    secret = settings.flower_password
+    password = secret.get_secret_value() if secret else secrets.token_urlsafe(16)
+    # Flower splits FLOWER_BASIC_AUTH on "," and compares "user:password" whole.
+    if ":" in user or "," in user or "," in password:
+        raise StackError("TOOLRUN_FLOWER_USER may not hold ':' or ',', nor the password ','")
+    port = settings.flower_port or free_port()
+    log = settings.home.resolve() / "logs" / "flower.log"
+    env = {**_child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
+    argv = [
+        sys.executable, "-m", "celery", "-A", "workers", "flower",
+        "--address=127.0.0.1", f"--port={port}",
+    ]  # fmt: skip
+    pid = spawn(argv, log=log, env=env)
+    flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)
+    try:
+        wait_for_basic_auth(flower["url"], user, password, pid=pid, log=log, timeout=timeout)
+    except BaseException:
+        stop_process(pid, needles=_flower_needles(flower))
+        raise
+    return flower
+
+
+def start_stack(
+    settings: Settings,
+    *,
+    flower: bool = True,
+    reads_workers: int = 1,
+    effects_workers: int = 1,
+    extra_env: dict[str, str] | None = None,
+    redis_server: str | None = None,
+) -> StackRecord:
+    """Migrate the ledger, then start Redis (unless TOOLRUN_REDIS_URL names one),
+    workers and Flower; record them.
+
+    Returns once every part answers. If a part fails, what was started is
+    stopped again and StackError says which part and quotes its log.
+    """
+    home = settings.home.resolve()
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if settings.signing_key is None:  # the client and workers of this stack share a fresh key
+        settings = settings.model_copy(update={"signing_key": SecretStr(secrets.token_urlsafe(32))})
+    running = load_record(home)
+    if running is not None:
+        if any(owns(pid, needles) for pid, needles in _targets(running)):
+            raise StackError(f"a stack is already running under {home}; run `toolrun down`")
+        (home / RECORD).unlink()
+    schema.upgrade(settings.ledger_url)  # before any worker opens the ledger
+    started: list[Target] = []
+    try:
+        if settings.redis_url:
+            redis_url, redis_pid = settings.redis_url, None
+            wait_for_redis(redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
+        else:
+            redis_url, redis_pid = start_redis(settings, server=redis_server)
+            started.append((redis_pid, redis_needles(redis_url)))
+        record = StackRecord(
+            home,
+            redis_url,
+            settings.ledger_url,
+            redis_pid,
+            signing_key=settings.signing_key.get_secret_value(),
+        )
+        for queue, count in (("reads", reads_workers), ("effects", effects_workers)):
+            for index in range(1, count + 1):
+                worker = start_worker(
+                    settings, queue, redis_url=redis_url, index=index,
+                    extra_env=extra_env, wait=False,
+                )  # fmt: skip
+                record.workers.append(worker)
+                started.append((worker["pid"], _worker_needles(worker)))
+        if flower:
+            record.flower = start_flower(settings, redis_url=redis_url)
+            started.append((record.flower["pid"], _flower_needles(record.flower)))
+        _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
+        record.save()
+        return record
+    except BaseException as error:
+        stop_processes(reversed(started))
+        if isinstance(error, Exception) and not isinstance(error, StackError):
+            raise StackError(f"the embedded stack did not start: {error}") from error
+        raise
+
+
+def stop_stack(home: Path) -> bool:
+    """Stop the processes recorded under `home` and remove the record; False if none."""
+    record = load_record(home)
+    if record is None:
+        return False
+    targets = _targets(record)
+    # Flower and the workers first, together; Redis last, so workers can shut down warmly.
+    stop_processes(targets[:-1] if record.redis_pid else targets)
+    if record.redis_pid:
+        stop_processes(targets[-1:])
+    (Path(home) / RECORD).unlink(missing_ok=True)
+    return True
+
+
+def _targets(record: StackRecord) -> list[Target]:
+    """Flower, the workers, then Redis, each with what its command line must show."""
+    targets: list[Target] = []
+    if record.flower:
+        targets.append((record.flower["pid"], _flower_needles(record.flower)))
+    targets += [(worker["pid"], _worker_needles(worker)) for worker in record.workers]
+    if record.redis_pid:
+        targets.append((record.redis_pid, redis_needles(record.redis_url)))
+    return targets
+
+
+def _worker_needles(worker: WorkerInfo) -> tuple[str, ...]:
+    return ("celery", worker["name"])
+
+
+def _flower_needles(flower: FlowerInfo) -> tuple[str, ...]:
+    return ("celery", "flower", f"--port={flower['url'].rstrip('/').rsplit(':', 1)[1]}")
+
+
+def _child_env(
+    settings: Settings, redis_url: str, extra_env: dict[str, str] | None
+) -> dict[str, str]:
+    """The environment of a worker or Flower: these settings, this stack's URLs, the repo."""
+    env = {key: value for key, value in os.environ.items() if key != f"{PREFIX}FLOWER_PASSWORD"}
+    for name in type(settings).model_fields.keys() - {"flower_password"}:
+        value = getattr(settings, name)
+        if value is not None:
+            secret = isinstance(value, SecretStr)
+            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value() if secret else str(value)
+    env[f"{PREFIX}HOME"] = str(settings.home.resolve())
+    env[f"{PREFIX}REDIS_URL"] = redis_url
+    env[f"{PREFIX}DATABASE_URL"] = settings.ledger_url
+    env.update(extra_env or {})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    return env
+
+
+def _wait_for_workers(
+    settings: Settings, redis_url: str, workers: list[WorkerInfo], *, timeout: float
+) -> None:
+    from workers.app import make_app  # workers.app imports this module
+
+    app = make_app(settings, redis_url=redis_url)
+    try:
+        wait_for_workers(app, workers, timeout=timeout)
+    finally:
+        app.close()

@@ -1,0 +1,301 @@
+"""The permission gate, table-driven: modes × risks × rule levels × specifiers,
+each case asserting the decision and the rule that made it."""
+
+from pathlib import Path
+
+import pytest
+
+from runtime.gate.decision import Effect
+from runtime.gate.permissions import evaluate
+from runtime.gate.policy import Policy
+from runtime.gate.rules import Level, parse
+from runtime.registry.capabilities import CapabilitySpec, Registry, ToolInput
+from runtime.types import Mode, Risk
+
+A, Q, D = Effect.allow, Effect.ask, Effect.deny
+
+
+class PathIn(ToolInput):
+    path: str
+
+
+class UrlIn(ToolInput):
+    url: str
+
+
+class Nothing(ToolInput):
+    pass
+
+
+REG = Registry()
+for name, risk, model, extra in [
+    ("rf", Risk.read, PathIn, {"paths": ("path",)}),
+    ("wf", Risk.write, PathIn, {"paths": ("path",)}),
+    ("net", Risk.external, UrlIn, {"subject": ("url", "url")}),
+    ("rm", Risk.destructive, Nothing, {}),
+    ("unk", Risk.unknown, Nothing, {}),
+    ("appr", Risk.write, Nothing, {"requires_approval": True}),
+]:
+    REG.register(CapabilitySpec(name, "", model, lambda args, ctx: "", risk=risk, **extra))
+
+ARGS = {
+    "rf": {"path": "src/app.py"},
+    "wf": {"path": "docs/readme.md"},
+    "net": {"url": "https://api.example.com/v1"},
+    "rm": {},
+    "unk": {},
+    "appr": {},
+}
+
+
+def decide(ws: Path, tool_name, mode, rules=(), *, trusted=True, roots=None, args=None):
+    parsed = tuple(
+        parse(text, Effect(effect), Level[level], f"{level}.json") for level, effect, text in rules
+    )
+    policy = Policy(parsed, trusted, roots, str(ws), "v")
+    spec = REG.get(tool_name)
+    arguments = spec.input_model(**(args or ARGS[tool_name]))
+    return evaluate(spec, arguments, mode=Mode(mode), workspace=ws, policy=policy)
+
+
+MODE_CASES = [
+    ("plan", "rf", A),
+    ("plan", "wf", D),
+    ("plan", "net", D),
+    ("plan", "rm", D),
+    ("plan", "unk", D),
+    ("default", "rf", A),
+    ("default", "wf", Q),
+    ("default", "net", Q),
+    ("default", "rm", Q),
+    ("default", "unk", Q),
+    ("accept_edits", "rf", A),
+    ("accept_edits", "wf", A),
+    ("accept_edits", "net", Q),
+    ("accept_edits", "rm", Q),
+    ("accept_edits", "unk", Q),
+    ("auto", "rf", A),
+    ("auto", "wf", D),
+    ("auto", "net", D),
+    ("auto", "rm", D),
+    ("auto", "unk", D),
+    ("bypass", "rf", A),
+    ("bypass", "wf", A),
+    ("bypass", "net", A),
+    ("bypass", "rm", D),
+    ("bypass", "unk", Q),
+    ("default", "appr", Q),
+    ("accept_edits", "appr", Q),
+    ("bypass", "appr", Q),
+]
+
+
+@pytest.mark.parametrize(("mode", "name", "effect"), MODE_CASES)
+def test_mode_and_risk_decide_when_no_rule_matches(tmp_path, mode, name, effect):
+    decision = decide(tmp_path, name, mode)
+    assert decision.effect is effect
+    if name == "unk" and mode != "plan":
+        assert decision.rule == "risk:unknown"
+    elif name == "appr" and mode != "default":
+        assert decision.rule == "requires_approval"
+    else:
+        assert decision.rule == f"mode:{mode}"
+
+
+# (mode, tool, rules as (level, effect, text), args or None, effect, deciding rule)
+RULE_CASES = [
+    # allow rules lift the mode's answer
+    ("default", "wf", [("user", "allow", "wf")], None, A, "wf"),
+    ("auto", "wf", [("batch", "allow", "wf(docs/**)")], None, A, "wf(docs/**)"),
+    ("auto", "wf", [("batch", "allow", "wf(src/**)")], None, D, "mode:auto"),
+    ("auto", "wf", [("project", "allow", "wf(*.md)")], None, A, "wf(*.md)"),
+    ("auto", "wf", [("project", "allow", "wf(*.py)")], None, D, "mode:auto"),
+    ("auto", "wf", [("user", "allow", "wf(docs/*.md)")], None, A, "wf(docs/*.md)"),
+    ("auto", "wf", [("user", "allow", "wf(/docs/**)")], None, D, "mode:auto"),
+    ("auto", "wf", [("user", "allow", "w*")], None, A, "w*"),
+    ("auto", "net", [("org", "allow", "net(*.example.com)")], None, A, "net(*.example.com)"),
+    (
+        "auto",
+        "net",
+        [("org", "allow", "net(domain:api.example.com)")],
+        None,
+        A,
+        "net(domain:api.example.com)",
+    ),
+    ("auto", "net", [("org", "allow", "net(*.example.org)")], None, D, "mode:auto"),
+    ("default", "rm", [("user", "allow", "rm")], None, A, "rm"),
+    ("bypass", "rm", [("batch", "allow", "rm")], None, A, "rm"),
+    ("default", "appr", [("user", "allow", "appr")], None, A, "appr"),
+    # deny beats ask beats allow, whatever the level
+    ("bypass", "wf", [("user", "deny", "wf(docs/**)")], None, D, "wf(docs/**)"),
+    ("bypass", "wf", [("org", "deny", "wf"), ("batch", "allow", "wf")], None, D, "wf"),
+    ("auto", "wf", [("batch", "deny", "wf"), ("org", "allow", "wf")], None, D, "wf"),
+    ("auto", "wf", [("org", "ask", "wf"), ("user", "allow", "wf")], None, D, "wf"),
+    ("default", "wf", [("org", "ask", "wf"), ("user", "allow", "wf")], None, Q, "wf"),
+    ("default", "wf", [("user", "ask", "wf(*.md)"), ("org", "allow", "wf")], None, Q, "wf(*.md)"),
+    ("accept_edits", "wf", [("project", "ask", "wf(docs/**)")], None, Q, "wf(docs/**)"),
+    ("default", "rf", [("project", "deny", "rf(src/**)")], None, D, "rf(src/**)"),
+    ("default", "rf", [("project", "deny", "rf(*.py)")], None, D, "rf(*.py)"),
+    ("default", "rf", [("project", "deny", "rf(lib/**)")], None, A, "mode:default"),
+    ("default", "rf", [("user", "ask", "rf(src/**)")], None, Q, "rf(src/**)"),
+    ("auto", "rf", [("user", "ask", "rf(src/**)")], None, D, "rf(src/**)"),
+    ("plan", "rf", [("org", "deny", "rf")], None, D, "rf"),
+    ("bypass", "net", [("batch", "deny", "net(*.example.com)")], None, D, "net(*.example.com)"),
+    # the highest level's rule is the one reported
+    ("default", "wf", [("user", "deny", "wf(*.md)"), ("org", "deny", "wf")], None, D, "wf"),
+    (
+        "default",
+        "wf",
+        [("batch", "allow", "wf"), ("project", "allow", "wf(docs/**)")],
+        None,
+        A,
+        "wf(docs/**)",
+    ),
+    # a deny on any of the paths a rule names; allow must cover the path
+    (
+        "auto",
+        "wf",
+        [("batch", "allow", "wf(docs/**)")],
+        {"path": "docs/a/b/c.md"},
+        A,
+        "wf(docs/**)",
+    ),
+    (
+        "auto",
+        "wf",
+        [("batch", "allow", "wf(docs/**)")],
+        {"path": "docs/../src/x.md"},
+        D,
+        "mode:auto",
+    ),
+    ("auto", "wf", [("batch", "allow", "wf(docs/*)")], {"path": "docs/a/b.md"}, D, "mode:auto"),
+    ("auto", "wf", [("batch", "allow", "wf(**/*.md)")], {"path": "a/b/c.md"}, A, "wf(**/*.md)"),
+    ("default", "rf", [("org", "deny", "rf(.env)")], {"path": "sub/.env"}, D, "rf(.env)"),
+    (
+        "default",
+        "rf",
+        [("org", "deny", "rf(secrets/**)")],
+        {"path": "./secrets/../secrets/k"},
+        D,
+        "secrets/**",
+    ),
+    # unknown risk always asks, even under an allow rule; deny still wins
+    ("default", "unk", [("user", "allow", "unk")], None, Q, "risk:unknown"),
+    ("bypass", "unk", [("org", "allow", "unk")], None, Q, "risk:unknown"),
+    ("auto", "unk", [("org", "allow", "unk")], None, D, "risk:unknown"),
+    ("default", "unk", [("user", "deny", "unk")], None, D, "unk"),
+]
+
+
+@pytest.mark.parametrize(("mode", "name", "rules", "args", "effect", "rule"), RULE_CASES)
+def test_rules_across_levels(tmp_path, mode, name, rules, args, effect, rule):
+    decision = decide(tmp_path, name, mode, rules, args=args)
+    assert decision.effect is effect
+    assert rule in decision.rule
+
+
+def test_the_decision_names_the_file_of_its_rule(tmp_path):
+    decision = decide(tmp_path, "wf", "auto", [("project", "allow", "wf")])
+    assert decision.source == "project.json"
+
+
+TRUST_CASES = [
+    ("accept_edits", "rf", [], A, "mode:accept_edits"),
+    ("accept_edits", "wf", [], D, "workspace-trust"),
+    ("bypass", "net", [], D, "workspace-trust"),
+    ("default", "wf", [("user", "allow", "wf")], D, "workspace-trust"),
+    ("default", "wf", [("org", "allow", "wf")], A, "wf"),
+    ("default", "wf", [("org", "allow", "wf"), ("user", "deny", "wf")], D, "wf"),
+]
+
+
+@pytest.mark.parametrize(("mode", "name", "rules", "effect", "rule"), TRUST_CASES)
+def test_an_untrusted_workspace_runs_only_reads_unless_org_says_so(
+    tmp_path, mode, name, rules, effect, rule
+):
+    decision = decide(tmp_path, name, mode, rules, trusted=False)
+    assert (decision.effect, decision.rule) == (effect, rule)
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "~/.ssh/id_rsa", "a\x00b"])
+@pytest.mark.parametrize("mode", ["auto", "bypass"])
+def test_a_path_outside_the_workspace_is_denied_whatever_the_rules(tmp_path, path, mode):
+    decision = decide(tmp_path, "rf", mode, [("org", "allow", "rf")], args={"path": path})
+    assert (decision.effect, decision.rule) == (D, "workspace")
+
+
+def test_a_symlink_out_of_the_workspace_is_denied(tmp_path):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "link").symlink_to(tmp_path)
+    decision = decide(tmp_path / "ws", "rf", "auto", args={"path": "link/secret"})
+    assert (decision.effect, decision.rule) == (D, "workspace")
+
+
+@pytest.mark.parametrize(
+    "path", [".toolrun/settings.json", ".TOOLRUN/settings.json", "a/../.toolrun/x"]
+)
+def test_no_rule_lets_a_tool_write_a_settings_file(tmp_path, path):
+    decision = decide(tmp_path, "wf", "bypass", [("org", "allow", "wf")], args={"path": path})
+    assert (decision.effect, decision.rule) == (D, "workspace")
+
+
+def test_org_policy_restricts_workspace_roots(tmp_path):
+    inside = tmp_path / "agents" / "ws"
+    inside.mkdir(parents=True)
+    roots = (str(tmp_path / "agents"),)
+    assert decide(inside, "rf", "auto", roots=roots).effect is A
+    decision = decide(tmp_path, "rf", "auto", roots=roots)
+    assert (decision.effect, decision.rule) == (D, "workspace-roots")
+
+
+def test_there_are_at_least_sixty_rule_cases():
+    assert len(MODE_CASES) + len(RULE_CASES) + len(TRUST_CASES) >= 60
+
+
+SHELL_BYPASSES = [
+    "git diff && rm -rf x", "git diff; curl http://example.com", "git diff | sh",
+    "git diff $(rm -rf x)", "git diff `id`", "git diff\nrm -rf x", "git diff > /etc/passwd",
+    "git diff > ../out", "git diff >> ~/.bashrc", "git diff & rm x", "git diff || rm x",
+    "git diff <(curl x)", "bash -c 'git diff'", "eval git diff",
+    "git diff > .toolrun/settings.json",
+]  # fmt: skip
+
+
+def shell_decision(ws: Path, command: str, mode: str, *rules):
+    from runtime.registry.capabilities import load_tools
+
+    spec = load_tools().get("shell")
+    parsed = tuple(parse(text, Effect(effect), Level.user, "user.json") for effect, text in rules)
+    policy = Policy(parsed, True, None, str(ws), "v")
+    return evaluate(spec, spec.input_model(command=command), mode=Mode(mode), workspace=ws,
+                    policy=policy)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", SHELL_BYPASSES)
+def test_a_shell_allow_rule_is_not_fooled(tmp_path, command):
+    decision = shell_decision(tmp_path, command, "auto", ("allow", "shell(git diff *)"))
+    assert decision.effect is D and decision.rule != "shell(git diff *)"
+
+
+@pytest.mark.parametrize("command", ["git diff", "git diff HEAD -- a.py", "git  diff --stat"])
+def test_a_shell_allow_rule_allows_what_it_names(tmp_path, command):
+    decision = shell_decision(tmp_path, command, "auto", ("allow", "shell(git diff *)"))
+    assert (decision.effect, decision.rule) == (A, "shell(git diff *)")
+
+
+def test_compound_commands_run_when_every_part_is_allowed(tmp_path):
+    rules = [("allow", "shell(git diff *)"), ("allow", "shell(git status)")]
+    assert shell_decision(tmp_path, "git diff && git status", "auto", *rules).effect is A
+    assert shell_decision(tmp_path, "git diff && git log", "auto", *rules).effect is D
+
+
+def test_an_ask_rule_on_one_part_asks_for_the_whole_command(tmp_path):
+    rules = [("allow", "shell(git *)"), ("ask", "shell(git push *)")]
+    decision = shell_decision(tmp_path, "git status && git push origin", "default", *rules)
+    assert (decision.effect, decision.rule) == (Q, "shell(git push *)")
+
+
+def test_a_deny_rule_on_any_part_denies(tmp_path):
+    decision = shell_decision(tmp_path, "ls && rm -rf x", "bypass", ("allow", "shell"),
+                              ("deny", "shell(rm *)"))  # fmt: skip
+    assert (decision.effect, decision.rule) == (D, "shell(rm *)")

@@ -1,0 +1,48 @@
+"""Chains of ordered steps: which step comes next, and what the signature covers."""
+
+from pathlib import Path
+
+from runtime.results import formatter as results
+from runtime.transport import chain, signing
+from runtime.types import Status
+from tests.support.messages import KEY, message
+
+
+def result(status: Status = Status.ok):
+    if status is Status.ok:
+        return results.success("c", "bump", "done", max_bytes=1024)
+    return results.failure("c", "bump", status, "no")
+
+
+def steps(on_error: str = "stop") -> list[dict]:
+    return [message(f"c{i}", "bump", {"label": str(i)}, workspace=Path("."), on_error=on_error)
+            for i in range(3)]  # fmt: skip
+
+
+def test_the_first_step_carries_the_rest_and_each_step_hands_on_the_next():
+    head = chain.link(steps())
+    assert [m["call_id"] for m in head[chain.THEN]] == ["c1", "c2"]
+    second = chain.follow(head, result())
+    assert second["call_id"] == "c1" and [m["call_id"] for m in second[chain.THEN]] == ["c2"]
+    third = chain.follow(second, result())
+    assert third["call_id"] == "c2" and third[chain.THEN] == []
+    assert chain.follow(third, result()) is None
+
+
+def test_a_failure_ends_the_chain_under_stop_but_not_under_continue():
+    assert chain.follow(chain.link(steps("stop")), result(Status.error)) is None
+    assert chain.follow(chain.link(steps("stop")), result(Status.outcome_unknown)) is None
+    going_on = chain.follow(chain.link(steps("continue")), result(Status.error))
+    assert going_on is not None and going_on["call_id"] == "c1"
+
+
+def test_a_cancelled_step_ends_the_chain_whatever_on_error_says():
+    assert chain.follow(chain.link(steps("continue")), result(Status.cancelled)) is None
+
+
+def test_each_step_keeps_its_own_signature_whatever_it_carries():
+    head = chain.link(steps())
+    assert signing.verify(head, KEY)
+    assert all(signing.verify(step, KEY) for step in head[chain.THEN])
+    tampered = head[chain.THEN][0] | {"arguments": {"label": "other"}}
+    assert not signing.verify(tampered, KEY)
