@@ -25,10 +25,12 @@ from runtime.errors import InvalidBatch
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import Registry, load_tools
+from runtime.registry.capabilities import Registry
+from runtime.registry.loading import load_tools
 from runtime.settings import Settings, get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
 from runtime.transport import channel
+from runtime.transport.app import make_app
 from runtime.transport.listener import Listener
 from runtime.types import Batch, Mode, OnError, ToolCall
 
@@ -39,8 +41,6 @@ class Runtime:
     """A connection to a toolrun deployment: its Redis, its ledger, its registry."""
 
     def __init__(self, settings: Settings, *, registry: Registry | None = None) -> None:
-        from workers.app import make_app
-
         self.settings = settings
         self.redis_url = redis_url_for(settings)
         self.registry = registry or load_tools(

@@ -1,5 +1,6 @@
-"""Thin Celery adapters: decode the message, call the executor, publish and
-return the result's JSON. All logic lives in `runtime/`."""
+"""Thin Celery adapters: decode the message, call the executor, publish the
+result. All logic lives in `runtime/`; results travel on toolrun's own
+channel, so the task returns nothing (Celery would discard it)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import redis
 
 from runtime.execution import executor
 from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import load_tools
-from runtime.results import formatter as results
+from runtime.registry.loading import load_tools
 from runtime.settings import get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
 from runtime.transport import channel, outbox
-from runtime.types import Status
+from runtime.transport.names import TASK
 from workers import app
 
 log = logging.getLogger("toolrun.worker")
@@ -36,8 +36,8 @@ def _resources_here() -> tuple[Ledger, redis.Redis]:
     return _resources[pid]
 
 
-@app.task(name="toolrun.execute", bind=True)
-def execute_call(self, message: dict) -> dict:
+@app.task(name=TASK, bind=True)
+def execute_call(self, message: dict) -> None:
     ledger, client = _resources_here()
     board = channel.Board(client)
     result = executor.execute(
@@ -49,10 +49,9 @@ def execute_call(self, message: dict) -> dict:
         worker=self.request.hostname,
         board=board,
     )
-    if result is None:
-        return {"status": Status.error.value, "error": "malformed call message"}
+    if result is None:  # too malformed to name a call: nobody to answer
+        return
     batch_id = message["batch_id"]
     channel.publish(client, batch_id, result, reply_to=message.get("reply_to"),
                     patience=PUBLISH_PATIENCE)  # fmt: skip
     outbox.forward(self.app, client, ledger, message, result)
-    return results.ledger_summary(result) | {"call_id": result.call_id, "status": result.status}

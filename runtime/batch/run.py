@@ -31,6 +31,7 @@ from runtime.results import endings
 from runtime.results import formatter as results
 from runtime.transport import channel
 from runtime.transport.listener import Inbox, Listener
+from runtime.transport.names import cancel_key
 from runtime.transport.outbox import Outbox
 from runtime.types import Batch, Risk, Status, ToolCall, ToolResult
 
@@ -89,9 +90,7 @@ class BatchRun:
 
     def _check_cancelled(self) -> bool:
         try:
-            if not self.cancelled and self.services.client.exists(
-                channel.cancel_key(self.batch.id)
-            ):
+            if not self.cancelled and self.services.client.exists(cancel_key(self.batch.id)):
                 self.cancel()
         except channel.LOST as error:  # Redis down: nobody can have cancelled through it
             log.warning("batch %s: cannot read its cancel flag: %s", self.batch.id, error)

@@ -37,7 +37,7 @@ def tools(
 ) -> None:
     """List the registry: every tool with its risk."""
     from runtime import adapters
-    from runtime.registry.capabilities import load_tools
+    from runtime.registry.loading import load_tools
 
     registry = load_tools(get_settings().module_names)
     if format_ is not None:

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from runtime.errors import PathOutsideWorkspace
 from runtime.gate.decision import Decision, Effect
 from runtime.gate.policy import Policy
+from runtime.gate.protected import refuse_settings_path
 from runtime.gate.rules import Level, Rule, matching
 from runtime.gate.workspace import resolve_inside
 from runtime.registry.capabilities import CapabilitySpec
@@ -118,8 +119,6 @@ def _input_refusal(spec, arguments, workspace: Path, policy: Policy) -> Decision
         try:
             resolved = resolve_inside(workspace, path)
             if spec.risk is not Risk.read:
-                from runtime.gate.protected import refuse_settings_path
-
                 refuse_settings_path(workspace.resolve(), path, resolved)
         except PathOutsideWorkspace as error:
             return Decision.deny(str(error), rule="workspace", source="runtime")

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from runtime.errors import ConfigurationError
 from runtime.gate.decision import Effect
+from runtime.gate.shell import commands
+from runtime.gate.workspace import resolve_inside
 
 _RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_\-*]{1,64})(?:\((?P<spec>.+)\))?$", re.S)
 
@@ -77,8 +79,6 @@ def matching(
     named = [rule for rule in rules if rule.names(tool)]
     if kind != "command" or not subjects:
         return [rule for rule in named if _covers(rule, kind, subjects, workspace)]
-    from runtime.gate.shell import commands  # only shell-like tools pay for the parser
-
     analysis = commands.analyze(subjects[0], workspace)
     out = [
         rule for rule in named
@@ -109,8 +109,6 @@ def _path_match(pattern: str, path: str, workspace: Path) -> bool:
     it is anchored at the workspace root; `**` crosses directories, `*` does not.
     The path is matched where it really resolves, so `link/x` cannot dodge a
     rule about `secrets/x`."""
-    from runtime.gate.workspace import resolve_inside
-
     try:
         relative = resolve_inside(workspace, path).relative_to(Path(workspace).resolve())
     except Exception:  # noqa: BLE001 - outside paths are refused by the workspace check

@@ -22,6 +22,7 @@ from sqlmodel import Session, select
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import utc_now
 from runtime.results.redaction import redact
+from runtime.transport.names import TTL_SECONDS, approval_arguments_key, approvals_channel
 
 POLL_SECONDS = 1.0
 
@@ -33,14 +34,6 @@ class Answer:
     reason: str | None
     arguments: Any = None  # updated arguments, when the approver changed them
     updated: bool = False
-
-
-def channel(batch_id: str) -> str:
-    return f"toolrun:batch:{batch_id}:approvals"
-
-
-def _arguments_key(batch_id: str, call_id: str) -> str:
-    return f"toolrun:approval:{batch_id}:{call_id}:arguments"
 
 
 class Approvals:
@@ -68,8 +61,8 @@ class Approvals:
         expired, or unknown): the first answer wins."""
         updated = updated_arguments is not None
         if approve and updated:
-            key = _arguments_key(batch_id, call_id)
-            self.client.set(key, json.dumps({"arguments": updated_arguments}), ex=24 * 3600)
+            key = approval_arguments_key(batch_id, call_id)
+            self.client.set(key, json.dumps({"arguments": updated_arguments}), ex=TTL_SECONDS)
         status = "approved" if approve else "denied"
         won = self._transition(batch_id, call_id, status, by=by, answer=reason, updated=updated)
         if won:
@@ -78,14 +71,14 @@ class Approvals:
                 batch_id, call_id, kind, approver=by, reason=reason,
                 detail={"updated_arguments": redact(updated_arguments)} if updated else None,
             )  # fmt: skip
-            self.client.publish(channel(batch_id), call_id)
+            self.client.publish(approvals_channel(batch_id), call_id)
         return won
 
     def wait(self, batch_id: str, call_id: str, *, deadline: float, stop=lambda: False) -> Answer:
         """Block until the call is answered or `deadline` (monotonic) passes (or
         `stop()` says the batch is over); then it expires, unless an answer won."""
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(channel(batch_id))
+        pubsub.subscribe(approvals_channel(batch_id))
         try:
             while True:
                 row = self.get(batch_id, call_id)
@@ -129,6 +122,6 @@ class Approvals:
     def _answer(self, row: ApprovalRow) -> Answer:
         arguments = None
         if row.status == "approved" and row.updated_arguments:
-            stored = self.client.get(_arguments_key(row.batch_id, row.call_id))
+            stored = self.client.get(approval_arguments_key(row.batch_id, row.call_id))
             arguments = json.loads(stored)["arguments"] if stored else None
         return Answer(row.status, row.answered_by, row.answer, arguments, row.updated_arguments)

@@ -8,22 +8,19 @@ executor asks it for a `CapabilitySpec` and never imports a tool directly.
 from __future__ import annotations
 
 import difflib
-import importlib
 import re
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from runtime.errors import ConfigurationError
+from runtime.gate.workspace import resolve_inside
 from runtime.types import Mode, Risk
 
-ENTRY_POINT_GROUP = "toolrun.tools"
-BUILTIN_MODULE = "runtime.tools"
 SubjectKind = Literal["path", "command", "url"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -55,8 +52,6 @@ class ToolContext:
 
     def resolve(self, path: str) -> Path:
         """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""
-        from runtime.gate.workspace import resolve_inside
-
         return resolve_inside(self.workspace, path)
 
 
@@ -208,36 +203,3 @@ def _forbid_extra(model: type[BaseModel]) -> type[BaseModel]:
         return model
     config = {**model.model_config, "extra": "forbid"}
     return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
-
-
-_FROM_SETTINGS: Any = object()
-
-
-def load_tools(
-    module_names: Iterable[str] = (), *, mcp_servers_file: Path | None = _FROM_SETTINGS
-) -> Registry:
-    """Import the built-ins, `TOOLRUN_TOOL_MODULES` and the `toolrun.tools` entry
-    points, on clients and workers alike. Importing a module registers its tools.
-    Then register the tools of the MCP servers in `mcp_servers_file` (by default
-    `TOOLRUN_MCP_SERVERS_FILE`), as `<server>__<tool>`."""
-    for module_name in [BUILTIN_MODULE, *module_names]:
-        try:
-            importlib.import_module(module_name)
-        except ImportError as error:
-            raise ConfigurationError(
-                f"cannot import tool module {module_name!r}: {error}"
-            ) from error
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            point.load()
-        except Exception as error:
-            raise ConfigurationError(f"tool entry point {point.name!r} failed: {error}") from error
-    if mcp_servers_file is _FROM_SETTINGS:
-        from runtime.settings import get_settings
-
-        mcp_servers_file = get_settings().mcp_servers_file
-    if mcp_servers_file is not None:
-        from runtime.mcp.servers import register_servers
-
-        register_servers(mcp_servers_file, into=registry)
-    return registry

@@ -46,6 +46,8 @@ from runtime.stack.redis_server import (
     redis_needles,
     start_redis,
 )
+from runtime.transport.app import make_app
+from runtime.transport.names import EFFECTS, READS
 
 __all__ = [
     "RECORD",
@@ -78,13 +80,9 @@ def start_worker(
     timeout: float = STARTUP_TIMEOUT,
 ) -> WorkerInfo:
     """Start a Celery worker on `queue` (`reads`: threads pool; otherwise prefork)."""
-    from workers.app import READS_QUEUE
-
-    pool = "threads" if queue == READS_QUEUE else "prefork"
+    pool = "threads" if queue == READS else "prefork"
     if concurrency is None:
-        concurrency = (
-            settings.reads_concurrency if queue == READS_QUEUE else settings.effects_concurrency
-        )
+        concurrency = settings.reads_concurrency if queue == READS else settings.effects_concurrency
     stem = f"{queue}-{index}-{uuid.uuid4().hex[:6]}"
     name = f"{stem}@{socket.gethostname()}"
     log = settings.home.resolve() / "logs" / f"{stem}.log"
@@ -190,7 +188,7 @@ def start_stack(
             redis_pid,
             signing_key=settings.signing_key.get_secret_value(),
         )
-        for queue, count in (("reads", reads_workers), ("effects", effects_workers)):
+        for queue, count in ((READS, reads_workers), (EFFECTS, effects_workers)):
             for index in range(1, count + 1):
                 worker = start_worker(
                     settings, queue, redis_url=redis_url, index=index,
@@ -265,8 +263,6 @@ def _child_env(
 def _wait_for_workers(
     settings: Settings, redis_url: str, workers: list[WorkerInfo], *, timeout: float
 ) -> None:
-    from workers.app import make_app  # workers.app imports this module
-
     app = make_app(settings, redis_url=redis_url)
     try:
         wait_for_workers(app, workers, timeout=timeout)

@@ -17,10 +17,13 @@ from typing import Any
 import redis
 
 from runtime.errors import LedgerUnavailable
+from runtime.ledger import schema
+from runtime.ledger.approvals import Approvals
+from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.stack.record import load_record, redis_url_for
-
-QUEUES = ("reads", "effects")
+from runtime.transport.app import make_app
+from runtime.transport.names import QUEUES
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,6 @@ class Report:
 
 def collect(settings: Settings, *, timeout: float = 1.0) -> Report:
     """Ask the workers (waiting `timeout` seconds for answers), Redis and the ledger."""
-    from workers.app import make_app
-
     redis_url = redis_url_for(settings)
     record = load_record(settings.home)
     recorded = (
@@ -149,12 +150,6 @@ def _active_call(task: dict[str, Any]) -> ActiveCall:
 def _pending_approvals(
     settings: Settings, client: redis.Redis, problems: list[str]
 ) -> list[PendingApproval] | None:
-    from runtime.ledger.store import Ledger
-
-    try:
-        from runtime.ledger.approvals import Approvals
-    except ImportError:
-        return []  # a build without approvals has none pending
     ledger = None
     try:
         ledger = Ledger(settings.ledger_url, retry_seconds=2)
@@ -169,8 +164,6 @@ def _pending_approvals(
 
 
 def _schema(settings: Settings, problems: list[str]) -> tuple[str | None, str | None]:
-    from runtime.ledger import schema
-
     try:
         return schema.current(settings.ledger_url), schema.head()
     except LedgerUnavailable as error:

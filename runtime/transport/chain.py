@@ -32,8 +32,3 @@ def follow(message: dict[str, Any], result: ToolResult) -> dict[str, Any] | None
     if not result.ok and message.get("on_error", "stop") != "continue":
         return None
     return rest[0] | {THEN: rest[1:]}
-
-
-def handed_on_key(batch_id: str, call_id: str) -> str:
-    """Set once a step has sent the next one (a redelivered step sends it no more)."""
-    return f"toolrun:batch:{batch_id}:handed-on:{call_id}"

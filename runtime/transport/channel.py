@@ -16,32 +16,19 @@ from dataclasses import dataclass
 import redis
 import tenacity
 
+from runtime.transport.names import (
+    CANCEL_NOTICE,
+    TTL_SECONDS,
+    cancel_key,
+    deliveries_key,
+    results_key,
+)
 from runtime.types import ToolResult
 
 log = logging.getLogger("toolrun.channel")
-TTL_SECONDS = 24 * 3600
 SWEEP_SECONDS = 1.0  # how often a listener also reads the results hash
 RECONNECT_SECONDS = 0.5  # the pause before subscribing again after a lost connection
 LOST = (redis.ConnectionError, redis.TimeoutError)
-
-
-def key(batch_id: str) -> str:
-    """A batch's results hash, and its channel (cancel notices, and results of
-    messages that name no `reply_to`)."""
-    return f"toolrun:batch:{batch_id}:results"
-
-
-BATCHES = key("*")  # every batch's channel, as a pattern
-
-
-def batch_of(channel: str) -> str:
-    """The batch id in a batch channel's name."""
-    return channel.removeprefix("toolrun:batch:").removesuffix(":results")
-
-
-def reply_channel(client_id: str) -> str:
-    """Where workers publish the results of one client's calls."""
-    return f"toolrun:client:{client_id}:results"
 
 
 def publish(
@@ -66,9 +53,9 @@ def publish(
         reraise=True,
     ):
         with attempt, client.pipeline(transaction=False) as pipe:
-            pipe.hset(key(batch_id), result.call_id, payload)
-            pipe.expire(key(batch_id), TTL_SECONDS)
-            pipe.publish(reply_to or key(batch_id), announced)
+            pipe.hset(results_key(batch_id), result.call_id, payload)
+            pipe.expire(results_key(batch_id), TTL_SECONDS)
+            pipe.publish(reply_to or results_key(batch_id), announced)
             pipe.execute()
     return payload
 
@@ -77,12 +64,8 @@ def stored(client: redis.Redis, batch_id: str, call_ids: list[str]) -> list[Tool
     """Results already stored for `call_ids` (those not finished are left out)."""
     if not call_ids:
         return []
-    values = client.hmget(key(batch_id), call_ids)
+    values = client.hmget(results_key(batch_id), call_ids)
     return [ToolResult.model_validate_json(value) for value in values if value]
-
-
-def cancel_key(batch_id: str) -> str:
-    return f"toolrun:batch:{batch_id}:cancelled"
 
 
 def cancel(client: redis.Redis, batch_id: str, *, by: str) -> None:
@@ -90,15 +73,8 @@ def cancel(client: redis.Redis, batch_id: str, *, by: str) -> None:
     wake its dispatcher, wherever it runs."""
     with client.pipeline(transaction=False) as pipe:
         pipe.set(cancel_key(batch_id), by, ex=TTL_SECONDS)
-        pipe.publish(key(batch_id), CANCEL)
+        pipe.publish(results_key(batch_id), CANCEL_NOTICE)
         pipe.execute()
-
-
-CANCEL = "__cancel__"
-
-
-def deliveries_key(batch_id: str) -> str:
-    return f"toolrun:batch:{batch_id}:deliveries"
 
 
 @dataclass(frozen=True)
@@ -125,7 +101,7 @@ class Board:
             pipe.exists(cancel_key(batch_id))
             pipe.hincrby(deliveries_key(batch_id), call_id, 1)
             pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
-            pipe.hget(key(batch_id), call_id)
+            pipe.hget(results_key(batch_id), call_id)
             cancelled, delivery, _, stored_result = pipe.execute()
         result = ToolResult.model_validate_json(stored_result) if stored_result else None
         return Look(bool(cancelled), int(delivery), result)

@@ -23,16 +23,14 @@ import uuid
 
 import redis
 
-from runtime.transport.channel import (
-    BATCHES,
-    CANCEL,
-    LOST,
-    RECONNECT_SECONDS,
-    SWEEP_SECONDS,
+from runtime.transport.channel import LOST, RECONNECT_SECONDS, SWEEP_SECONDS
+from runtime.transport.names import (
+    BATCH_CHANNELS,
+    CANCEL_NOTICE,
     batch_of,
     cancel_key,
-    key,
     reply_channel,
+    results_key,
 )
 from runtime.types import ToolResult
 
@@ -66,7 +64,7 @@ class Inbox:
         except queue.Empty:
             data = []
         for item in data:
-            if item == CANCEL.encode():
+            if item == CANCEL_NOTICE.encode():
                 self.cancelled = True
             elif item != WAKE:
                 found.append(ToolResult.model_validate_json(item))
@@ -86,7 +84,7 @@ class Inbox:
             with self.client.pipeline(transaction=False) as pipe:
                 pipe.exists(cancel_key(self.batch_id))
                 if ids:
-                    pipe.hmget(key(self.batch_id), ids)
+                    pipe.hmget(results_key(self.batch_id), ids)
                 cancelled, *values = pipe.execute()
         except LOST as error:
             log.warning("batch %s: cannot read its results: %s", self.batch_id, error)
@@ -145,7 +143,7 @@ class Listener:
             pubsub = self.client.pubsub()
             try:
                 pubsub.subscribe(self.channel)
-                pubsub.psubscribe(BATCHES)
+                pubsub.psubscribe(BATCH_CHANNELS)
             except LOST:
                 pubsub.close()
                 raise

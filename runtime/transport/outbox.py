@@ -27,11 +27,10 @@ from runtime.ledger.store import Ledger
 from runtime.results import formatter as results
 from runtime.results.redaction import redact
 from runtime.transport import chain, channel, signing
+from runtime.transport.names import EFFECTS, READS, TASK, TTL_SECONDS, handed_on_key
 from runtime.types import Batch, CallMessage, Status, ToolResult
 
 log = logging.getLogger("toolrun.dispatcher")
-TASK = "toolrun.execute"
-READS, EFFECTS = "reads", "effects"  # the queues: reads run side by side, effects in order
 UNREACHABLE = (*channel.LOST, OperationalError)  # Redis down: kombu wraps its errors
 # A producer batch that failed part way: the messages it held may or may not have landed.
 UNCERTAIN = (*UNREACHABLE, BatchPublishError)
@@ -143,8 +142,8 @@ def forward(
         return
     batch_id = message["batch_id"]
     try:
-        if not client.set(chain.handed_on_key(batch_id, message["call_id"]), 1, nx=True,
-                          ex=channel.TTL_SECONDS):  # fmt: skip
+        if not client.set(handed_on_key(batch_id, message["call_id"]), 1, nx=True,
+                          ex=TTL_SECONDS):  # fmt: skip
             return
         for attempt in tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(UNREACHABLE),

@@ -4,7 +4,7 @@ import pytest
 
 from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import load_tools
+from runtime.registry.loading import load_tools
 from runtime.settings import Settings
 from runtime.types import Batch, Mode, Status, ToolCall
 from tests.support.messages import KEY, message

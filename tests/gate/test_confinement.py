@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import load_tools
+from runtime.registry.loading import load_tools
 from runtime.settings import Settings
 from runtime.types import Mode, Status
 from tests.support.messages import KEY, message

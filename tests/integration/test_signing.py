@@ -3,7 +3,7 @@ broker never run a tool: the worker answers each with a denied result."""
 
 import redis
 
-from runtime.transport import channel
+from runtime.transport import channel, names
 from runtime.types import Mode, Status
 from tests.support.messages import message
 from tests.support.tools import marks
@@ -18,7 +18,7 @@ def push(stack, raw, queue="effects"):
 def wait_result(stack, batch_id, call_id, timeout=30):
     client = redis.Redis.from_url(stack.redis_url)
     pubsub = client.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(channel.key(batch_id))
+    pubsub.subscribe(names.results_key(batch_id))
     try:
         for _ in range(int(timeout * 10)):
             stored = channel.stored(client, batch_id, [call_id])

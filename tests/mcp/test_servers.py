@@ -21,7 +21,8 @@ from runtime.mcp.config import ServerConfig, load_servers
 from runtime.mcp.schema import arguments_of, input_model
 from runtime.mcp.servers import annotations_for, register_servers, risk_of, tool_name
 from runtime.mcp.session import STOP_GRACE, ServerTimeout, list_tools
-from runtime.registry.capabilities import Registry, ToolContext, load_tools
+from runtime.registry.capabilities import Registry, ToolContext
+from runtime.registry.loading import load_tools
 from runtime.registry.validation import Invalid, validate
 from runtime.types import Risk, Status
 

@@ -2,7 +2,8 @@ import pytest
 from pydantic import BaseModel
 
 from runtime.errors import ConfigurationError
-from runtime.registry.capabilities import Registry, ToolInput, load_tools, tool
+from runtime.registry.capabilities import Registry, ToolInput, tool
+from runtime.registry.loading import load_tools
 from runtime.types import Mode, Risk
 
 

@@ -4,7 +4,8 @@ Flower is shown of it (the tool's name and redacted arguments, never more)."""
 import json
 from pathlib import Path
 
-from runtime.transport.outbox import EFFECTS, READS, task_options
+from runtime.transport.names import EFFECTS, READS
+from runtime.transport.outbox import task_options
 from tests.support.messages import message
 
 SECRET = "sk-ant-api03-" + "S3cr3t" * 6

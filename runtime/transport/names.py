@@ -1,0 +1,60 @@
+"""Every name two processes must agree on: the queues, the task, the Redis keys
+and channels, and how long each key lives. Nothing else spells them
+(docs/architecture.md, "Names")."""
+
+from __future__ import annotations
+
+TASK = "toolrun.execute"  # the one task: a signed call message in, its result published
+READS = "reads"  # read-only calls: run side by side
+EFFECTS = "effects"  # every other call: one step at a time, in order
+QUEUES = (READS, EFFECTS)
+
+TTL_SECONDS = 24 * 3600  # how long a batch's keys outlive it
+_BATCH = "toolrun:batch:"
+
+
+def results_key(batch_id: str) -> str:
+    """A batch's results hash, and its channel (cancel notices, and results of
+    messages that name no `reply_to`)."""
+    return f"{_BATCH}{batch_id}:results"
+
+
+BATCH_CHANNELS = results_key("*")  # every batch's channel, as a pattern
+
+
+def batch_of(channel: str) -> str:
+    """The batch id in a batch channel's name."""
+    return channel.removeprefix(_BATCH).removesuffix(":results")
+
+
+def reply_channel(client_id: str) -> str:
+    """Where workers publish the results of one client's calls."""
+    return f"toolrun:client:{client_id}:results"
+
+
+def cancel_key(batch_id: str) -> str:
+    """Set (to who cancelled) once a batch is cancelled."""
+    return f"{_BATCH}{batch_id}:cancelled"
+
+
+CANCEL_NOTICE = "__cancel__"  # published on a batch's channel when it is cancelled
+
+
+def deliveries_key(batch_id: str) -> str:
+    """How many times each call's message reached a worker (reads and idempotent calls)."""
+    return f"{_BATCH}{batch_id}:deliveries"
+
+
+def handed_on_key(batch_id: str, call_id: str) -> str:
+    """Set once a chain step has sent the next one (a redelivered step sends it no more)."""
+    return f"{_BATCH}{batch_id}:handed-on:{call_id}"
+
+
+def approvals_channel(batch_id: str) -> str:
+    """Where an answered approval wakes the batch that waits for it."""
+    return f"{_BATCH}{batch_id}:approvals"
+
+
+def approval_arguments_key(batch_id: str, call_id: str) -> str:
+    """Arguments an approver changed (they may hold secrets; the ledger keeps them redacted)."""
+    return f"toolrun:approval:{batch_id}:{call_id}:arguments"
