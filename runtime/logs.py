@@ -2,9 +2,10 @@
 formatted message, whoever wrote it (toolrun, Celery, or a tool's print).
 
 Every line about a call carries its batch id and call id: code that works on a
-call runs inside `call_context(batch_id, call_id)` (the worker enters it around
-each task), and Celery's own "received" line is matched through the task's
-redacted argsrepr, which names both. `TOOLRUN_LOG_FORMAT=json` makes each record
+call runs between `enter_call(batch_id, call_id)` and `leave_call` (the worker
+enters each task's call in Celery's task_prerun and leaves it in task_postrun),
+and Celery's own "received" line is matched through the task's redacted
+argsrepr, which names both. `TOOLRUN_LOG_FORMAT=json` makes each record
 one JSON object on one line; text lines end with `[batch <id> call <id>]`.
 """
 
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any
@@ -37,28 +36,10 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def redact_handlers(logger: logging.Logger) -> None:
-    """Add the filter to every handler of `logger` (once)."""
-    for handler in logger.handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
-
-
-@contextmanager
-def call_context(batch_id: str, call_id: str | None = None) -> Iterator[None]:
-    """Log records made inside (in this thread or task) name this batch and call.
-    A thread started inside does not inherit it: run its target through
-    `contextvars.copy_context().run`."""
-    token = enter_call(batch_id, call_id)
-    try:
-        yield
-    finally:
-        leave_call(token)
-
-
 def enter_call(batch_id: str, call_id: str | None = None) -> Token:
-    """`call_context` for code that begins and ends in separate hooks (Celery's
-    task_prerun and task_postrun); pass the token to `leave_call`."""
+    """From now on, log records made in this thread or task name this batch and
+    call (a thread started meanwhile sees them only if its target runs through
+    `contextvars.copy_context().run`); pass the token to `leave_call`."""
     return _CALL.set((batch_id, call_id))
 
 
@@ -129,18 +110,6 @@ def prepare_handlers(logger: logging.Logger, log_format: str = "text") -> None:
                 handler.setFormatter(JsonFormatter())
         elif not isinstance(current, CallTextFormatter):
             handler.setFormatter(CallTextFormatter(current))
-
-
-def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
-    """Logging for a process Celery does not set up (a client, the CLI): one
-    stderr handler on the root logger, prepared as the workers' are."""
-    root = logging.getLogger()
-    if not root.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-    root.setLevel(level.upper())
-    prepare_handlers(root, log_format)
 
 
 def _ids_in_task_line(record: logging.LogRecord) -> CallIds | tuple[None, None]:

@@ -24,7 +24,7 @@ class Risk(StrEnum):
 
 
 class Mode(StrEnum):
-    """Permission mode of a batch (DESIGN.md, "Permission")."""
+    """Permission mode of a batch (docs/architecture.md, "Semantics")."""
 
     plan = "plan"
     default = "default"

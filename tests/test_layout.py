@@ -63,7 +63,7 @@ def test_no_import_cycles():
 
 def test_no_toolrun_import_inside_a_function_outside_the_allowed_places():
     hidden = []
-    for name, path in _modules().items():
+    for path in _modules().values():
         relative = path.relative_to(ROOT).as_posix()
         if any(relative.startswith(allowed) for allowed in LAZY_ALLOWED):
             continue

@@ -10,16 +10,30 @@ import json
 import logging
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from runtime.logs import (
     CallTextFormatter,
     JsonFormatter,
-    call_context,
     current_call,
+    enter_call,
+    leave_call,
     prepare_handlers,
 )
+
+
+@contextmanager
+def call_context(batch_id: str, call_id: str | None = None) -> Iterator[None]:
+    """What the worker does around a task: enter the call, then leave it."""
+    token = enter_call(batch_id, call_id)
+    try:
+        yield
+    finally:
+        leave_call(token)
+
 
 SECRET = "ghp_" + "LogSecret1" * 4
 

@@ -28,7 +28,6 @@ from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import EventKind
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
-from runtime.results import formatter as results
 from runtime.transport import channel
 from runtime.transport.listener import Inbox, Listener
 from runtime.transport.names import cancel_key
@@ -105,14 +104,14 @@ class BatchRun:
         except Exception as error:  # noqa: BLE001 - the loop must get a result per call
             log.exception("batch %s failed in the dispatcher", self.batch.id)
             for call in self.batch.calls:
-                text = f"the runtime failed before this call ended ({type(error).__name__})"
-                self._end(results.failure(call.id, call.name, Status.outcome_unknown, text))
+                self._end(endings.runtime_failed(call.id, call.name, error))
         finally:
             self.services.listener.unwatch(self.batch.id)
 
-    def _admit(self, call: ToolCall) -> Admitted | Refused:
+    def _admit(self, call: ToolCall, approved_by: str | None = None) -> Admitted | Refused:
         return admit(call, registry=self.services.registry, mode=self.batch.mode,
-                     workspace=Path(self.batch.workspace), policy=self.policy)  # fmt: skip
+                     workspace=Path(self.batch.workspace), policy=self.policy,
+                     approved_by=approved_by)  # fmt: skip
 
     def _run(self, inbox: Inbox) -> None:
         admissions = [self._admit(call) for call in self.batch.calls]
@@ -150,7 +149,7 @@ class BatchRun:
                 self._run_chain(steps, inbox)
             else:
                 self._send(sent)
-            # Reads may run before their rows land (DESIGN.md, "Audit"): the batch's
+            # Reads may run before their rows land (docs/architecture.md, "Semantics"): the batch's
             # rows are written while they run, and before any of their results is taken.
             self._record(admissions)
             for asking in (a for a in pending if a.decision.effect is Effect.ask):
@@ -181,8 +180,7 @@ class BatchRun:
         except Exception as error:  # noqa: BLE001 - no stored request, nobody can answer
             log.error("approval request for %s failed: %s", call.id, error)
             return self._deny(admission, "the approval could not be stored, so nobody can answer")
-        text = f"awaiting approval: {admission.decision.reason}"
-        self.notify(results.failure(call.id, spec.name, Status.awaiting_approval, text))
+        self.notify(endings.awaiting_approval(call.id, spec.name, admission.decision.reason))
         limit = min(self.deadline, time.monotonic() + self.services.approval_timeout)
         answer = approvals.wait(self.batch.id, call.id, deadline=limit,
                                 stop=self._check_cancelled)  # fmt: skip
@@ -199,17 +197,16 @@ class BatchRun:
             return self._deny(admission, "approval timed out", rule="approval")
         if answer.updated and answer.arguments is None:
             return self._deny(admission, "the approved arguments were lost; ask again")
-        if answer.updated:
-            again = self._admit(ToolCall(id=call.id, name=call.name, arguments=answer.arguments))
-            if isinstance(again, Refused):
-                self._end(again.result)
-                self.audit.end(again.result, again.event, again.decision)
-                return None
-            call, admission = again.call, again
-        self.approved_by[call.id] = answer.by or "unknown"
-        decision = Decision.allow(f"approved by {answer.by}", rule=admission.decision.rule,
-                                  source=f"approval:{answer.by}")  # fmt: skip
-        return Admitted(call, spec, admission.arguments, decision)
+        arguments = answer.arguments if answer.updated else call.arguments
+        by = answer.by or "unknown"
+        # Admitted again, as the worker will: updated arguments are checked like any others.
+        again = self._admit(ToolCall(id=call.id, name=call.name, arguments=arguments), by)
+        if isinstance(again, Refused):
+            self._end(again.result)
+            self.audit.end(again.result, again.event, again.decision)
+            return None
+        self.approved_by[call.id] = by
+        return again
 
     def _deny(self, admission: Admitted, reason: str, rule: str = "approval") -> None:
         refused = refuse(
@@ -224,9 +221,7 @@ class BatchRun:
             if admission.spec.risk is Risk.read:
                 runnable.append(admission)
                 continue
-            text = "the audit ledger is unavailable, so this side effect was not run; retry later"
-            result = results.failure(admission.call.id, admission.spec.name, Status.error, text,
-                                     kind="ledger")  # fmt: skip
+            result = endings.ledger_unavailable(admission.call.id, admission.spec.name)
             self._end(result)
             self.audit.end(result)  # waits in the buffer, after the batch's own rows
         return runnable
@@ -285,12 +280,11 @@ class BatchRun:
         """Send calls to the workers; a call the broker never took before the
         deadline ends `error`, recorded so that a message that did get through
         finds it ended."""
-        text = "the broker (Redis) could not be reached before the deadline; the call was not run"
         unsent = self.outbox.send(admitted, self.approved_by, lambda: self.deadline,
                                   chained=chained)  # fmt: skip
         for admission in unsent:
             call, spec = admission.call, admission.spec
-            result = results.failure(call.id, spec.name, Status.error, text, kind="broker")
+            result = endings.broker_unreachable(call.id, spec.name)
             self._end(result)
             self.audit.end(result)
 

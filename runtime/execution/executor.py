@@ -22,12 +22,13 @@ from runtime.errors import LedgerUnavailable
 from runtime.execution.claims import Begun, Start, begin
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
-from runtime.gate.decision import Decision, Effect
+from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.ledger.rows import CallEnd, event_fields
 from runtime.ledger.store import EventKind, Ledger
 from runtime.ledger.tables import utc_now
 from runtime.registry.capabilities import Registry
+from runtime.results import endings
 from runtime.results import formatter as results
 from runtime.settings import Settings
 from runtime.transport import signing
@@ -67,12 +68,8 @@ def execute(
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(call, registry=registry, mode=message.mode,
                       workspace=Path(message.workspace),
-                      policy=Policy.from_snapshot(message.policy))  # fmt: skip
-    if isinstance(admission, Admitted) and admission.decision.effect is Effect.ask:
-        if message.approved_by is None:
-            decision = Decision.deny(f"{admission.decision.reason}, and no approval came with it",
-                                     rule=admission.decision.rule, source="worker")  # fmt: skip
-            admission = refuse(call, admission.spec, decision)
+                      policy=Policy.from_snapshot(message.policy),
+                      approved_by=message.approved_by, to_run=True)  # fmt: skip
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
     if admission.spec.risk is not Risk.read and not admission.spec.idempotent:
@@ -98,13 +95,10 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
     if look.result is not None:  # a redelivered message: the call has ended already
         return look.result
     if look.cancelled:
-        text = "cancelled: the batch was cancelled before this call started; it did not run"
-        cancelled = results.failure(call_id, tool, Status.cancelled, text, **meta)
+        cancelled = endings.cancelled_before_start(call_id, tool, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     if look.delivery > settings.max_deliveries:
-        text = (f"the call was delivered {look.delivery - 1} times and its worker was lost each "
-                "time (the tool may crash its process); it was given up on")  # fmt: skip
-        given_up = results.failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
+        given_up = endings.given_up(call_id, tool, look.delivery - 1, **meta)
         return _record(ledger, message, given_up)
     retries: list[dict] = []
 
@@ -131,15 +125,13 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
     claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
     if board is not None and _cancelled(board, message.batch_id):
-        text = "cancelled: the batch was cancelled before this call started; it did not run"
-        cancelled = results.failure(call.id, spec.name, Status.cancelled, text, **meta)
+        cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     try:
         begun = begin(ledger, message.batch_id, call.id, worker=worker)
     except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
         log.error("ledger unavailable before %s: %s", call.id, error)
-        note = "the audit ledger is unavailable, so this side effect was not run; retry later"
-        refused = results.failure(call.id, call.name, Status.error, note, kind="ledger", **meta)
+        refused = endings.ledger_unavailable(call.id, call.name, **meta)
         return _later(ledger, message, refused)
     recall = (lambda b, c: _recall(board, b, c)) if board is not None else (lambda b, c: None)
     early = _early_end(begun, message, spec.name, worker, recall)
@@ -183,12 +175,8 @@ def _early_end(begun: Begun, message: CallMessage, tool: str, worker: str | None
     if begun.start is Start.finished:
         return recall(message.batch_id, call_id) or _from_row(begun, message, tool)
     if begun.start is Start.taken:
-        text = ("the worker running this call was lost, so the tool may or may not have run; "
-                "check its effect before calling it again")  # fmt: skip
-        return results.failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost",
-                               **meta)  # fmt: skip
-    text = "no client recorded a decision for this call in the ledger, so it was not run"
-    return results.failure(call_id, tool, Status.denied, text, kind="unrecorded", **meta)
+        return endings.worker_lost(call_id, tool, **meta)
+    return endings.unrecorded(call_id, tool, **meta)
 
 
 def _from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:

@@ -26,6 +26,7 @@ import tenacity
 from runtime.errors import CallTimedOut, ToolError
 from runtime.gate.admission import Admitted
 from runtime.registry.capabilities import CapabilitySpec, ToolContext
+from runtime.results import endings
 from runtime.results import formatter as results
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult
@@ -70,8 +71,7 @@ def invoke(
     call_id, name = message.call_id, spec.name
     if runner.is_alive():
         _interrupt(runner)
-        text = f"timed out after {timeout:g} s; try a smaller request"
-        return results.failure(call_id, name, Status.timeout, text, **meta)
+        return endings.timed_out(call_id, name, timeout, **meta)
     if "error" in outcome:
         error, meta["max_bytes"] = outcome["error"], settings.result_max_bytes
         if isinstance(error, ToolError):

@@ -3,8 +3,11 @@
 The client runs them before planning a batch and the worker runs them again
 right before the tool, against the same policy snapshot, so both see the same
 answer from the same code. Every early end is a `Refused` carrying the result
-the model gets and the ledger event that records why. A call whose decision is
-`ask` is `Admitted`: the dispatcher asks, the worker checks the answer.
+the model gets and the ledger event that records why.
+
+A call whose decision is `ask` is `Admitted` while a batch plans it (the batch
+asks a human). With `approved_by`, the approval turns it into an allow; with
+`to_run` (the worker, right before the tool) and no approval, it is denied.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from runtime.gate.policy import Policy
 from runtime.ledger.store import EventKind
 from runtime.registry.capabilities import CapabilitySpec, Registry
 from runtime.registry.validation import Invalid, validate
-from runtime.results import formatter as results
-from runtime.types import Mode, Status, ToolCall, ToolResult
+from runtime.results import endings
+from runtime.types import Mode, ToolCall, ToolResult
 
 NAME_CHARS = 200  # what a result repeats of a tool name no tool has
 
@@ -44,30 +47,35 @@ class Refused:
 
 
 def admit(
-    call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path, policy: Policy
-) -> Admitted | Refused:
+    call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path, policy: Policy,
+    approved_by: str | None = None, to_run: bool = False,
+) -> Admitted | Refused:  # fmt: skip
     spec = registry.get(call.name)
     if spec is None:
         return Refused(call, None, _unknown(call, registry), EventKind.lookup_failed)
     arguments = validate(spec.input_model, call.arguments)
     if isinstance(arguments, Invalid):
-        message = f"invalid arguments: {arguments.message}"
-        result = results.failure(call.id, spec.name, Status.invalid_arguments, message)
+        result = endings.invalid_arguments(call.id, spec.name, arguments.message)
         return Refused(call, spec, result, EventKind.invalid_arguments)
     if not spec.can_run(mode):
-        message = f"disabled in {mode.value} mode: only read-only tools run there"
-        result = results.failure(call.id, spec.name, Status.disabled, message)
+        result = endings.disabled(call.id, spec.name, mode)
         return Refused(call, spec, result, EventKind.disabled)
     decision = evaluate(spec, arguments, mode=mode, workspace=workspace, policy=policy)
     if decision.effect is Effect.deny:
         return refuse(call, spec, decision)
+    if decision.effect is Effect.ask and approved_by is not None:
+        decision = Decision.allow(f"approved by {approved_by}", rule=decision.rule,
+                                  source=f"approval:{approved_by}")  # fmt: skip
+    elif decision.effect is Effect.ask and to_run:
+        return refuse(call, spec, Decision.deny(f"{decision.reason}, and no approval came with it",
+                                                rule=decision.rule, source="worker"))  # fmt: skip
     return Admitted(call, spec, arguments, decision)
 
 
 def refuse(call: ToolCall, spec: CapabilitySpec | None, decision: Decision) -> Refused:
     """A `denied` result that says why, for the model and the ledger."""
     name = spec.name if spec else call.name
-    result = results.failure(call.id, name, Status.denied, f"denied: {decision.reason}")
+    result = endings.denied(call.id, name, decision.reason)
     return Refused(call, spec, result, EventKind.decision, decision)
 
 
@@ -75,7 +83,5 @@ def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
     name = call.name if isinstance(call.name, str) else repr(call.name)
     if len(name) > NAME_CHARS:  # a made-up name is model output: keep the result bounded
         name = name[:NAME_CHARS] + "…"
-    close = registry.closest(name)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    message = f"unknown tool {name!r}.{hint} Available tools: {', '.join(registry.names())}"
-    return results.failure(call.id, name, Status.unknown_tool, message)
+    return endings.unknown_tool(call.id, name, close=registry.closest(name),
+                                available=registry.names())  # fmt: skip

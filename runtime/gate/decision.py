@@ -35,10 +35,6 @@ class Decision:
     def deny(cls, reason: str, *, rule: str, source: str = "runtime") -> Decision:
         return cls(Effect.deny, reason, rule, source)
 
-    @property
-    def allowed(self) -> bool:
-        return self.effect is Effect.allow
-
     def as_dict(self) -> dict[str, str]:
         return {
             "effect": self.effect.value,
@@ -46,7 +42,3 @@ class Decision:
             "rule": self.rule,
             "source": self.source,
         }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, str]) -> Decision:
-        return cls(Effect(data["effect"]), data["reason"], data["rule"], data["source"])

@@ -35,7 +35,7 @@ __all__ = ["MODE_TABLE", "Decision", "Effect", "evaluate"]
 
 A, Q, D = Effect.allow, Effect.ask, Effect.deny
 
-# DESIGN.md's table: what the mode and the risk decide when no rule matches.
+# What the mode and the risk decide when no rule matches (docs/architecture.md, "Semantics").
 _TABLE = """
               read   write  external  destructive  unknown
 plan          allow  deny   deny      deny         deny

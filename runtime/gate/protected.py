@@ -1,6 +1,6 @@
 """Paths no tool may write: the settings files that hold the agent's own permissions.
 
-DESIGN.md, "Permission": no tool call writes, edits, moves or deletes a settings
+docs/architecture.md, "Semantics": no tool call writes, edits, moves or deletes a settings
 file of any level, through any path spelling or symlink, whatever the rules say.
 The check looks at the path as the model spelt it *and* at where it resolves, so
 `.TOOLRUN/settings.json`, `a/../.toolrun/x` and a symlink into `.toolrun/` are all

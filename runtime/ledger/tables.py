@@ -14,7 +14,7 @@ from sqlmodel import Field, SQLModel
 
 
 class EventKind(StrEnum):
-    """What an event row records (DESIGN.md, "Audit")."""
+    """What an event row records (docs/architecture.md, "Semantics")."""
 
     lookup_failed = "lookup_failed"
     invalid_arguments = "invalid_arguments"

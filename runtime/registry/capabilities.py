@@ -76,7 +76,7 @@ class CapabilitySpec:
 
     @property
     def parallel(self) -> bool:
-        """Only read-only tools run beside each other (DESIGN.md, "Ordering")."""
+        """Only read-only tools run beside each other (docs/architecture.md, "Semantics")."""
         return self.risk is Risk.read
 
     def can_run(self, mode: Mode) -> bool:

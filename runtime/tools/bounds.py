@@ -2,7 +2,7 @@
 from binary, describe a binary file, and build a bounded unified diff.
 
 Every built-in tool measures its output with these, so "what was cut" is
-worded the same way everywhere (DESIGN.md, "Size").
+worded the same way everywhere (docs/architecture.md, "Semantics").
 """
 
 from __future__ import annotations

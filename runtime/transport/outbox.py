@@ -24,11 +24,11 @@ from kombu.exceptions import BatchPublishError, OperationalError
 from runtime.gate.admission import Admitted
 from runtime.gate.policy import Policy
 from runtime.ledger.store import Ledger
-from runtime.results import formatter as results
+from runtime.results import endings
 from runtime.results.redaction import redact
 from runtime.transport import chain, channel, signing
 from runtime.transport.names import EFFECTS, READS, TASK, TTL_SECONDS, handed_on_key
-from runtime.types import Batch, CallMessage, Status, ToolResult
+from runtime.types import Batch, CallMessage, ToolResult
 
 log = logging.getLogger("toolrun.dispatcher")
 UNREACHABLE = (*channel.LOST, OperationalError)  # Redis down: kombu wraps its errors
@@ -156,9 +156,8 @@ def forward(
         return
     except Exception as error:  # noqa: BLE001 - every step left still needs its result
         log.error("batch %s: could not start the chain's next step: %s", batch_id, error)
-    text = "the broker (Redis) could not take this step after the one before it; it did not run"
     for step in [following, *following[chain.THEN]]:
-        ended = results.failure(step["call_id"], step["tool"], Status.error, text, kind="broker")
+        ended = endings.chain_broken(step["call_id"], step["tool"])
         ledger.eventually(lambda ended=ended: ledger.record_result(batch_id, ended))
         try:
             channel.publish(client, batch_id, ended, reply_to=step.get("reply_to"))
