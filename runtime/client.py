@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from celery import Celery
 from pydantic import ValidationError
 
 from runtime import adapters
@@ -29,9 +30,9 @@ from runtime.registry.capabilities import Registry
 from runtime.registry.loading import load_tools
 from runtime.settings import Settings, get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
-from runtime.transport import channel
 from runtime.transport.app import make_app
-from runtime.transport.listener import Listener
+from runtime.transport.base import Transport
+from runtime.transport.cluster import CeleryTransport
 from runtime.types import Batch, Mode, OnError, ToolCall
 
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
@@ -40,24 +41,36 @@ MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few do
 class Runtime:
     """A connection to a toolrun deployment: its Redis, its ledger, its registry."""
 
-    def __init__(self, settings: Settings, *, registry: Registry | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: Registry | None = None,
+        transport: Transport | None = None,
+        ledger: Ledger | None = None,
+    ) -> None:
+        """`transport` defaults to Celery and Redis from `settings`; tests pass
+        `runtime.transport.memory.MemoryTransport` to run batches in process."""
         self.settings = settings
-        self.redis_url = redis_url_for(settings)
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
-        self.ledger = Ledger.from_settings(settings)
-        self.app = make_app(settings, redis_url=self.redis_url)
-        self.client = redis.Redis.from_url(self.redis_url)
-        self.approvals = Approvals(self.ledger, self.client)
+        self.ledger = ledger or Ledger.from_settings(settings)
+        self.redis_url: str | None = None  # the Celery app and Redis client, when on Celery
+        self.app: Celery | None = None
+        self.client: redis.Redis | None = None
+        if transport is None:
+            self.redis_url = redis_url_for(settings)
+            self.app = make_app(settings, redis_url=self.redis_url)
+            self.client = redis.Redis.from_url(self.redis_url)
+            transport = CeleryTransport(self.app, self.client, signing_key_for(settings))
+        self.transport = transport
+        self.approvals = Approvals(self.ledger, transport)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
         self.services = Services(
             registry=self.registry,
             approvals=self.approvals,
-            app=self.app,
-            client=self.client,
-            listener=Listener(self.client),
-            key=signing_key_for(settings),
+            transport=transport,
             approval_timeout=settings.approval_timeout,
         )
 
@@ -80,7 +93,7 @@ class Runtime:
         "ask": [...], "deny": [...]}`) is fixed now."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
         policy = self.policies.policy_for(Path(batch.workspace), rules)
-        handle = BatchHandle(batch, self.approvals)
+        handle = BatchHandle(batch, self.approvals, self.transport)
         deadline = time.monotonic() + (timeout or self.settings.batch_timeout)
         handle._run = BatchRun(
             batch, policy, self.services, deadline=deadline, emit=handle._add,
@@ -102,7 +115,7 @@ class Runtime:
 
     def cancel(self, batch_id: str, *, by: str = "client") -> None:
         """Cancel a batch from any process that can reach its Redis."""
-        channel.cancel(self.client, batch_id, by=by)
+        self.transport.cancel(batch_id, by=by)
 
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
         return self.approvals.answer(batch_id, call_id, approve=False, by=by, reason=reason)
@@ -133,8 +146,7 @@ class Runtime:
         return AsyncBatchHandle(self.submit_message(message, format, **options))
 
     def close(self) -> None:
-        self.services.listener.close()
-        self.client.close()
+        self.transport.close()
         self.ledger.close()
 
 

@@ -14,7 +14,7 @@ from runtime import adapters
 from runtime.batch.run import BatchRun
 from runtime.errors import InvalidBatch
 from runtime.ledger.approvals import Approvals
-from runtime.transport import channel
+from runtime.transport.base import Transport
 from runtime.types import Batch, Status, ToolResult
 
 
@@ -23,10 +23,11 @@ class BatchHandle:
     stream also shows a call waiting for approval (status `awaiting_approval`),
     a notice that its final result follows; `results()` holds final ones only."""
 
-    def __init__(self, batch: Batch, approvals: Approvals | None = None) -> None:
+    def __init__(self, batch: Batch, approvals: Approvals, transport: Transport) -> None:
         self.batch = batch
         self.batch_id = batch.id
         self._approvals = approvals
+        self._transport = transport
         self._run: BatchRun | None = None
         self._events: list[ToolResult] = []  # notices and final results, as they came
         self._final: dict[str, ToolResult] = {}
@@ -45,7 +46,7 @@ class BatchHandle:
         """End the batch: calls not yet started end `cancelled`; calls running
         end with their real result, or after a short grace `cancelled` (reads)
         or `outcome_unknown` (side effects). Still exactly one result per call."""
-        channel.cancel(self._approvals.client, self.batch_id, by=by)
+        self._transport.cancel(self.batch_id, by=by)
         if self._run is not None:
             self._run.cancel()  # this process's dispatcher knows at once
 

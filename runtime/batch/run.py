@@ -1,5 +1,6 @@
-"""Drives one batch: admit every call, record the decisions, ask for approvals,
-send each stage to its queue and collect results from the batch's channel.
+"""The batch's rules: admit every call, record the decisions, ask for
+approvals, send each stage and collect its results, through a `Transport`
+(docs/architecture.md, "The batch's rules on a transport").
 
 It runs on a thread of the submitting process and ends every call exactly once:
 with the worker's result, an early end, `skipped` after a failed ordered step,
@@ -16,9 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
-from celery import Celery
-
 from runtime.batch.audit import BatchAudit
 from runtime.batch.planner import plan
 from runtime.gate.admission import Admitted, Refused, admit, refuse
@@ -28,14 +26,11 @@ from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import EventKind
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
-from runtime.transport import channel
-from runtime.transport.listener import Inbox, Listener
-from runtime.transport.names import cancel_key
-from runtime.transport.outbox import Outbox
+from runtime.transport.base import Inbox, Transport
 from runtime.types import Batch, Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.dispatcher")
-SWEEP_SECONDS = channel.SWEEP_SECONDS  # how often a waiting stage also reads the results hash
+WAKE_SECONDS = 1.0  # how often a waiting stage looks at its deadline and cancel flag
 CANCEL_GRACE = 5.0  # how long a cancelled batch waits for calls already running
 CHAIN_STEPS = 32  # ordered steps one chain carries at most
 CHAIN_BYTES = 256 * 1024  # and their arguments' JSON at most: the chain's first message holds all
@@ -47,10 +42,7 @@ class Services:
 
     registry: Registry
     approvals: Approvals
-    app: Celery
-    client: redis.Redis
-    listener: Listener
-    key: bytes
+    transport: Transport
     approval_timeout: float
 
 
@@ -73,8 +65,7 @@ class BatchRun:
         self.approved_by: dict[str, str] = {}
         self.cancelled = False
         self.recorded: bool | None = None  # the batch's rows: not yet, written, or waiting
-        self.outbox = Outbox(services.app, services.key, batch, policy,
-                             reply_to=services.listener.channel)  # fmt: skip
+        self.sender = services.transport.sender(batch, policy)
 
     def end_now(self) -> None:
         """Bring the deadline forward: unfinished calls end at once."""
@@ -88,15 +79,12 @@ class BatchRun:
             self.deadline = min(self.deadline, time.monotonic() + CANCEL_GRACE)
 
     def _check_cancelled(self) -> bool:
-        try:
-            if not self.cancelled and self.services.client.exists(cancel_key(self.batch.id)):
-                self.cancel()
-        except channel.LOST as error:  # Redis down: nobody can have cancelled through it
-            log.warning("batch %s: cannot read its cancel flag: %s", self.batch.id, error)
+        if not self.cancelled and self.services.transport.cancelled(self.batch.id):
+            self.cancel()
         return self.cancelled
 
     def run(self) -> None:
-        inbox = self.services.listener.watch(self.batch.id)  # before anything is sent
+        inbox = self.services.transport.watch(self.batch.id)  # before anything is sent
         try:
             # A cancel sent before the batch listened is not read here: the
             # workers read the flag before each call and end it `cancelled`.
@@ -106,7 +94,7 @@ class BatchRun:
             for call in self.batch.calls:
                 self._end(endings.runtime_failed(call.id, call.name, error))
         finally:
-            self.services.listener.unwatch(self.batch.id)
+            self.services.transport.unwatch(self.batch.id)
 
     def _admit(self, call: ToolCall, approved_by: str | None = None) -> Admitted | Refused:
         return admit(call, registry=self.services.registry, mode=self.batch.mode,
@@ -272,15 +260,15 @@ class BatchRun:
 
     def _stop_workers(self) -> None:
         try:
-            channel.cancel(self.services.client, self.batch.id, by="deadline")
-        except channel.LOST as error:
+            self.services.transport.cancel(self.batch.id, by="deadline")
+        except Exception as error:  # noqa: BLE001 - the steps still end here, at the deadline
             log.warning("batch %s: cannot stop its chain: %s", self.batch.id, error)
 
     def _send(self, admitted: list[Admitted], *, chained: bool = False) -> None:
         """Send calls to the workers; a call the broker never took before the
         deadline ends `error`, recorded so that a message that did get through
         finds it ended."""
-        unsent = self.outbox.send(admitted, self.approved_by, lambda: self.deadline,
+        unsent = self.sender.send(admitted, self.approved_by, lambda: self.deadline,
                                   chained=chained)  # fmt: skip
         for admission in unsent:
             call, spec = admission.call, admission.spec
@@ -304,7 +292,7 @@ class BatchRun:
                 on_deadline()
                 self._expire(waiting)
                 return
-            for result in inbox.results(waiting, min(SWEEP_SECONDS, self.deadline - now)):
+            for result in inbox.results(waiting, min(WAKE_SECONDS, self.deadline - now)):
                 if result.call_id in waiting:
                     waiting.discard(result.call_id)
                     self._end(result)

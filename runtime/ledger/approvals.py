@@ -2,27 +2,25 @@
 holding the batch id answers it from any process, or it expires.
 
 The answer is an atomic `pending → approved | denied | expired` transition, so
-exactly one answer wins. Updated arguments travel through Redis (they may hold
-secrets, and the ledger keeps only redacted data); a pub/sub message wakes the
-waiting dispatcher, which also re-reads the row every second.
+exactly one answer wins. Updated arguments travel through the transport's
+doorbell (they may hold secrets, and the ledger keeps only redacted data), which
+also wakes the waiting batch; it re-reads the row every second anyway.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import redis
 from sqlalchemy import update
 from sqlmodel import Session, select
 
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import utc_now
 from runtime.results.redaction import redact
-from runtime.transport.names import TTL_SECONDS, approval_arguments_key, approvals_channel
+from runtime.transport.base import Doorbell
 
 POLL_SECONDS = 1.0
 
@@ -37,9 +35,9 @@ class Answer:
 
 
 class Approvals:
-    def __init__(self, ledger: Ledger, client: redis.Redis) -> None:
+    def __init__(self, ledger: Ledger, bell: Doorbell | None = None) -> None:
         self.ledger = ledger
-        self.client = client
+        self.bell = bell  # None: this process only reads approvals (status)
 
     def request(
         self, batch_id: str, call_id: str, *, tool: str, arguments: Any, reason: str,
@@ -61,8 +59,7 @@ class Approvals:
         expired, or unknown): the first answer wins."""
         updated = updated_arguments is not None
         if approve and updated:
-            key = approval_arguments_key(batch_id, call_id)
-            self.client.set(key, json.dumps({"arguments": updated_arguments}), ex=TTL_SECONDS)
+            self.bell.stash(batch_id, call_id, updated_arguments)
         status = "approved" if approve else "denied"
         won = self._transition(batch_id, call_id, status, by=by, answer=reason, updated=updated)
         if won:
@@ -71,15 +68,13 @@ class Approvals:
                 batch_id, call_id, kind, approver=by, reason=reason,
                 detail={"updated_arguments": redact(updated_arguments)} if updated else None,
             )  # fmt: skip
-            self.client.publish(approvals_channel(batch_id), call_id)
+            self.bell.ring(batch_id, call_id)
         return won
 
     def wait(self, batch_id: str, call_id: str, *, deadline: float, stop=lambda: False) -> Answer:
         """Block until the call is answered or `deadline` (monotonic) passes (or
         `stop()` says the batch is over); then it expires, unless an answer won."""
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(approvals_channel(batch_id))
-        try:
+        with self.bell.listening(batch_id) as waiter:
             while True:
                 row = self.get(batch_id, call_id)
                 if row is not None and row.status != "pending":
@@ -90,9 +85,7 @@ class Approvals:
                         batch_id, call_id, "expired", by=None, answer="approval timed out"
                     )
                     return self._answer(self.get(batch_id, call_id))
-                pubsub.get_message(timeout=min(POLL_SECONDS, left))
-        finally:
-            pubsub.close()
+                waiter.wait(min(POLL_SECONDS, left))
 
     def get(self, batch_id: str, call_id: str) -> ApprovalRow | None:
         key = {"batch_id": batch_id, "call_id": call_id}
@@ -122,6 +115,5 @@ class Approvals:
     def _answer(self, row: ApprovalRow) -> Answer:
         arguments = None
         if row.status == "approved" and row.updated_arguments:
-            stored = self.client.get(approval_arguments_key(row.batch_id, row.call_id))
-            arguments = json.loads(stored)["arguments"] if stored else None
+            arguments = self.bell.unstash(row.batch_id, row.call_id)
         return Answer(row.status, row.answered_by, row.answer, arguments, row.updated_arguments)

@@ -10,8 +10,12 @@ polls; this does not.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 import tenacity
@@ -19,6 +23,8 @@ import tenacity
 from runtime.transport.names import (
     CANCEL_NOTICE,
     TTL_SECONDS,
+    approval_arguments_key,
+    approvals_channel,
     cancel_key,
     deliveries_key,
     results_key,
@@ -112,3 +118,39 @@ class Board:
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         found = stored(self.client, batch_id, [call_id])
         return found[0] if found else None
+
+
+class RedisDoorbell:
+    """Approvals' answers on Redis: a pub/sub message wakes the batch waiting
+    for one, and updated arguments wait under a key of their own."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def ring(self, batch_id: str, call_id: str) -> None:
+        self.client.publish(approvals_channel(batch_id), call_id)
+
+    @contextmanager
+    def listening(self, batch_id: str) -> Iterator[_Subscription]:
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(approvals_channel(batch_id))
+        try:
+            yield _Subscription(pubsub)
+        finally:
+            pubsub.close()
+
+    def stash(self, batch_id: str, call_id: str, arguments: Any) -> None:
+        key = approval_arguments_key(batch_id, call_id)
+        self.client.set(key, json.dumps({"arguments": arguments}), ex=TTL_SECONDS)
+
+    def unstash(self, batch_id: str, call_id: str) -> Any | None:
+        stored = self.client.get(approval_arguments_key(batch_id, call_id))
+        return json.loads(stored)["arguments"] if stored else None
+
+
+@dataclass(frozen=True)
+class _Subscription:
+    pubsub: redis.client.PubSub
+
+    def wait(self, timeout: float) -> None:
+        self.pubsub.get_message(timeout=timeout)

@@ -59,7 +59,7 @@ class Outbox:
 
         def task(admission: Admitted) -> dict:
             queue = READS if admission.spec.parallel else EFFECTS
-            return task_options(self._message(admission, approved_by), queue)
+            return task_options(self.message(admission, approved_by), queue)
 
         if chained and len(admitted) > 1:
             tasks = [task(admission) for admission in admitted]
@@ -84,7 +84,7 @@ class Outbox:
         rest = zip(admitted[flushed:], tasks[flushed:], strict=True)
         return [a for a, t in rest if not self._publish(t, deadline)]
 
-    def _message(self, admission: Admitted, approved_by: dict[str, str]) -> dict:
+    def message(self, admission: Admitted, approved_by: dict[str, str]) -> dict:
         """One call's signed task message."""
         call, spec, batch = admission.call, admission.spec, self.batch
         message = CallMessage(

@@ -1,0 +1,168 @@
+"""The batch's rules (ordering, on_error, cancel, deadline, approvals, chains,
+one result per call) on the in-memory transport: the same `Runtime`, batch
+and executor code as on Celery, with the workers on threads of this process
+and the ledger a real SQLite file. tests/integration/ runs them on real Redis
+and worker processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+
+import pytest
+
+from runtime.client import Runtime
+from runtime.ledger.store import Ledger
+from runtime.registry.loading import load_tools
+from runtime.settings import Settings
+from runtime.transport.memory import MemoryTransport
+from runtime.types import Status
+from tests.support.tools import marks
+
+WRITES = {"allow": ["bump", "slow_write", "explode", "obliterate"]}
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory):
+    ledger = Ledger(f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.db'}")
+    yield ledger
+    ledger.close()
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def rt(tmp_path, ledger, workspace):
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
+    settings = Settings(home=tmp_path / "home", user_settings_file=user, approval_timeout=30)
+    registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
+    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings)
+    runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
+    yield runtime
+    transport.close()
+
+
+def labels(workspace) -> list[str]:
+    return [mark["label"] for mark in marks(workspace, "effects")]
+
+
+def test_reads_between_side_effects_see_them_in_the_models_order(rt, workspace):
+    batch = [call("r1", "nap", label="a"), call("r2", "nap", label="b"),
+             call("w", "bump", label="w"), call("r3", "nap", label="c")]  # fmt: skip
+    results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(10)
+    assert [r.status for r in results] == [Status.ok] * 4
+    spans = {m["label"]: m for m in marks(workspace, "intervals")}
+    bumped = marks(workspace, "effects")[0]["at"]
+    assert spans["a"]["end"] <= bumped and spans["b"]["end"] <= bumped
+    assert spans["c"]["start"] >= bumped
+
+
+def test_stop_skips_later_side_effects_and_still_runs_reads(rt, workspace):
+    batch = [call("w1", "explode"), call("r", "nap", label="r"), call("w2", "bump", label="x")]
+    results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(10)
+    assert [r.status for r in results] == [Status.error, Status.ok, Status.skipped]
+    assert "call w1 (explode) failed before it" in results[2].model_message
+    assert labels(workspace) == ["explode"]
+
+
+def test_continue_runs_every_step(rt, workspace):
+    batch = [call("w1", "explode"), call("w2", "bump", label="x"), call("w3", "bump", label="y")]
+    handle = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES, on_error="continue")
+    assert [r.status for r in handle.results(10)] == [Status.error, Status.ok, Status.ok]
+    assert labels(workspace) == ["explode", "x", "y"]
+
+
+def test_a_chain_runs_its_steps_in_order_and_a_failure_breaks_it(rt, workspace):
+    batch = [call(f"w{i}", "bump", label=str(i)) for i in range(3)]
+    batch += [call("boom", "explode"), call("after", "bump", label="after")]
+    handle = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
+    results = handle.results(10)
+    assert [r.status for r in results] == [Status.ok] * 3 + [Status.error, Status.skipped]
+    assert labels(workspace) == ["0", "1", "2", "explode"]
+    chained = [m for m in rt.transport.sent if m["batch_id"] == handle.batch_id]
+    assert len(chained[0]["then"]) == 4  # one message carried the chain; workers handed it on
+
+
+def test_every_early_end_is_one_result_in_the_models_order(rt, workspace):
+    batch = [call("a", "nope"), call("b", "bump", label=None), call("c", "obliterate", label="x"),
+             call("d", "nap", label="ok")]  # fmt: skip
+    handle = rt.submit(batch, mode="auto", workspace=workspace, on_error="continue")
+    streamed = list(handle.stream(10))
+    assert sorted(r.call_id for r in streamed) == ["a", "b", "c", "d"]
+    assert [r.status for r in handle.results()] == [
+        Status.unknown_tool, Status.invalid_arguments, Status.denied, Status.ok]  # fmt: skip
+
+
+def test_cancel_ends_what_has_not_started_and_lets_the_running_step_finish(rt, workspace):
+    batch = [call("w1", "slow_write", label="slow", seconds=0.5), call("w2", "bump", label="x")]
+    handle = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
+    while not marks(workspace, "effects"):
+        time.sleep(0.01)
+    handle.cancel(by="test")
+    results = handle.results(10)
+    assert [r.status for r in results] == [Status.ok, Status.cancelled]
+    assert labels(workspace) == ["slow"]
+
+
+def test_the_deadline_ends_a_running_read_and_skips_what_did_not_start(rt, workspace):
+    batch = [call("r", "nap", label="long", seconds=2), call("w", "bump", label="x")]
+    results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES, timeout=0.3)
+    assert [r.status for r in results.results(10)] == [Status.timeout, Status.skipped]
+    assert labels(workspace) == []
+
+
+def test_approved_calls_run_in_order_and_each_waits_for_its_answer(rt, workspace):
+    batch = [call("w1", "bump", label="first"), call("w2", "bump", label="second")]
+    handle = rt.submit(batch, mode="default", workspace=workspace)
+    stream = handle.stream(10)
+    for call_id in ("w1", "w2"):
+        notice = next(stream)
+        assert (notice.call_id, notice.status) == (call_id, Status.awaiting_approval)
+        assert len(labels(workspace)) == int(call_id[1]) - 1  # nothing after it ran yet
+        assert handle.approve(call_id, by="alice")
+        assert next(stream).status is Status.ok
+    assert labels(workspace) == ["first", "second"]
+    given = [e for e in rt.ledger.events(handle.batch_id) if e.kind == "approval_given"]
+    assert [(e.call_id, e.approver) for e in given] == [("w1", "alice"), ("w2", "alice")]
+
+
+def test_approvals_refused_updated_and_expired(rt, workspace):
+    batch = [call("a", "bump", label="a"), call("b", "bump", label="b")]
+    handle = rt.submit(batch, mode="default", workspace=workspace, on_error="continue")
+    threading.Thread(target=lambda: _answer(handle), daemon=True).start()
+    results = handle.results(10)
+    assert [r.status for r in results] == [Status.denied, Status.ok]
+    assert "refused it: not this one" in results[0].model_message
+    assert labels(workspace) == ["edited"]
+
+
+def _answer(handle) -> None:
+    for call_id, answer in (("a", "deny"), ("b", "approve")):
+        while not handle._approvals.get(handle.batch_id, call_id):
+            time.sleep(0.01)
+        if answer == "deny":
+            handle.deny(call_id, "not this one", by="bob")
+        else:
+            handle.approve(call_id, by="bob", updated_arguments={"label": "edited"})
+
+
+def test_an_unanswered_approval_expires_and_its_call_is_denied(rt, workspace):
+    rt.services = dataclasses.replace(rt.services, approval_timeout=0.2)
+    handle = rt.submit([call("a", "bump", label="a")], mode="default", workspace=workspace)
+    [result] = handle.results(10)
+    assert result.status is Status.denied and "approval timed out" in result.model_message
+    assert rt.approvals.get(handle.batch_id, "a").status == "expired"
+    assert not handle.approve("a", by="late")  # an expired approval cannot be answered
+    assert labels(workspace) == []
