@@ -9,6 +9,7 @@ results as they finish and returns them in the model's order.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterable
@@ -20,8 +21,9 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runtime import adapters
-from runtime.batch.handle import AsyncBatchHandle, BatchHandle
-from runtime.batch.run import BatchRun, Services
+from runtime.batch.advance import Advancer
+from runtime.batch.handle import AsyncBatchHandle, BatchHandle, answer
+from runtime.batch.run import BatchRun, Services, fingerprint
 from runtime.errors import InvalidBatch
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
@@ -63,16 +65,16 @@ class Runtime:
             self.redis_url = redis_url_for(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
             self.client = redis.Redis.from_url(self.redis_url)
-            transport = CeleryTransport(self.app, self.client, signing_key_for(settings))
+            transport = CeleryTransport(self.app, self.client)
+        key = getattr(transport, "key", None) or signing_key_for(settings)
         self.transport = transport
-        self.approvals = Approvals(self.ledger, transport)
+        self.approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
-        self.services = Services(
-            registry=self.registry,
-            approvals=self.approvals,
-            transport=transport,
-            approval_timeout=settings.approval_timeout,
-        )
+        advancer = Advancer(ledger=self.ledger, registry=self.registry, key=key,
+                            transport=transport, approvals=self.approvals)  # fmt: skip
+        self.services = Services(registry=self.registry, approvals=self.approvals,
+                                 transport=transport, advancer=advancer, key=key,
+                                 approval_timeout=settings.approval_timeout)  # fmt: skip
 
     @classmethod
     def from_env(cls) -> Runtime:
@@ -87,19 +89,45 @@ class Runtime:
         on_error: OnError | None = None,
         timeout: float | None = None,
         rules: dict[str, list[str]] | None = None,
+        key: str | None = None,
     ) -> BatchHandle:
-        """Start a batch and return at once. Its policy (mode, workspace, the
-        settings files' rules and `rules` of its own, as `{"allow": [...],
-        "ask": [...], "deny": [...]}`) is fixed now."""
+        """Start a batch and return at once; from then on it belongs to the
+        cluster and goes on without this process. Its policy (mode, workspace,
+        the settings files' rules and `rules` of its own, as `{"allow": [...],
+        "ask": [...], "deny": [...]}`) is fixed now. With `key`, submitting
+        the same calls again (from any process, after any crash) attaches to
+        the batch the key started and runs nothing again; the same key with
+        other calls is `InvalidBatch`."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
+        if key is not None:
+            batch = batch.model_copy(update={"id": keyed_id(key)})
+            known = self.ledger.batch(batch.id)
+            if known is not None:
+                if known.fingerprint != fingerprint(batch):
+                    raise InvalidBatch(f"key {key!r} was used for a batch of other calls")
+                return self.attach(batch.id)
         policy = self.policies.policy_for(Path(batch.workspace), rules)
-        handle = BatchHandle(batch, self.approvals, self.transport)
-        deadline = time.monotonic() + (timeout or self.settings.batch_timeout)
-        handle._run = BatchRun(
-            batch, policy, self.services, deadline=deadline, emit=handle._add,
-            notify=handle._notice,
-        )  # fmt: skip
-        threading.Thread(target=handle._run.run, name=f"batch-{batch.id}", daemon=True).start()
+        handle = BatchHandle(batch, self.services)
+        handle._run = BatchRun(batch, self.services, emit=handle._add, notify=handle._notice)
+        deadline = time.time() + (timeout or self.settings.batch_timeout)
+        handle._run.start(policy, deadline=deadline, key=key)
+        threading.Thread(target=handle._run.pump, name=f"batch-{batch.id}", daemon=True).start()
+        return handle
+
+    def attach(self, batch_id: str) -> BatchHandle:
+        """A handle on a batch submitted from any process, alive or not: the
+        results that have ended, then those still to come."""
+        row = self.ledger.batch(batch_id)
+        if row is None:
+            raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
+        calls = [ToolCall(id=c.call_id, name=c.tool, arguments=c.arguments)
+                 for c in self.ledger.calls(batch_id)]  # fmt: skip
+        batch = Batch(id=batch_id, calls=calls, mode=Mode(row.mode), workspace=row.workspace,
+                      on_error=row.on_error)  # fmt: skip
+        handle = BatchHandle(batch, self.services)
+        handle._run = BatchRun(batch, self.services, emit=handle._add, notify=handle._notice)
+        handle._run.attach()
+        threading.Thread(target=handle._run.pump, name=f"batch-{batch_id}", daemon=True).start()
         return handle
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
@@ -109,16 +137,17 @@ class Runtime:
     def approve(self, batch_id: str, call_id: str, *, by: str,
                 updated_arguments: Any = None) -> bool:  # fmt: skip
         """Let a waiting call run (with `updated_arguments`, validated again, if
-        given). False if it was not waiting: already answered or expired."""
-        return self.approvals.answer(batch_id, call_id, approve=True, by=by,
-                                     updated_arguments=updated_arguments)  # fmt: skip
+        given), and carry its batch on from here. False if it was not waiting:
+        already answered, or expired."""
+        return answer(self.services, batch_id, call_id, approve=True, by=by,
+                      updated_arguments=updated_arguments)  # fmt: skip
 
     def cancel(self, batch_id: str, *, by: str = "client") -> None:
-        """Cancel a batch from any process that can reach its Redis."""
-        self.transport.cancel(batch_id, by=by)
+        """Cancel a batch from any process that can reach its Redis and ledger."""
+        self.services.advancer.cancel(batch_id, by=by)
 
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
-        return self.approvals.answer(batch_id, call_id, approve=False, by=by, reason=reason)
+        return answer(self.services, batch_id, call_id, approve=False, by=by, reason=reason)
 
     async def asubmit(
         self, calls: Batch | Iterable[ToolCall | dict], **options: Any
@@ -148,6 +177,12 @@ class Runtime:
     def close(self) -> None:
         self.transport.close()
         self.ledger.close()
+
+
+def keyed_id(key: str) -> str:
+    """The batch id a submit key stands for: two submitters of one key race
+    for one batch, and the ledger keeps its first record."""
+    return "k" + hashlib.sha256(key.encode()).hexdigest()[:31]
 
 
 def _call(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:

@@ -121,5 +121,8 @@ class CallMessage(BaseModel):
     approved_by: str | None = None
     on_error: OnError = "stop"  # whether a chain goes on past this step if it fails
     reply_to: str | None = None  # the client's results channel (else the batch's)
+    stage: int | None = None  # the batch's stage this call belongs to,
+    stage_size: int = 1  # how many calls it holds,
+    last_stage: bool = False  # and whether it is the batch's last
     then: list[dict[str, Any]] = Field(default_factory=list)  # the chain's next steps
     signature: str | None = None

@@ -1,57 +1,118 @@
-"""Thin Celery adapters: decode the message, call the executor, publish the
-result. All logic lives in `runtime/`; results travel on toolrun's own
-channel, so the task returns nothing (Celery would discard it)."""
+"""Thin Celery adapters: decode the message, call the executor, and if this
+delivery ended the call, announce its result and carry the batch on. All logic
+lives in `runtime/`; results travel on toolrun's own channel, so the task
+returns nothing (Celery would discard it)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
 
 import redis
+from celery import signals
 
+from runtime.batch.advance import Advancer
 from runtime.execution import executor
+from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.loading import load_tools
 from runtime.settings import get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
 from runtime.transport import channel, outbox
-from runtime.transport.names import TASK
+from runtime.transport.cluster import CeleryTransport
+from runtime.transport.names import EPOCH_KEY, SWEEP_LOCK, TASK
 from workers import app
 
 log = logging.getLogger("toolrun.worker")
 settings = get_settings()
 registry = load_tools(settings.module_names)  # once per process, never per task
 key = signing_key_for(settings)  # no key, no worker: it would run nothing anyway
-_resources: dict[int, tuple[Ledger, redis.Redis]] = {}
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's result waits for Redis to come back
+SWEEP_SECONDS = 1.0  # how often each worker offers to sweep
+SWEEP_LOCK_SECONDS = 30  # the longest one sweep may hold the others off
 
 
-def _resources_here() -> tuple[Ledger, redis.Redis]:
-    """One ledger engine and one Redis pool per process: prefork children must
-    not share the parent's connections."""
+@dataclass(frozen=True)
+class Resources:
+    ledger: Ledger
+    client: redis.Redis
+    advancer: Advancer
+
+
+_resources: dict[int, Resources] = {}
+
+
+def resources() -> Resources:
+    """One ledger engine, one Redis pool and one advancer per process: prefork
+    children must not share the parent's connections."""
     pid = os.getpid()
     if pid not in _resources:
         url = redis_url_for(settings, required=False) or app.conf.broker_url
-        _resources[pid] = (Ledger.from_settings(settings, lazy=True), redis.Redis.from_url(url))
+        ledger, client = Ledger.from_settings(settings, lazy=True), redis.Redis.from_url(url)
+        advancer = Advancer(ledger=ledger, registry=registry, key=key,
+                            transport=CeleryTransport(app, client),
+                            approvals=Approvals(ledger, key))  # fmt: skip
+        _resources[pid] = Resources(ledger, client, advancer)
     return _resources[pid]
 
 
 @app.task(name=TASK, bind=True)
 def execute_call(self, message: dict) -> None:
-    ledger, client = _resources_here()
-    board = channel.Board(client)
-    result = executor.execute(
+    here = resources()
+    outcome = executor.execute(
         message,
         registry=registry,
-        ledger=ledger,
+        ledger=here.ledger,
         settings=settings,
         key=key,
         worker=self.request.hostname,
-        board=board,
+        board=channel.Board(here.client),
     )
-    if result is None:  # too malformed to name a call: nobody to answer
+    if outcome is None or outcome.ended is False:  # malformed, or ended (and announced) already
         return
-    batch_id = message["batch_id"]
-    channel.publish(client, batch_id, result, reply_to=message.get("reply_to"),
-                    patience=PUBLISH_PATIENCE)  # fmt: skip
-    outbox.forward(self.app, client, ledger, message, result)
+    result, batch_id = outcome.result, message["batch_id"]
+    done = channel.publish(here.client, batch_id, result, reply_to=message.get("reply_to"),
+                           patience=PUBLISH_PATIENCE, stage=message.get("stage"))  # fmt: skip
+    if outbox.forward(self.app, here.client, here.ledger, message, result):
+        return  # the chain goes on: its next step's worker carries the batch on
+    if done is not None and done >= message.get("stage_size", 1) and not message.get("last_stage"):
+        try:
+            here.advancer.advance(batch_id)
+        except Exception:  # noqa: BLE001 - the sweep carries it on
+            log.exception("batch %s: could not start its next stage", batch_id)
+
+
+@signals.worker_ready.connect
+def _start_sweeping(**_: object) -> None:
+    """Every worker offers to sweep; one at a time does (a Redis lock with a TTL)."""
+    threading.Thread(target=_sweep_forever, name="toolrun-sweep", daemon=True).start()
+
+
+def _sweep_forever() -> None:
+    token = uuid.uuid4().hex
+    while True:
+        time.sleep(SWEEP_SECONDS)
+        try:
+            sweep_once(token)
+        except Exception as error:  # noqa: BLE001 - Redis or the ledger away: next time
+            log.warning("sweep failed: %s", error)
+
+
+def sweep_once(token: str) -> bool:
+    """Sweep if no other worker is sweeping; True if this one did. A missing
+    epoch key means Redis lost what it held (a restart without its append-only
+    file): every open batch is looked at, and what was lost is sent again."""
+    here = resources()
+    if not here.client.set(SWEEP_LOCK, token, nx=True, ex=SWEEP_LOCK_SECONDS):
+        return False
+    try:
+        lost = here.client.set(EPOCH_KEY, token, nx=True)
+        here.advancer.sweep(everything=bool(lost))
+    finally:
+        if here.client.get(SWEEP_LOCK) == token.encode():
+            here.client.delete(SWEEP_LOCK)
+    return True

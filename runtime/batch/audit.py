@@ -23,11 +23,13 @@ class BatchAudit:
         self.batch = batch
         self.policy = policy
 
-    def admissions(self, admissions: list[Admitted | Refused]) -> bool:
+    def admissions(self, admissions: list[Admitted | Refused], *, plan: dict | None = None,
+                   columns: dict | None = None) -> bool:  # fmt: skip
         """Batch row, call rows and a decision row per admitted call, before
-        anything runs, in one transaction; a refused call's one row is its end,
-        with the decision that ended it. False if the ledger is unavailable
-        (the caller fails closed; the rows wait in the buffer, for the reads)."""
+        anything runs, in one transaction with the batch's `plan` and `columns`
+        (key, fingerprint, deadline); a refused call's one row is its end, with
+        the decision that ended it. False if the ledger is unavailable (the
+        caller fails closed; the rows, without the plan, wait in the buffer)."""
         events = [
             event_fields(self.batch.id, a.call.id, EventKind.decision,
                          **self._fields(a.decision, a.spec.risk.value))
@@ -42,15 +44,15 @@ class BatchAudit:
         ]  # fmt: skip
         risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
 
-        def write() -> None:
+        def write(**owned) -> None:
             self.ledger.record_batch(self.batch, risks=risks, policy_version=self.policy.version,
-                                     events=events, ends=ends)  # fmt: skip
+                                     events=events, ends=ends, **owned)  # fmt: skip
 
         try:
-            write()
+            write(plan=plan, columns=columns)
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
-            self.ledger.later(write)
+            self.ledger.later(write)  # no plan: nobody carries the batch on later
             return False
         return True
 

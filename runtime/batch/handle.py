@@ -11,10 +11,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from runtime import adapters
-from runtime.batch.run import BatchRun
+from runtime.batch.run import BatchRun, Services
 from runtime.errors import InvalidBatch
-from runtime.ledger.approvals import Approvals
-from runtime.transport.base import Transport
 from runtime.types import Batch, Status, ToolResult
 
 
@@ -23,11 +21,10 @@ class BatchHandle:
     stream also shows a call waiting for approval (status `awaiting_approval`),
     a notice that its final result follows; `results()` holds final ones only."""
 
-    def __init__(self, batch: Batch, approvals: Approvals, transport: Transport) -> None:
+    def __init__(self, batch: Batch, services: Services) -> None:
         self.batch = batch
         self.batch_id = batch.id
-        self._approvals = approvals
-        self._transport = transport
+        self._services = services
         self._run: BatchRun | None = None
         self._events: list[ToolResult] = []  # notices and final results, as they came
         self._final: dict[str, ToolResult] = {}
@@ -39,20 +36,18 @@ class BatchHandle:
         return len(self._final) == len(self.batch.calls)
 
     def approve(self, call_id: str, *, by: str, updated_arguments: Any = None) -> bool:
-        return self._approvals.answer(self.batch_id, call_id, approve=True, by=by,
-                                      updated_arguments=updated_arguments)  # fmt: skip
+        return answer(self._services, self.batch_id, call_id, approve=True, by=by,
+                      updated_arguments=updated_arguments)  # fmt: skip
 
     def cancel(self, *, by: str = "client") -> None:
         """End the batch: calls not yet started end `cancelled`; calls running
         end with their real result, or after a short grace `cancelled` (reads)
         or `outcome_unknown` (side effects). Still exactly one result per call."""
-        self._transport.cancel(self.batch_id, by=by)
-        if self._run is not None:
-            self._run.cancel()  # this process's dispatcher knows at once
+        self._services.advancer.cancel(self.batch_id, by=by)
 
     def deny(self, call_id: str, reason: str, *, by: str) -> bool:
-        return self._approvals.answer(self.batch_id, call_id, approve=False, by=by,
-                                      reason=reason)  # fmt: skip
+        return answer(self._services, self.batch_id, call_id, approve=False, by=by,
+                      reason=reason)  # fmt: skip
 
     def stream(self, timeout: float | None = None, *, notices: bool = True) -> Iterator[ToolResult]:
         """Results as they finish. If `timeout` passes first, the batch ends at
@@ -200,6 +195,16 @@ class AsyncBatchHandle:
         if self.handle.done:
             return self.handle.results()
         return await asyncio.to_thread(self.handle.results, timeout)
+
+
+def answer(services: Services, batch_id: str, call_id: str, **answer: Any) -> bool:
+    """Answer an approval and carry its batch on from here: no process of the
+    submitter needs to be alive. False if it was not waiting (answered, or
+    expired: an expired approval cannot be answered)."""
+    if not services.approvals.answer(batch_id, call_id, **answer):
+        return False
+    services.advancer.advance(batch_id)
+    return True
 
 
 def _dialect(handle: BatchHandle) -> adapters.Format:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -36,6 +36,18 @@ from runtime.transport.channel import LOST, Board, Look
 from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.executor")
+
+
+class Outcome(NamedTuple):
+    """A call's result, and whether this delivery's end is the one the ledger
+    holds: True (it ended the call), False (the call had ended already: its end
+    was published by whoever ended it), None (not known yet: the row waits in
+    the buffer while the ledger is down)."""
+
+    result: ToolResult
+    ended: bool | None
+
+
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
 
 
@@ -48,7 +60,7 @@ def execute(
     key: bytes,
     worker: str | None = None,
     board: Board | None = None,
-) -> ToolResult | None:
+) -> Outcome | None:
     """Check a task message again and run its call; never raises for anything
     the tool, its input or the message does. None only for a message too
     malformed to name a call (there is nobody to answer). `board` says whether
@@ -78,7 +90,7 @@ def execute(
 
 
 def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
-                   worker: str | None, board: Board | None) -> ToolResult:  # fmt: skip
+                   worker: str | None, board: Board | None) -> Outcome:  # fmt: skip
     """A read or an idempotent call: safe to run again, so nothing is claimed.
     Its deliveries are counted in Redis, and its started, retried and finished
     rows are written together once it ends: one ledger transaction per call.
@@ -93,7 +105,7 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
             log.warning("cannot read the board before %s: %s", call_id, error)
     meta = {"worker": worker, "attempts": look.delivery}
     if look.result is not None:  # a redelivered message: the call has ended already
-        return look.result
+        return Outcome(look.result, False)
     if look.cancelled:
         cancelled = endings.cancelled_before_start(call_id, tool, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
@@ -115,12 +127,11 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
     result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
                     on_retry=retried)  # fmt: skip
     end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
-    ledger.eventually(lambda: ledger.record_end(end))
-    return result
+    return Outcome(result, _eventually(ledger, lambda: ledger.record_end(end)))
 
 
 def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
-             worker: str | None, board: Board | None) -> ToolResult:  # fmt: skip
+             worker: str | None, board: Board | None) -> Outcome:  # fmt: skip
     """A side effect that is not idempotent: it runs only if this delivery
     claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
@@ -136,7 +147,9 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
     recall = (lambda b, c: _recall(board, b, c)) if board is not None else (lambda b, c: None)
     early = _early_end(begun, message, spec.name, worker, recall)
     if early is not None:
-        return early if begun.start is Start.finished else _record(ledger, message, early)
+        if begun.start is Start.finished:
+            return Outcome(early, False)
+        return _record(ledger, message, early)
 
     def retried(attempt: int, error: BaseException) -> None:
         ledger.eventually(lambda: ledger.record_event(
@@ -190,26 +203,29 @@ def _from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:
                            worker=row.worker, attempts=row.attempts)  # fmt: skip
 
 
-def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> ToolResult:
+def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> Outcome:
     result = refused.result.model_copy(update=meta)
     fields = refused.decision.as_dict() if refused.decision else {}
     mode = message.mode.value
-    ledger.eventually(
-        lambda: ledger.record_result(
-            message.batch_id, result, kind=refused.event, mode=mode, **fields
-        )  # fmt: skip
-    )
-    return result
+    return Outcome(result, _eventually(ledger, lambda: ledger.record_result(
+        message.batch_id, result, kind=refused.event, mode=mode, **fields)))  # fmt: skip
 
 
-def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> ToolResult:
+def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> Outcome:
     """The end row once the ledger is back (it has just failed)."""
     ledger.later(lambda: ledger.record_result(message.batch_id, result))
-    return result
+    return Outcome(result, None)
 
 
 def _record(ledger: Ledger, message: CallMessage, result: ToolResult,
-            kind: EventKind = EventKind.finished) -> ToolResult:  # fmt: skip
+            kind: EventKind = EventKind.finished) -> Outcome:  # fmt: skip
     """The end row: now, or from the buffer once the ledger is back."""
-    ledger.eventually(lambda: ledger.record_result(message.batch_id, result, kind=kind))
-    return result
+    return Outcome(result, _eventually(
+        ledger, lambda: ledger.record_result(message.batch_id, result, kind=kind)))  # fmt: skip
+
+
+def _eventually(ledger: Ledger, write: Callable[[], bool]) -> bool | None:
+    """Whether `write` ended the call; None if it waits in the buffer."""
+    ended: list[bool] = []
+    ledger.eventually(lambda: ended.append(write()))
+    return ended[0] if ended else None

@@ -1,55 +1,77 @@
-"""Approvals: a call that needs asking waits, stored in the ledger, until someone
-holding the batch id answers it from any process, or it expires.
+"""Approvals: a call that needs asking is stored in the ledger, and nothing
+waits for it (no thread, no process). Anyone holding the batch id answers it
+from any process until it expires; whoever answers (or the sweep, once it has
+expired) moves the batch on (docs/architecture.md, "A batch the cluster owns").
 
 The answer is an atomic `pending → approved | denied | expired` transition, so
-exactly one answer wins. Updated arguments travel through the transport's
-doorbell (they may hold secrets, and the ledger keeps only redacted data), which
-also wakes the waiting batch; it re-reads the row every second anyway.
+exactly one answer wins, and an expired approval cannot be answered. What the
+approver answered is this row alone: the arguments they gave are stored here,
+as given, with a seal (an HMAC under the signing key) over the answer, the
+approver and those arguments. A row changed by anyone without the key no
+longer matches its seal, and its call fails closed.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+import hashlib
+import hmac
+import json
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import utc_now
 from runtime.results.redaction import redact
-from runtime.transport.base import Doorbell
 
-POLL_SECONDS = 1.0
+APPROVALS = ApprovalRow.__table__
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: str  # approved, denied, expired
-    by: str | None
-    reason: str | None
-    arguments: Any = None  # updated arguments, when the approver changed them
-    updated: bool = False
+def seal_of(key: bytes, batch_id: str, call_id: str, status: str, by: str | None,
+            arguments: Any) -> str:  # fmt: skip
+    body = json.dumps([batch_id, call_id, status, by, arguments], sort_keys=True,
+                      separators=(",", ":"), default=str)  # fmt: skip
+    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+
+
+def sealed(key: bytes, row: ApprovalRow) -> bool:
+    """Whether an answered row is as its answerer left it."""
+    if row.status == "pending":
+        return True
+    expected = seal_of(key, row.batch_id, row.call_id, row.status, row.answered_by,
+                       row.arguments_given)  # fmt: skip
+    return isinstance(row.seal, str) and hmac.compare_digest(row.seal, expected)
 
 
 class Approvals:
-    def __init__(self, ledger: Ledger, bell: Doorbell | None = None) -> None:
+    def __init__(self, ledger: Ledger, key: bytes | None = None) -> None:
         self.ledger = ledger
-        self.bell = bell  # None: this process only reads approvals (status)
+        self.key = key  # None: this process only reads approvals (status)
 
     def request(
         self, batch_id: str, call_id: str, *, tool: str, arguments: Any, reason: str,
         timeout: float,
-    ) -> ApprovalRow:  # fmt: skip
-        row = ApprovalRow(
-            batch_id=batch_id, call_id=call_id, tool=tool, arguments=redact(arguments),
-            reason=reason, expires_at=utc_now() + timedelta(seconds=timeout),
-        )  # fmt: skip
-        self.ledger.transaction(lambda session: session.merge(row))
-        self.ledger.record_event(batch_id, call_id, EventKind.approval_asked, reason=reason)
-        return row
+    ) -> bool:  # fmt: skip
+        """Store the request, once: True if this call stored it (and recorded
+        `approval_asked`), False if it was stored already."""
+        row = {"batch_id": batch_id, "call_id": call_id, "tool": tool,
+               "arguments": redact(arguments), "reason": reason, "status": "pending",
+               "requested_at": utc_now(), "expires_at": utc_now() + timedelta(seconds=timeout),
+               "updated_arguments": False}  # fmt: skip
+
+        def work(connection) -> bool:
+            make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+            statement = make(APPROVALS).values(**row).on_conflict_do_nothing()
+            return connection.execute(statement).rowcount == 1
+
+        stored = self.ledger.transaction(work, core=True)
+        if stored:
+            self.ledger.record_event(batch_id, call_id, EventKind.approval_asked, reason=reason)
+        return stored
 
     def answer(
         self, batch_id: str, call_id: str, *, approve: bool, by: str, reason: str | None = None,
@@ -58,62 +80,64 @@ class Approvals:
         """Approve or deny a pending call. False if it is not pending (answered,
         expired, or unknown): the first answer wins."""
         updated = updated_arguments is not None
-        if approve and updated:
-            self.bell.stash(batch_id, call_id, updated_arguments)
         status = "approved" if approve else "denied"
-        won = self._transition(batch_id, call_id, status, by=by, answer=reason, updated=updated)
+        # As the JSON column will give it back, so that the seal matches what is read.
+        given = json.loads(json.dumps(updated_arguments)) if approve and updated else None
+        won = self._transition(batch_id, call_id, status, by=by, answer=reason,
+                               updated=approve and updated, given=given)  # fmt: skip
         if won:
             kind = EventKind.approval_given if approve else EventKind.approval_refused
             self.ledger.record_event(
                 batch_id, call_id, kind, approver=by, reason=reason,
                 detail={"updated_arguments": redact(updated_arguments)} if updated else None,
             )  # fmt: skip
-            self.bell.ring(batch_id, call_id)
         return won
 
-    def wait(self, batch_id: str, call_id: str, *, deadline: float, stop=lambda: False) -> Answer:
-        """Block until the call is answered or `deadline` (monotonic) passes (or
-        `stop()` says the batch is over); then it expires, unless an answer won."""
-        with self.bell.listening(batch_id) as waiter:
-            while True:
-                row = self.get(batch_id, call_id)
-                if row is not None and row.status != "pending":
-                    return self._answer(row)
-                left = deadline - time.monotonic()
-                if left <= 0 or stop():
-                    self._transition(
-                        batch_id, call_id, "expired", by=None, answer="approval timed out"
-                    )
-                    return self._answer(self.get(batch_id, call_id))
-                waiter.wait(min(POLL_SECONDS, left))
+    def expire(self, batch_id: str, call_id: str) -> bool:
+        return self._transition(batch_id, call_id, "expired", by=None,
+                                answer="approval timed out", any_time=True)  # fmt: skip
+
+    def expired(self) -> list[tuple[str, str]]:
+        """Pending approvals past their expiry, as (batch id, call id)."""
+        query = select(ApprovalRow).where(ApprovalRow.status == "pending",
+                                          ApprovalRow.expires_at <= utc_now())  # fmt: skip
+        rows = self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
+        return [(row.batch_id, row.call_id) for row in rows]
 
     def get(self, batch_id: str, call_id: str) -> ApprovalRow | None:
         key = {"batch_id": batch_id, "call_id": call_id}
         return self.ledger.transaction(lambda s: s.get(ApprovalRow, key), write=False)
 
+    def of_batch(self, batch_id: str) -> dict[str, ApprovalRow]:
+        query = select(ApprovalRow).where(ApprovalRow.batch_id == batch_id)
+        rows = self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
+        return {row.call_id: row for row in rows}
+
     def pending(self, batch_id: str | None = None) -> list[ApprovalRow]:
-        query = select(ApprovalRow).where(ApprovalRow.status == "pending")
+        """Calls waiting for an answer that can still be given (not expired)."""
+        query = select(ApprovalRow).where(ApprovalRow.status == "pending",
+                                          ApprovalRow.expires_at > utc_now())  # fmt: skip
         if batch_id is not None:
             query = query.where(ApprovalRow.batch_id == batch_id)
         query = query.order_by(ApprovalRow.requested_at)
         return self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
 
-    def _transition(self, batch_id, call_id, status, *, by, answer, updated=False) -> bool:
+    def _transition(self, batch_id, call_id, status, *, by, answer, updated=False, given=None,
+                    any_time=False) -> bool:  # fmt: skip
+        if self.key is None:
+            raise RuntimeError("answering an approval needs the signing key")
+        seal = seal_of(self.key, batch_id, call_id, status, by, given)
+        where = [ApprovalRow.batch_id == batch_id, ApprovalRow.call_id == call_id,
+                 ApprovalRow.status == "pending"]  # fmt: skip
+        if not any_time:
+            where.append(ApprovalRow.expires_at > utc_now())  # an expired one cannot be answered
         statement = (
-            update(ApprovalRow)
-            .where(ApprovalRow.batch_id == batch_id, ApprovalRow.call_id == call_id,
-                   ApprovalRow.status == "pending")
+            update(ApprovalRow).where(*where)
             .values(status=status, answered_by=by, answered_at=utc_now(), answer=answer,
-                    updated_arguments=updated)
+                    updated_arguments=updated, arguments_given=given, seal=seal)
         )  # fmt: skip
 
         def work(session: Session) -> bool:
             return session.exec(statement).rowcount == 1
 
         return self.ledger.transaction(work)
-
-    def _answer(self, row: ApprovalRow) -> Answer:
-        arguments = None
-        if row.status == "approved" and row.updated_arguments:
-            arguments = self.bell.unstash(row.batch_id, row.call_id)
-        return Answer(row.status, row.answered_by, row.answer, arguments, row.updated_arguments)

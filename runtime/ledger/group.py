@@ -23,20 +23,22 @@ from runtime.ledger.rows import CallEnd
 class _Waiting:
     end: CallEnd
     done: bool = False
-    error: BaseException | None = None
+    outcome: bool | BaseException = False  # ended the call, or what its transaction raised
 
 
 class CommitGroup:
-    def __init__(self, write: Callable[[list[CallEnd]], list[BaseException | None]]) -> None:
+    def __init__(self, write: Callable[[list[CallEnd]], list[bool | BaseException]]) -> None:
         """`write(ends)` writes them (in one transaction where it can) and says
-        what became of each (None: written), or raises for all of them."""
+        what became of each (whether it ended its call, or the error), or
+        raises for all of them."""
         self._write = write
         self._changed = threading.Condition()
         self._queue: list[_Waiting] = []
         self._leading = False
 
-    def write(self, end: CallEnd) -> None:
-        """Return once `end` is committed (or raise what its transaction raised)."""
+    def write(self, end: CallEnd) -> bool:
+        """Once `end` is committed, whether it ended its call (False: another
+        reporter had); or raise what its transaction raised."""
         mine = _Waiting(end)
         with self._changed:
             self._queue.append(mine)
@@ -46,17 +48,18 @@ class CommitGroup:
                 return self._outcome(mine)
             self._leading, group, self._queue = True, self._queue, []
         try:
-            errors = self._write([waiting.end for waiting in group])
+            outcomes = self._write([waiting.end for waiting in group])
         except BaseException as failure:  # noqa: BLE001 - each caller in the group gets it
-            errors = [failure] * len(group)
+            outcomes = [failure] * len(group)
         with self._changed:
-            for waiting, error in zip(group, errors, strict=True):
-                waiting.done, waiting.error = True, error
+            for waiting, outcome in zip(group, outcomes, strict=True):
+                waiting.done, waiting.outcome = True, outcome
             self._leading = False
             self._changed.notify_all()  # the next leader writes what queued meanwhile
         return self._outcome(mine)
 
     @staticmethod
-    def _outcome(waiting: _Waiting) -> None:
-        if waiting.error is not None:
-            raise waiting.error
+    def _outcome(waiting: _Waiting) -> bool:
+        if isinstance(waiting.outcome, BaseException):
+            raise waiting.outcome
+        return waiting.outcome

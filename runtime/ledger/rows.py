@@ -13,14 +13,25 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlalchemy import text as sql
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
-from runtime.ledger.tables import EVENT_TEXT, BatchRow, CallRow, EventKind, EventRow, utc_now
+from runtime.ledger.tables import (
+    EVENT_TEXT,
+    BatchRow,
+    CallRow,
+    EndRow,
+    EventKind,
+    EventRow,
+    utc_now,
+)
 from runtime.results.formatter import ledger_summary
 from runtime.results.redaction import redact, redact_text
 from runtime.types import Batch, ToolResult
 
 BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__
+ENDS = EndRow.__table__
 
 
 def text(value: Any) -> str | None:
@@ -69,13 +80,19 @@ class CallEnd:
         kind: EventKind = EventKind.finished,
         started_at: datetime | None = None,
         retries: Iterable[dict[str, Any]] = (),
+        unclaimed: bool = False,
         **fields: Any,
     ) -> None:
+        """`unclaimed`: end the call only while no worker has claimed it (a side
+        effect said not to have started must not be running)."""
+        self.unclaimed = unclaimed
         error = result.error
         meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
         row = event_fields(batch_id, result.call_id, kind, detail=ledger_summary(result),
                            **meta, **fields)  # fmt: skip
         self.batch_id, self.call_id, self.events = batch_id, result.call_id, [row]
+        self.end = {"batch_id": batch_id, "call_id": result.call_id, "status": row["status"],
+                    "result": result.model_dump(mode="json"), "at": row["at"]}  # fmt: skip
         if started_at is not None:
             retries = list(retries)  # each one an attempt more than the start's
             start = event_fields(batch_id, result.call_id, EventKind.started, at=started_at,
@@ -96,18 +113,41 @@ class CallEnd:
             "new_started_at": started_at,
         }
 
-    def write(self, connection: Connection | Session) -> None:
-        """The events, and the call row if there is one (a call never recorded
-        keeps its events alone)."""
+    def write(self, connection: Connection | Session) -> bool:
+        """The end row, if the call has none yet, then the events and the call
+        row (if there is one: a call never recorded keeps its events alone).
+        False, writing nothing, if another reporter ended the call first."""
+        if self.unclaimed and not _pending(connection, self.batch_id, self.call_id):
+            return False
+        if not claim_end(connection, self.end):
+            return False
         connection.execute(insert(EVENTS), self.events)
         connection.execute(END_CALL, self.values)
+        return True
 
 
-def write_ends(connection: Connection, ends: list[CallEnd]) -> None:
-    """Several ends in the caller's transaction, each batch's lock taken first."""
+def _pending(connection: Connection | Session, batch_id: str, call_id: str) -> bool:
+    where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
+    status = connection.execute(select(CALLS.c.status).where(where).with_for_update()).scalar()
+    return status in (None, "pending")
+
+
+def claim_end(connection: Connection | Session, end: dict[str, Any]) -> bool:
+    """Insert a call's end row unless it has one: the one compare-and-set that
+    decides which end a call has (docs/architecture.md, "One end per call")."""
+    dialect = (
+        connection.get_bind().dialect if isinstance(connection, Session) else connection.dialect
+    )
+    make = postgresql_insert if dialect.name == "postgresql" else sqlite_insert
+    statement = make(ENDS).values(**end).on_conflict_do_nothing()
+    return connection.execute(statement).rowcount == 1
+
+
+def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
+    """Several ends in the caller's transaction, each batch's lock taken first;
+    for each, whether it ended its call (False: the call had ended already)."""
     lock_batches(connection, {end.batch_id for end in ends})
-    for end in ends:
-        end.write(connection)
+    return [end.write(connection) for end in ends]
 
 
 def lock_batches(connection: Connection, batch_ids: set[str]) -> None:

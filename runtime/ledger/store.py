@@ -30,7 +30,7 @@ from runtime.ledger.rows import (
     settle,
     write_ends,
 )
-from runtime.ledger.tables import ApprovalRow, BatchRow, CallRow, EventKind, EventRow
+from runtime.ledger.tables import ApprovalRow, BatchRow, CallRow, EventKind, EventRow, PlanRow
 from runtime.results.redaction import redact_text
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
@@ -81,6 +81,8 @@ class Ledger:
         policy_version: str | None = None,
         events: Iterable[EventRow] = (),
         ends: Iterable[CallEnd] = (),
+        plan: dict[str, Any] | None = None,
+        columns: dict[str, Any] | None = None,
     ) -> None:
         """The batch and its calls, pending (or as far as workers have already
         recorded them: these rows may have waited in a buffer), with `events`
@@ -91,6 +93,7 @@ class Ledger:
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
         head, calls = batch_rows(batch, risks or {}, policy_version)
+        head |= columns or {}  # key, fingerprint, deadline_at
         rows, ends = _event_rows(events), list(ends)
 
         def work(connection: Connection) -> None:
@@ -99,6 +102,9 @@ class Ledger:
             if not known.first():  # a batch recorded before keeps its first record
                 connection.execute(insert(BATCHES), [head])
                 connection.execute(insert(CALLS), calls)
+                if plan is not None:
+                    connection.execute(insert(PlanRow.__table__), [{"batch_id": batch.id,
+                                                                   "body": plan}])  # fmt: skip
                 settle(connection, batch.id)
             if rows:
                 connection.execute(insert(EVENTS), rows)
@@ -127,36 +133,35 @@ class Ledger:
         if fields:
             self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
 
-    def record_end(self, end: CallEnd) -> None:
+    def record_end(self, end: CallEnd) -> bool:
         """A call's end with those of other calls ending now in this process,
-        in one transaction (`runtime.ledger.group`)."""
-        self._group.write(end)
+        in one transaction (`runtime.ledger.group`); False if the call had
+        ended already (then nothing of `end` was written)."""
+        return self._group.write(end)
 
-    def _write_ends(self, ends: list[CallEnd]) -> list[BaseException | None]:
+    def _write_ends(self, ends: list[CallEnd]) -> list[bool | BaseException]:
         """`ends` in one transaction; if the database refuses it, each on its
         own, so that one bad row loses no other."""
         try:
-            self._run(lambda connection: write_ends(connection, ends), core=True)
-            return [None] * len(ends)
+            return self._run(lambda connection: write_ends(connection, ends), core=True)
         except LedgerRefused:
             if len(ends) == 1:
                 raise
-        found: list[BaseException | None] = []
+        found: list[bool | BaseException] = []
         for end in ends:
             try:
-                self._run(lambda connection, end=end: write_ends(connection, [end]), core=True)
-                found.append(None)
+                found += self._run(lambda c, end=end: write_ends(c, [end]), core=True)
             except (LedgerRefused, LedgerUnavailable) as error:
                 found.append(error)
         return found
 
-    def record_result(self, batch_id: str, result: ToolResult, **options: Any) -> None:
+    def record_result(self, batch_id: str, result: ToolResult, **options: Any) -> bool:
         """The end of a call: its event and its call row, together or not at
         all. `options` are `CallEnd`'s: the event's `kind`, the `started_at` and
         `retries` of a call that claimed nothing (a read: all its rows in one
         transaction), further `EventRow` columns (the decision of a refusal)."""
         end = CallEnd(batch_id, result, **options)
-        self._run(lambda connection: write_ends(connection, [end]), core=True)
+        return self._run(lambda connection: write_ends(connection, [end]), core=True)[0]
 
     def mark_started(
         self, batch_id: str, call_id: str, *, worker: str | None, attempt: int

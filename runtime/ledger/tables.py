@@ -64,6 +64,13 @@ class BatchRow(SQLModel, table=True):
     call_count: int
     policy_version: str | None = None
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    # The batch belongs to the cluster (docs/architecture.md, "A batch the cluster owns"):
+    key: str | None = Field(default=None, unique=True, index=True)  # for idempotent submits
+    fingerprint: str | None = None  # a hash of its calls: the same key with other calls is refused
+    deadline_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    cancelled_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    cancelled_by: str | None = None
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, index=True)
 
 
 class CallRow(SQLModel, table=True):
@@ -130,9 +137,41 @@ class ApprovalRow(SQLModel, table=True):
     answered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     answer: str | None = None
     updated_arguments: bool = False
+    # The arguments the approver gave, as given (the call runs with them), and an
+    # HMAC over the answer and them: a row changed by anyone without the key fails closed.
+    arguments_given: Any = _json_column()
+    seal: str | None = None
 
 
-TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__, ApprovalRow.__table__]
+class EndRow(SQLModel, table=True):
+    """A call's end, once: the compare-and-set of every reporter (a worker, the
+    deadline sweep, a cancel, an approver). Whoever inserts it first ended the
+    call; everyone else reads this row back. `result` is the redacted
+    `ToolResult` the model gets, so every client streams this very end."""
+
+    __tablename__ = "toolrun_end"
+
+    batch_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    status: str
+    result: Any = _json_column()
+    at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+
+
+class PlanRow(SQLModel, table=True):
+    """What a batch still needs to move on without its client: its stages and
+    each call's signed task message. Work, not audit: the arguments in it are
+    not redacted (a worker needs them as the model wrote them), and the row is
+    deleted once the batch has ended."""
+
+    __tablename__ = "toolrun_plan"
+
+    batch_id: str = Field(primary_key=True)
+    body: Any = _json_column()
+
+
+TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__, ApprovalRow.__table__,
+          EndRow.__table__, PlanRow.__table__]  # fmt: skip
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {
     "mode", "risk", "effect", "rule", "source", "reason", "policy_version", "approver",

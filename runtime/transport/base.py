@@ -1,72 +1,59 @@
-"""What a batch needs from the world outside it, as an interface: send admitted
-calls, hear their results, read and set the batch's cancel flag, and ring or
-wait for an approval's answer.
+"""What a batch needs from the world outside the ledger, as an interface: post
+signed task messages, announce results and notices, keep the marks of what was
+sent and what a worker took, and the batch's cancel flag.
 
-`BatchRun` (runtime/batch/run.py) holds the batch's rules and speaks only to
-this. `transport/celery.py` implements it on Celery and Redis, for production;
-`transport/memory.py` implements it in one process, for tests of the rules
+The batch's rules (runtime/batch/progress.py, carried out by
+runtime/batch/advance.py) speak only to this and to the ledger.
+`transport/cluster.py` implements it on Celery and Redis, for production;
+`transport/memory.py` in one process, for tests of the rules
 (docs/architecture.md, "The batch's rules on a transport").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from runtime.gate.admission import Admitted
-from runtime.gate.policy import Policy
-from runtime.types import Batch, ToolResult
+from runtime.types import ToolResult
 
 
 class Inbox(Protocol):
-    """One batch's results as they arrive."""
+    """One batch's results as they arrive, to one process."""
 
     cancelled: bool  # the batch was cancelled, from any process
 
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
-        """Results of `waiting` calls that arrive within about `timeout` seconds."""
+        """Results (or notices: `awaiting_approval`) of `waiting` calls that
+        arrive within about `timeout` seconds; a call's end wins over its notice."""
         ...
 
 
-class Sender(Protocol):
-    """Sends one batch's calls."""
-
-    def send(
-        self,
-        admitted: list[Admitted],
-        approved_by: dict[str, str],
-        deadline: Callable[[], float],
-        *,
-        chained: bool = False,
-    ) -> list[Admitted]:
-        """Send each call (`chained`: as one chain of ordered steps, in this
-        order); returns those not taken before `deadline()` (monotonic)."""
+class Transport(Protocol):
+    def post(self, messages: list[dict[str, Any]], *, parallel: bool, chained: bool = False
+             ) -> bool:  # fmt: skip
+        """Send signed task messages (`chained`: the first carries the others);
+        False if the broker could not take them."""
         ...
 
-
-class Waiter(Protocol):
-    def wait(self, timeout: float) -> None:
-        """Return when rung, or after `timeout` seconds."""
+    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None) -> None:
+        """Store a call's end where clients and workers find it, and announce it."""
         ...
 
-
-class Doorbell(Protocol):
-    """How an approval's answer reaches the batch waiting for it."""
-
-    def ring(self, batch_id: str, call_id: str) -> None: ...
-
-    def listening(self, batch_id: str) -> AbstractContextManager[Waiter]: ...
-
-    def stash(self, batch_id: str, call_id: str, arguments: Any) -> None:
-        """Keep arguments an approver changed for the batch to pick up."""
+    def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
+        """Announce a notice (a call waiting for approval); nothing is stored."""
         ...
 
-    def unstash(self, batch_id: str, call_id: str) -> Any | None: ...
+    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+        """Mark calls sent now; the ones this call marked (`again`: all of them),
+        so that two processes moving a batch on never both send a call."""
+        ...
 
+    def sent(self, batch_id: str) -> dict[str, float]:
+        """When each call was last sent (epoch seconds); empty after a broker loss."""
+        ...
 
-class Transport(Doorbell, Protocol):
-    def sender(self, batch: Batch, policy: Policy) -> Sender: ...
+    def started(self, batch_id: str) -> set[str]:
+        """Calls a worker has taken (reads and idempotent calls count here)."""
+        ...
 
     def watch(self, batch_id: str) -> Inbox:
         """Start hearing a batch's results; call before sending anything."""

@@ -10,12 +10,9 @@ polls; this does not.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 import tenacity
@@ -23,11 +20,11 @@ import tenacity
 from runtime.transport.names import (
     CANCEL_NOTICE,
     TTL_SECONDS,
-    approval_arguments_key,
-    approvals_channel,
     cancel_key,
     deliveries_key,
     results_key,
+    sent_key,
+    stages_key,
 )
 from runtime.types import ToolResult
 
@@ -44,12 +41,14 @@ def publish(
     *,
     reply_to: str | None = None,
     patience: float = 0.0,
-) -> str:
+    stage: int | None = None,
+) -> int | None:
     """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
-    else on the batch's channel); returns its JSON. While Redis cannot be
-    reached (a restart), try again for up to `patience` seconds: the call has
-    ended, and its result is all that is left of it. Publishing twice is
-    harmless (the hash keeps one value; a batch takes one result per call)."""
+    else on the batch's channel), and count it as one more end of its `stage`:
+    returns that count. While Redis cannot be reached (a restart), try again
+    for up to `patience` seconds: the call has ended, and its result is all
+    that is left of it. Only the reporter whose end the ledger took publishes
+    (docs/architecture.md, "One end per call")."""
     payload = result.model_dump_json()
     announced = f"{batch_id}\n{payload}" if reply_to else payload
     for attempt in tenacity.Retrying(
@@ -62,8 +61,41 @@ def publish(
             pipe.hset(results_key(batch_id), result.call_id, payload)
             pipe.expire(results_key(batch_id), TTL_SECONDS)
             pipe.publish(reply_to or results_key(batch_id), announced)
-            pipe.execute()
-    return payload
+            if stage is not None:
+                pipe.hincrby(stages_key(batch_id), str(stage), 1)
+                pipe.expire(stages_key(batch_id), TTL_SECONDS)
+            done = pipe.execute()
+    return int(done[3]) if stage is not None else None
+
+
+def announce(client: redis.Redis, batch_id: str, notice: ToolResult, *,
+             reply_to: str | None) -> None:  # fmt: skip
+    """A notice (a call waiting for approval) to the batch's client; not stored."""
+    payload = notice.model_dump_json()
+    client.publish(reply_to or results_key(batch_id),
+                   f"{batch_id}\n{payload}" if reply_to else payload)  # fmt: skip
+
+
+def mark_sent(client: redis.Redis, batch_id: str, call_ids: list[str], *,
+              again: bool = False) -> list[str]:  # fmt: skip
+    """Mark calls sent now; those this call marked (`again`: every one)."""
+    if not call_ids:
+        return []
+    now = str(time.time())
+    with client.pipeline(transaction=False) as pipe:
+        for call_id in call_ids:
+            (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
+        pipe.expire(sent_key(batch_id), TTL_SECONDS)
+        marked = pipe.execute()[:-1]
+    return [call_id for call_id, new in zip(call_ids, marked, strict=True) if again or new]
+
+
+def sent(client: redis.Redis, batch_id: str) -> dict[str, float]:
+    return {k.decode(): float(v) for k, v in client.hgetall(sent_key(batch_id)).items()}
+
+
+def started(client: redis.Redis, batch_id: str) -> set[str]:
+    return {key.decode() for key in client.hkeys(deliveries_key(batch_id))}
 
 
 def stored(client: redis.Redis, batch_id: str, call_ids: list[str]) -> list[ToolResult]:
@@ -118,39 +150,3 @@ class Board:
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         found = stored(self.client, batch_id, [call_id])
         return found[0] if found else None
-
-
-class RedisDoorbell:
-    """Approvals' answers on Redis: a pub/sub message wakes the batch waiting
-    for one, and updated arguments wait under a key of their own."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-
-    def ring(self, batch_id: str, call_id: str) -> None:
-        self.client.publish(approvals_channel(batch_id), call_id)
-
-    @contextmanager
-    def listening(self, batch_id: str) -> Iterator[_Subscription]:
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(approvals_channel(batch_id))
-        try:
-            yield _Subscription(pubsub)
-        finally:
-            pubsub.close()
-
-    def stash(self, batch_id: str, call_id: str, arguments: Any) -> None:
-        key = approval_arguments_key(batch_id, call_id)
-        self.client.set(key, json.dumps({"arguments": arguments}), ex=TTL_SECONDS)
-
-    def unstash(self, batch_id: str, call_id: str) -> Any | None:
-        stored = self.client.get(approval_arguments_key(batch_id, call_id))
-        return json.loads(stored)["arguments"] if stored else None
-
-
-@dataclass(frozen=True)
-class _Subscription:
-    pubsub: redis.client.PubSub
-
-    def wait(self, timeout: float) -> None:
-        self.pubsub.get_message(timeout=timeout)

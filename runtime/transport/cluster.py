@@ -1,33 +1,54 @@
 """The transport of a real deployment: task messages to Celery workers on
-Redis, results back on the client's pub/sub channel (one subscription per
-process, `transport/listener.py`), cancel flags and approvals' doorbell in Redis."""
+Redis, results stored in each batch's hash and announced on the submitting
+client's channel (one subscription per process, `transport/listener.py`),
+the marks of what was sent and taken, and cancel flags, in Redis."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import redis
 from celery import Celery
 
-from runtime.gate.policy import Policy
 from runtime.transport import channel
-from runtime.transport.base import Inbox, Sender
+from runtime.transport.base import Inbox
 from runtime.transport.listener import Listener
 from runtime.transport.names import cancel_key
-from runtime.transport.outbox import Outbox
-from runtime.types import Batch
+from runtime.transport.outbox import post
+from runtime.types import ToolResult
 
 log = logging.getLogger("toolrun.transport")
 
 
-class CeleryTransport(channel.RedisDoorbell):
-    def __init__(self, app: Celery, client: redis.Redis, key: bytes) -> None:
-        super().__init__(client)
-        self.app, self.key = app, key
+class CeleryTransport:
+    def __init__(self, app: Celery, client: redis.Redis) -> None:
+        self.app, self.client = app, client
         self.listener = Listener(client)
 
-    def sender(self, batch: Batch, policy: Policy) -> Sender:
-        return Outbox(self.app, self.key, batch, policy, reply_to=self.listener.channel)
+    @property
+    def reply_to(self) -> str:
+        """This process's results channel."""
+        return self.listener.channel
+
+    def post(self, messages: list[dict[str, Any]], *, parallel: bool, chained: bool = False
+             ) -> bool:  # fmt: skip
+        return post(self.app, messages, parallel=parallel, chained=chained)
+
+    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None) -> None:
+        channel.publish(self.client, batch_id, result, reply_to=reply_to)
+
+    def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
+        channel.announce(self.client, batch_id, notice, reply_to=reply_to)
+
+    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+        return channel.mark_sent(self.client, batch_id, call_ids, again=again)
+
+    def sent(self, batch_id: str) -> dict[str, float]:
+        return channel.sent(self.client, batch_id)
+
+    def started(self, batch_id: str) -> set[str]:
+        return channel.started(self.client, batch_id)
 
     def watch(self, batch_id: str) -> Inbox:
         return self.listener.watch(batch_id)
@@ -38,7 +59,7 @@ class CeleryTransport(channel.RedisDoorbell):
     def cancelled(self, batch_id: str) -> bool:
         try:
             return bool(self.client.exists(cancel_key(batch_id)))
-        except channel.LOST as error:  # Redis down: nobody can have cancelled through it
+        except channel.LOST as error:  # Redis down: the ledger's cancel still counts
             log.warning("batch %s: cannot read its cancel flag: %s", batch_id, error)
             return False
 

@@ -32,7 +32,9 @@ from runtime.transport.names import (
     reply_channel,
     results_key,
 )
-from runtime.types import ToolResult
+from runtime.types import Status, ToolResult
+
+NOTICE = Status.awaiting_approval
 
 log = logging.getLogger("toolrun.channel")
 CONFIRM_SECONDS = 2.0  # how long the first batch waits for Redis to confirm the subscription
@@ -70,10 +72,11 @@ class Inbox:
                 found.append(ToolResult.model_validate_json(item))
         if self.gap or time.monotonic() >= self._sweep_at:
             found += self._sweep(waiting)
-        unique = {}  # a result may come both ways: published, and read from the hash
+        unique: dict[str, ToolResult] = {}  # a result may come both ways: published, and hashed
         for result in found:
-            if result.call_id in waiting:
-                unique.setdefault(result.call_id, result)
+            known = unique.get(result.call_id)
+            if result.call_id in waiting and (known is None or known.status is NOTICE):
+                unique[result.call_id] = result  # an end wins over a notice
         return list(unique.values())
 
     def _sweep(self, waiting: set[str]) -> list[ToolResult]:

@@ -3,11 +3,12 @@
 processes, and the same batch code on top (docs/architecture.md, "The batch's
 rules on a transport").
 
-What a worker does is done for real, on threads: each message is signed, then
-checked again, claimed and run by the executor against the given ledger, and
-a chain's next step is sent by the "worker" that ended the one before it. Reads
-run side by side; every other call runs one at a time, in order, as on the
-effects queue.
+What the cluster does is done for real, on threads: each message is checked
+again, claimed and run by the executor against the given ledger; the "worker"
+that ends a call announces it only if the ledger took its end, hands a chain
+on, and carries the batch on when it ended a stage's last call; a sweep runs
+every few hundredths of a second. Reads run side by side; every other call
+runs one at a time, in order, as on the effects queue.
 
     transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings)
     rt = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
@@ -15,49 +16,85 @@ effects queue.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
+import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
+from runtime.batch.advance import Advancer
 from runtime.execution.executor import execute
-from runtime.gate.admission import Admitted
-from runtime.gate.policy import Policy
+from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
 from runtime.transport import chain
 from runtime.transport.channel import Look
-from runtime.transport.outbox import Outbox
-from runtime.types import Batch, ToolResult
+from runtime.types import ToolResult
 
+log = logging.getLogger("toolrun.memory")
 WORKER = "memory"
+SWEEP_SECONDS = 0.05
 
 
 class MemoryTransport:
+    reply_to = WORKER
+
     def __init__(
         self, *, registry: Registry, ledger: Ledger, settings: Settings, reads: int = 8,
-        key: bytes | None = None,
+        key: bytes | None = None, sweep: bool = True,
     ) -> None:  # fmt: skip
         self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
+        self.advancer = Advancer(ledger=ledger, registry=registry, key=self.key, transport=self,
+                                 approvals=Approvals(ledger, self.key))  # fmt: skip
         self._changed = threading.Condition()
         self._results: dict[str, dict[str, ToolResult]] = defaultdict(dict)
-        self._deliveries: dict[tuple[str, str], int] = defaultdict(int)
+        self._notices: dict[str, dict[str, ToolResult]] = defaultdict(dict)
+        self._deliveries: dict[str, dict[str, int]] = defaultdict(dict)
+        self._sent: dict[str, dict[str, float]] = defaultdict(dict)
+        self._stages: dict[tuple[str, int], int] = defaultdict(int)
         self._cancelled: dict[str, str] = {}
         self._handed_on: set[tuple[str, str]] = set()
-        self._stash: dict[tuple[str, str], Any] = {}
-        self._bells: dict[str, threading.Event] = defaultdict(threading.Event)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
         self._effects = ThreadPoolExecutor(1, thread_name_prefix="memory-effects")
-        self.sent: list[dict[str, Any]] = []  # every message a worker took, in order
+        self._closed = threading.Event()
+        self.taken: list[dict[str, Any]] = []  # every message a worker took, in order
+        if sweep:
+            threading.Thread(target=self._sweep, name="memory-sweep", daemon=True).start()
 
-    # The batch's side.
-    def sender(self, batch: Batch, policy: Policy) -> MemorySender:
-        return MemorySender(self, batch, policy)
+    # What a batch's movers use.
+    def post(self, messages: list[dict[str, Any]], *, parallel: bool, chained: bool = False
+             ) -> bool:  # fmt: skip
+        if chained and len(messages) > 1:
+            messages, parallel = [chain.link(messages)], False
+        for message in messages:
+            (self._reads if parallel else self._effects).submit(self._work, message)
+        return True
+
+    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None) -> None:
+        with self._changed:
+            self._results[batch_id][result.call_id] = result
+            self._changed.notify_all()
+
+    def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
+        with self._changed:
+            self._notices[batch_id][notice.call_id] = notice
+            self._changed.notify_all()
+
+    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+        with self._changed:
+            marked = [c for c in call_ids if again or c not in self._sent[batch_id]]
+            self._sent[batch_id].update(dict.fromkeys(marked, time.time()))
+            return marked
+
+    def sent(self, batch_id: str) -> dict[str, float]:
+        return dict(self._sent[batch_id])
+
+    def started(self, batch_id: str) -> set[str]:
+        return set(self._deliveries[batch_id])
 
     def watch(self, batch_id: str) -> MemoryInbox:
         return MemoryInbox(self, batch_id)
@@ -74,86 +111,71 @@ class MemoryTransport:
             self._changed.notify_all()
 
     def close(self) -> None:
+        self._closed.set()
         for pool in (self._reads, self._effects):
             pool.shutdown(wait=False, cancel_futures=True)
 
-    # Approvals' doorbell.
-    def ring(self, batch_id: str, call_id: str) -> None:
-        self._bells[batch_id].set()
+    def forget(self, batch_id: str) -> None:
+        """Lose what "Redis" held of a batch, as a restart without its
+        append-only file does (its queued messages included)."""
+        with self._changed:
+            for kept in (self._results, self._notices, self._deliveries, self._sent):
+                kept.pop(batch_id, None)
 
-    @contextmanager
-    def listening(self, batch_id: str) -> Iterator[_Bell]:
-        yield _Bell(self._bells[batch_id])
-
-    def stash(self, batch_id: str, call_id: str, arguments: Any) -> None:
-        self._stash[batch_id, call_id] = arguments
-
-    def unstash(self, batch_id: str, call_id: str) -> Any | None:
-        return self._stash.get((batch_id, call_id))
-
-    # The worker's side: the board the executor reads, and the queues.
+    # The board the executor reads.
     def look(self, batch_id: str, call_id: str) -> Look:
         with self._changed:
-            self._deliveries[batch_id, call_id] += 1
-            return Look(batch_id in self._cancelled, self._deliveries[batch_id, call_id],
-                        self._results[batch_id].get(call_id))  # fmt: skip
+            count = self._deliveries[batch_id][call_id] = self._deliveries[batch_id].get(
+                call_id, 0) + 1  # fmt: skip
+            return Look(batch_id in self._cancelled, count, self._results[batch_id].get(call_id))
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         return self._results[batch_id].get(call_id)
 
     def arrived(self, batch_id: str, call_ids: set[str], timeout: float) -> list[ToolResult]:
-        """Results of `call_ids` stored now or within `timeout` seconds (less if
-        the batch is cancelled meanwhile)."""
+        """Ends (else notices) of `call_ids` stored now or within `timeout`."""
         with self._changed:
-            found = self._results[batch_id]
-            if not call_ids & found.keys() and batch_id not in self._cancelled:
+            if not call_ids & self._results[batch_id].keys() and batch_id not in self._cancelled:
                 self._changed.wait(timeout)
-            return [found[call_id] for call_id in call_ids if call_id in found]
+            return self._found(batch_id, call_ids)
 
-    def enqueue(self, message: dict[str, Any], *, parallel: bool) -> None:
-        (self._reads if parallel else self._effects).submit(self._work, message)
+    def _found(self, batch_id: str, call_ids: set[str]) -> list[ToolResult]:
+        ends, notices = self._results[batch_id], self._notices[batch_id]
+        return [ends.get(c) or notices[c] for c in call_ids if c in ends or c in notices]
 
     def _work(self, message: dict[str, Any]) -> None:
+        try:
+            self._take(message)
+        except Exception:  # noqa: BLE001 - a pool would swallow it: say it
+            log.exception("memory worker failed on %s", message.get("call_id"))
+
+    def _take(self, message: dict[str, Any]) -> None:
         """What `workers/tasks.py` does with a message."""
-        self.sent.append(message)
-        result = execute(message, registry=self.registry, ledger=self.ledger,
-                         settings=self.settings, key=self.key, worker=WORKER,
-                         board=self)  # fmt: skip
-        if result is None:
+        self.taken.append(message)
+        outcome = execute(message, registry=self.registry, ledger=self.ledger,
+                          settings=self.settings, key=self.key, worker=WORKER,
+                          board=self)  # fmt: skip
+        if outcome is None or outcome.ended is False:
             return
-        batch_id = message["batch_id"]
+        batch_id, result = message["batch_id"], outcome.result
+        self.publish(batch_id, result, reply_to=None)
         with self._changed:
-            self._results[batch_id][result.call_id] = result
-            self._changed.notify_all()
+            self._stages[batch_id, message.get("stage")] += 1
+            done = self._stages[batch_id, message.get("stage")]
         following = chain.follow(message, result)
-        step = (batch_id, message["call_id"])
-        if following is not None and step not in self._handed_on:
-            self._handed_on.add(step)
-            self.enqueue(following, parallel=False)
+        if following is not None and (batch_id, message["call_id"]) not in self._handed_on:
+            self._handed_on.add((batch_id, message["call_id"]))
+            self.post([following], parallel=False)
+            return
+        if done >= message.get("stage_size", 1) and not message.get("last_stage"):
+            self.advancer.advance(batch_id)
 
-
-class MemorySender(Outbox):
-    """Signs each message as the real outbox does, and queues it in memory."""
-
-    def __init__(self, transport: MemoryTransport, batch: Batch, policy: Policy) -> None:
-        super().__init__(None, transport.key, batch, policy, reply_to=WORKER)
-        self.transport = transport
-
-    def send(
-        self,
-        admitted: list[Admitted],
-        approved_by: dict[str, str],
-        deadline: Callable[[], float],
-        *,
-        chained: bool = False,
-    ) -> list[Admitted]:
-        messages = [self.message(admission, approved_by) for admission in admitted]
-        if chained and len(messages) > 1:
-            self.transport.enqueue(chain.link(messages), parallel=False)
-            return []
-        for admission, message in zip(admitted, messages, strict=True):
-            self.transport.enqueue(message, parallel=admission.spec.parallel)
-        return []
+    def _sweep(self) -> None:
+        while not self._closed.wait(SWEEP_SECONDS):
+            try:
+                self.advancer.sweep()
+            except Exception:  # noqa: BLE001, S112 - a sweep that failed runs again next time
+                continue
 
 
 class MemoryInbox:
@@ -166,12 +188,3 @@ class MemoryInbox:
 
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         return self.transport.arrived(self.batch_id, waiting, timeout)
-
-
-class _Bell:
-    def __init__(self, event: threading.Event) -> None:
-        self.event = event
-
-    def wait(self, timeout: float) -> None:
-        self.event.wait(timeout)
-        self.event.clear()

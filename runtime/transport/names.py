@@ -50,11 +50,17 @@ def handed_on_key(batch_id: str, call_id: str) -> str:
     return f"{_BATCH}{batch_id}:handed-on:{call_id}"
 
 
-def approvals_channel(batch_id: str) -> str:
-    """Where an answered approval wakes the batch that waits for it."""
-    return f"{_BATCH}{batch_id}:approvals"
+def sent_key(batch_id: str) -> str:
+    """When each call was last sent: so that two processes moving the batch on
+    never both send it, and a call no worker took is noticed."""
+    return f"{_BATCH}{batch_id}:sent"
 
 
-def approval_arguments_key(batch_id: str, call_id: str) -> str:
-    """Arguments an approver changed (they may hold secrets; the ledger keeps them redacted)."""
-    return f"toolrun:approval:{batch_id}:{call_id}:arguments"
+def stages_key(batch_id: str) -> str:
+    """How many calls of each stage have ended: the worker that ends a stage's
+    last call moves the batch on."""
+    return f"{_BATCH}{batch_id}:stages"
+
+
+SWEEP_LOCK = "toolrun:sweep"  # held by the one worker that sweeps, for a few seconds
+EPOCH_KEY = "toolrun:epoch"  # gone after Redis lost its data: every open batch is looked at

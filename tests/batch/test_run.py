@@ -91,7 +91,7 @@ def test_a_chain_runs_its_steps_in_order_and_a_failure_breaks_it(rt, workspace):
     results = handle.results(10)
     assert [r.status for r in results] == [Status.ok] * 3 + [Status.error, Status.skipped]
     assert labels(workspace) == ["0", "1", "2", "explode"]
-    chained = [m for m in rt.transport.sent if m["batch_id"] == handle.batch_id]
+    chained = [m for m in rt.transport.taken if m["batch_id"] == handle.batch_id]
     assert len(chained[0]["then"]) == 4  # one message carried the chain; workers handed it on
 
 
@@ -150,7 +150,7 @@ def test_approvals_refused_updated_and_expired(rt, workspace):
 
 def _answer(handle) -> None:
     for call_id, answer in (("a", "deny"), ("b", "approve")):
-        while not handle._approvals.get(handle.batch_id, call_id):
+        while not handle._services.approvals.get(handle.batch_id, call_id):
             time.sleep(0.01)
         if answer == "deny":
             handle.deny(call_id, "not this one", by="bob")

@@ -34,9 +34,10 @@ def env(tmp_path):
         raw = raw or message(
             call_id, tool, arguments, workspace=workspace, batch_id=batch.id, **options
         )
-        return execute(
+        outcome = execute(
             raw, registry=registry, ledger=ledger, settings=settings, key=KEY, worker="w@h"
         )
+        return outcome.result if outcome else None
 
     run.workspace, run.ledger = workspace, ledger
     yield run

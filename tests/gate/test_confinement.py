@@ -73,9 +73,10 @@ def test_no_path_escapes_the_workspace(world, tool, template):
     before = snapshot(world["outside"])
     raw = message("c", tool, TOOLS[tool](path), workspace=world["ws"], mode=Mode.bypass,
                   rules={"allow": [tool]})  # fmt: skip
-    result = execute(raw, registry=world["registry"], ledger=world["ledger"],
-                     settings=world["settings"], key=KEY)  # fmt: skip
-    assert result is not None
+    outcome = execute(raw, registry=world["registry"], ledger=world["ledger"],
+                      settings=world["settings"], key=KEY)  # fmt: skip
+    assert outcome is not None
+    result = outcome.result
     event(f"{tool}: {result.status.value}")
     assert SECRET not in result.model_dump_json(), (tool, path, result.status)
     assert snapshot(world["outside"]) == before, (tool, path)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from runtime.batch.run import CANCEL_GRACE
+from runtime.batch.progress import CANCEL_GRACE
 from runtime.types import Status
 from tests.support.tools import marks
 

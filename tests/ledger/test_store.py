@@ -14,6 +14,8 @@ from sqlalchemy import create_engine, exc, text
 from sqlalchemy.engine import make_url
 
 from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.ledger import batches
+from runtime.ledger.rows import CallEnd
 from runtime.ledger.store import EventKind, EventRow, Ledger
 from runtime.settings import Settings
 from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolResult
@@ -286,10 +288,32 @@ def test_concurrent_threads_all_land(ledger, ledger_url):
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert len(ledger.events(batch.id)) == 200
+    # 25 ends reported per call, one recorded: the first (docs/architecture.md, "One end per call")
+    assert len(ledger.events(batch.id)) == 100 + 4
     assert {(c.worker, c.attempts) for c in ledger.calls(batch.id)} == {
-        (c.id, 48) for c in batch.calls
+        (c.id, 0) for c in batch.calls
     }
+
+
+def test_the_first_end_of_a_call_wins_and_later_reporters_record_nothing(ledger):
+    batch = _batch("a")
+    ledger.record_batch(batch)
+    assert ledger.record_result(batch.id, _result("a", worker="w1")) is True
+    late = _result("a", worker="sweep").model_copy(update={"status": Status.timeout})
+    assert ledger.record_result(batch.id, late) is False
+    assert ledger.record_end(CallEnd(batch.id, late)) is False
+    [row] = ledger.calls(batch.id)
+    assert (row.status, row.worker) == ("ok", "w1")
+    assert [e.status for e in ledger.events(batch.id) if e.status] == ["ok"]
+    assert batches.ends(ledger, batch.id)["a"].worker == "w1"
+
+
+def test_an_end_recorded_before_its_batch_still_wins(ledger):
+    batch = _batch("early")
+    assert ledger.record_result(batch.id, _result("early", worker="fast")) is True
+    ledger.record_batch(batch)
+    assert ledger.record_result(batch.id, _result("early", worker="slow")) is False
+    assert [c.worker for c in ledger.calls(batch.id)] == ["fast"]
 
 
 def test_concurrent_processes_all_land(ledger, ledger_url):

@@ -1,0 +1,220 @@
+"""Carrying a batch on, from any process: read what the ledger and the
+transport know, ask `progress.next_steps` what must happen, and do it: end
+calls (through the ledger's compare-and-set, then announce), send what may
+run, ask for approvals, run what was approved. Every step can be taken twice
+by two processes at once and still happens once (docs/architecture.md, "A
+batch the cluster owns").
+
+Who calls it: the submitter (the first stage), the worker that ends a stage's
+last call, whoever answers an approval or cancels, and the sweep that one
+worker at a time runs every second (deadlines, expired approvals, messages
+lost with Redis).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from runtime.batch.plan import BatchPlan
+from runtime.batch.progress import Answer, End, Steps, View, next_steps
+from runtime.gate.admission import Admitted, admit
+from runtime.gate.decision import Decision
+from runtime.gate.policy import Policy
+from runtime.ledger import batches
+from runtime.ledger.approvals import Approvals, sealed
+from runtime.ledger.rows import CallEnd, write_ends
+from runtime.ledger.store import Ledger
+from runtime.ledger.tables import EventKind, utc_now
+from runtime.registry.capabilities import Registry
+from runtime.results import endings
+from runtime.transport.base import Transport
+from runtime.transport.channel import LOST
+from runtime.transport.outbox import Signer
+from runtime.types import Status, ToolCall, ToolResult
+
+log = logging.getLogger("toolrun.batch")
+ROUNDS = 4  # passes of one advance: an end decided in one may let the next stage go
+
+
+class Advancer:
+    def __init__(self, *, ledger: Ledger, registry: Registry, key: bytes, transport: Transport,
+                 approvals: Approvals) -> None:  # fmt: skip
+        self.ledger, self.registry, self.key = ledger, registry, key
+        self.transport, self.approvals = transport, approvals
+
+    def advance(self, batch_id: str, *, expire: bool = False) -> bool:
+        """Carry the batch on as far as it can go now (`expire`: as if its
+        deadline had passed); True once every call has ended."""
+        body = batches.plan(self.ledger, batch_id)
+        if body is None:
+            return True  # ended (its plan is gone), or never recorded
+        plan = BatchPlan.model_validate(body)
+        for _ in range(ROUNDS):
+            steps = next_steps(plan, self._view(plan, expire))
+            ended = self._carry_out(plan, steps)
+            if steps.finished:  # every call has its end now (those just written included)
+                batches.mark_ended(self.ledger, batch_id)
+                return True
+            if not ended:
+                return False
+        return False
+
+    def begin(self, plan: BatchPlan, ends: dict[str, ToolResult]) -> None:
+        """At submit: what is known needs no reading back."""
+        view = View(ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None,
+                    now=time.time())  # fmt: skip
+        steps = next_steps(plan, view)
+        ended = self._carry_out(plan, steps)
+        if steps.finished:
+            batches.mark_ended(self.ledger, plan.batch.id)
+        elif ended:
+            self.advance(plan.batch.id)
+
+    def cancel(self, batch_id: str, *, by: str) -> None:
+        """No call of the batch starts from now on; calls running get a short
+        grace to end with their own result (the sweep ends them after it)."""
+        self.transport.cancel(batch_id, by=by)
+        batches.mark_cancelled(self.ledger, batch_id, by=by)
+        self.advance(batch_id)
+
+    def sweep(self, *, everything: bool = False) -> int:
+        """Expired approvals, and every open batch past its deadline, cancelled,
+        or old enough to have lost a message (`everything`: every open batch,
+        after Redis lost its data). How many batches it looked at."""
+        expired = set()
+        for batch_id, call_id in self.approvals.expired():
+            self.approvals.expire(batch_id, call_id)
+            expired.add(batch_id)
+        now = utc_now()
+        stale = now if everything else now.fromtimestamp(time.time() - RESEND_STALE, now.tzinfo)
+        found = set(batches.needing_attention(self.ledger, now=now, stale_before=stale)) | expired
+        for batch_id in sorted(found):
+            try:
+                self.advance(batch_id)
+            except Exception:  # noqa: BLE001 - one batch's fault must not stop the sweep
+                log.exception("batch %s: the sweep could not carry it on", batch_id)
+        return len(found)
+
+    def conclude(self, plan: BatchPlan, end: End, decision: Decision | None = None) -> bool:
+        """End a call, unless it has ended already: then nothing is written or
+        announced. True if this was its end."""
+        fields = decision.as_dict() if decision else {}
+        row = CallEnd(plan.batch.id, end.result, kind=end.kind, unclaimed=end.only_if_pending,
+                      mode=plan.batch.mode.value, **fields)  # fmt: skip
+        won = self.ledger.transaction(lambda c: write_ends(c, [row])[0], core=True)
+        if won:
+            self.transport.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
+        return won
+
+    def _view(self, plan: BatchPlan, expire: bool) -> View:
+        batch_id = plan.batch.id
+        try:
+            sent, started = self.transport.sent(batch_id), self.transport.started(batch_id)
+            flagged = self.transport.cancelled(batch_id)
+        except LOST as error:  # Redis down: what it held is unknown, the ledger still counts
+            log.warning("batch %s: Redis unreachable: %s", batch_id, error)
+            sent, started, flagged = {}, set(), False
+        row = self.ledger.batch(batch_id)
+        cancelled = row.cancelled_at.timestamp() if row and row.cancelled_at else None
+        if cancelled is None and flagged:
+            cancelled = batches.mark_cancelled(self.ledger, batch_id, by="flag").timestamp()
+        now = max(time.time(), plan.deadline) if expire else time.time()
+        return View(ends=batches.ends(self.ledger, batch_id), sent=sent,
+                    started=started | batches.claimed(self.ledger, batch_id),
+                    approvals=self._answers(plan, now), cancelled_at=cancelled,
+                    now=now)  # fmt: skip
+
+    def _answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
+        if not any(call.effect == "ask" for call in plan.calls.values()):
+            return {}
+        found = {}
+        for call_id, row in self.approvals.of_batch(plan.batch.id).items():
+            if row.status == "pending" and row.expires_at.timestamp() <= now:
+                self.approvals.expire(plan.batch.id, call_id)
+                row = self.approvals.get(plan.batch.id, call_id)
+            found[call_id] = Answer(row.status, row.answered_by, row.answer, row.arguments_given,
+                                    row.updated_arguments, sealed(self.key, row))  # fmt: skip
+        return found
+
+    def _carry_out(self, plan: BatchPlan, steps: Steps) -> bool:
+        """Do `steps`; True if an end was written (another pass may go further)."""
+        ended = False
+        for end in steps.ends:
+            decision = _decision(end) if end.kind is EventKind.decision else None
+            if (
+                end.result.status is Status.denied
+                and plan.calls[end.result.call_id].effect == "ask"
+            ):
+                self.approvals.expire(plan.batch.id, end.result.call_id)
+            ended |= self.conclude(plan, end, decision)
+        self._send(plan, steps.send)
+        self._resend(plan, steps.resend)
+        for call_id in steps.ask:
+            self._ask(plan, call_id)
+        for call_id in steps.run_approved:
+            ended |= self._run_approved(plan, call_id)
+        return ended
+
+    def _send(self, plan: BatchPlan, groups: list[list[str]]) -> None:
+        batch_id = plan.batch.id
+        reads = [group[0] for group in groups if plan.calls[group[0]].read]
+        ordered = [group for group in groups if not plan.calls[group[0]].read]
+        marked = self.transport.mark_sent(batch_id, reads + [c for g in ordered for c in g])
+        reads = [call_id for call_id in reads if call_id in marked]
+        if reads:
+            self.transport.post([plan.calls[c].message for c in reads], parallel=True)
+        for group in ordered:
+            if group[0] in marked:
+                self.transport.post([plan.calls[c].message for c in group], parallel=False,
+                                    chained=len(group) > 1)  # fmt: skip
+
+    def _resend(self, plan: BatchPlan, call_ids: list[str]) -> None:
+        """Calls sent a while ago that no worker took: their message was lost."""
+        again = [c for c in call_ids if plan.calls[c].effect == "allow"]
+        for call_id in self.transport.mark_sent(plan.batch.id, again, again=True):
+            log.warning("batch %s: %s was sent but never taken; sending it again",
+                        plan.batch.id, call_id)  # fmt: skip
+            self.transport.post([plan.calls[call_id].message], parallel=plan.calls[call_id].read)
+
+    def _ask(self, plan: BatchPlan, call_id: str) -> None:
+        planned, call = plan.calls[call_id], plan.call(call_id)
+        timeout = max(0.0, min(plan.approval_timeout, plan.deadline - time.time()))
+        stored = self.approvals.request(plan.batch.id, call_id, tool=planned.tool,
+                                        arguments=call.arguments, reason=planned.reason,
+                                        timeout=timeout)  # fmt: skip
+        if stored:
+            notice = endings.awaiting_approval(call_id, planned.tool, planned.reason)
+            self.transport.announce(plan.batch.id, notice, reply_to=plan.reply_to)
+
+    def _run_approved(self, plan: BatchPlan, call_id: str) -> bool:
+        """An approved call, admitted again with the arguments the approver gave
+        (checked like any others), signed with the approval, and sent."""
+        row = self.approvals.get(plan.batch.id, call_id)
+        call = plan.call(call_id)
+        arguments = row.arguments_given if row.updated_arguments else call.arguments
+        again = admit(ToolCall(id=call.id, name=call.name, arguments=arguments),
+                      registry=self.registry, mode=plan.batch.mode,
+                      workspace=Path(plan.batch.workspace),
+                      policy=Policy.from_snapshot(plan.policy),
+                      approved_by=row.answered_by or "unknown")  # fmt: skip
+        if not isinstance(again, Admitted):
+            return self.conclude(plan, End(again.result, again.event), again.decision)
+        if not self.transport.mark_sent(plan.batch.id, [call_id]):
+            return False
+        stage = plan.calls[call_id].stage
+        size, last = len(plan.stages[stage].calls), stage == len(plan.stages) - 1
+        signer = Signer(self.key, plan.batch, plan.policy, reply_to=plan.reply_to)
+        message = signer.message(again, again.decision.source.removeprefix("approval:"),
+                                 stage=(stage, size, last))  # fmt: skip
+        self.transport.post([message], parallel=plan.calls[call_id].read)
+        return False
+
+
+RESEND_STALE = 15.0  # seconds after which an open batch is worth a look by the sweep
+
+
+def _decision(end: End) -> Decision:
+    reason = end.result.model_message.removeprefix("denied: ")
+    return Decision.deny(reason, rule="approval", source="approval")

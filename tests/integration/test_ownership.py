@@ -1,0 +1,191 @@
+"""A batch belongs to the cluster, not to the process that sent it: its
+submitter is SIGKILLed mid stage, mid chain and while an approval is pending,
+and the batch still ends every call once; another process attaches and gets
+every result; a key submitted again runs nothing twice; the deadline holds
+with no client alive. Real Redis, real workers, real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from runtime.errors import InvalidBatch
+from runtime.ledger import batches
+from runtime.types import Status
+from tests.support.faults import FAULT_TOOLS, FaultStack
+from tests.support.tools import marks
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+REPO = Path(__file__).resolve().parents[2]
+ALLOW = {"allow": ["bump", "slow_bump"]}
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture
+def owned(tmp_path, user_settings):
+    with FaultStack(tmp_path / "home", user_settings=user_settings) as stack:
+        with stack.client() as runtime:
+            yield stack, runtime
+
+
+def submit_and_kill(stack: FaultStack, spec: dict, until) -> str:
+    """Submit from a process of its own, SIGKILL it once `until()` holds, and
+    return the batch id it printed."""
+    settings = stack.settings
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
+    env |= {"TOOLRUN_HOME": str(settings.home), "TOOLRUN_REDIS_URL": stack.redis_url,
+            "TOOLRUN_DATABASE_URL": settings.ledger_url, "TOOLRUN_TOOL_MODULES": FAULT_TOOLS,
+            "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
+            "PYTHONPATH": str(REPO)}  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
+                               env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    batch_id = process.stdout.readline().strip()
+    give_up = time.monotonic() + 30
+    while not until(batch_id):
+        assert time.monotonic() < give_up and process.poll() is None, (
+            "the submitter never got there"
+        )
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    return batch_id
+
+
+def one_end_each(runtime, batch_id: str, count: int) -> None:
+    """Exactly one end row per call, and one finishing event each."""
+    ends = batches.ends(runtime.ledger, batch_id)
+    assert len(ends) == count
+    finished = Counter(e.call_id for e in runtime.ledger.events(batch_id) if e.status)
+    assert set(finished.values()) == {1}, finished
+
+
+def test_a_submitter_killed_mid_read_stage_loses_nothing(owned, workspace):
+    stack, runtime = owned
+    calls = [*[call(f"r{i}", "nap", label=f"r{i}", seconds=0.6) for i in range(4)],
+             call("w", "bump", label="w"), call("after", "nap", label="after")]  # fmt: skip
+    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
+            "timeout": 60}  # fmt: skip
+    batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "starts")) >= 1)
+    results = runtime.attach(batch_id).results(timeout=30)
+    assert [r.status for r in results] == [Status.ok] * 6
+    assert Counter(m["label"] for m in marks(workspace, "effects")) == {"w": 1}
+    one_end_each(runtime, batch_id, 6)
+
+
+def test_a_submitter_killed_mid_chain_loses_nothing(owned, workspace):
+    stack, runtime = owned
+    calls = [call(f"s{i}", "slow_bump", label=f"s{i}", seconds=0.4) for i in range(4)]
+    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
+            "timeout": 60}  # fmt: skip
+    batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "effects")) >= 1)
+    results = runtime.attach(batch_id).results(timeout=30)
+    assert [r.status for r in results] == [Status.ok] * 4
+    assert Counter(m["label"] for m in marks(workspace, "effects")) == {
+        f"s{i}": 1 for i in range(4)
+    }
+    one_end_each(runtime, batch_id, 4)
+
+
+def test_an_approval_answered_after_its_submitter_died_continues_the_batch(owned, workspace):
+    stack, runtime = owned
+    calls = [call("o", "obliterate", label="asked"), call("w", "bump", label="after"),
+             call("r", "nap", label="read")]  # fmt: skip
+    spec = {"calls": calls, "mode": "default", "workspace": str(workspace),
+            "rules": {"allow": ["bump"]}, "timeout": 60}  # fmt: skip
+    batch_id = submit_and_kill(stack, spec, lambda b: runtime.approvals.get(b, "o") is not None)
+    time.sleep(1.0)  # nothing moves while nobody answers
+    assert marks(workspace, "effects") == []
+    assert runtime.approve(batch_id, "o", by="alice")
+    results = runtime.attach(batch_id).results(timeout=30)
+    assert [r.status for r in results] == [Status.ok] * 3
+    assert [m["label"] for m in marks(workspace, "effects")] == ["asked", "after"]
+    one_end_each(runtime, batch_id, 3)
+
+
+def test_with_no_client_alive_the_deadline_ends_every_call(owned, workspace):
+    stack, runtime = owned
+    calls = [call("r", "nap", label="long", seconds=8), call("w", "bump", label="never")]
+    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
+            "timeout": 2}  # fmt: skip
+    began = time.monotonic()
+    batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "starts")) >= 1)
+    while len(batches.ends(runtime.ledger, batch_id)) < 2:
+        assert time.monotonic() - began < 2 + 6, "the deadline did not end the batch"
+        time.sleep(0.1)
+    ends = batches.ends(runtime.ledger, batch_id)
+    assert (ends["r"].status, ends["w"].status) == (Status.timeout, Status.skipped)
+    assert marks(workspace, "effects") == []
+    one_end_each(runtime, batch_id, 2)
+
+
+def test_the_same_key_again_attaches_and_runs_nothing_twice(owned, workspace):
+    stack, runtime = owned
+    calls = [call("w1", "slow_bump", label="a", seconds=0.5), call("w2", "bump", label="b"),
+             call("r", "nap", label="r")]  # fmt: skip
+    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
+            "timeout": 60, "key": "turn-7"}  # fmt: skip
+    submit_and_kill(stack, spec, lambda _: len(marks(workspace, "effects")) >= 1)
+    options = {k: v for k, v in spec.items() if k != "calls"}
+    results = runtime.submit(calls, **options).results(timeout=30)
+    assert [r.status for r in results] == [Status.ok] * 3
+    assert Counter(m["label"] for m in marks(workspace, "effects")) == {"a": 1, "b": 1}
+    with pytest.raises(InvalidBatch, match="other calls"):
+        runtime.submit(calls[:1], **options)
+
+
+@pytest.mark.parametrize("forged", ["status", "answered_by", "arguments_given", "seal"])
+def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, forged):
+    stack, runtime = owned
+    handle = runtime.submit([call("o", "obliterate", label="asked")], mode="default",
+                            workspace=workspace, timeout=30)  # fmt: skip
+    while runtime.approvals.get(handle.batch_id, "o") is None:
+        time.sleep(0.02)
+    if forged == "status":  # approved by someone who never had the key
+        _forge(
+            runtime,
+            handle.batch_id,
+            status="approved",
+            answered_by="mallory",
+            arguments_given=None,
+            updated_arguments=False,
+            seal="0" * 64,
+        )
+    else:  # a genuine approval, then one of its fields changed
+        assert runtime.approvals.answer(handle.batch_id, "o", approve=False, by="alice",
+                                        reason="no")  # fmt: skip
+        honest = {
+            "status": "approved",
+            "answered_by": "alice",
+            "arguments_given": json.dumps({"label": "asked"}),
+            "updated_arguments": True,
+        }
+        from runtime.ledger.approvals import seal_of
+
+        honest["seal"] = seal_of(runtime.services.key, handle.batch_id, "o", "approved", "alice",
+                                 {"label": "asked"})  # fmt: skip
+        honest[forged] = {"answered_by": "mallory", "arguments_given": '{"label": "evil"}',
+                          "seal": "f" * 64}[forged]  # fmt: skip
+        _forge(runtime, handle.batch_id, **honest)
+    runtime.services.advancer.advance(handle.batch_id)
+    [result] = handle.results(timeout=20)
+    assert result.status in (Status.denied,), result.model_message
+    assert [m["label"] for m in marks(workspace, "effects")] == []
+
+
+def _forge(runtime, batch_id: str, **columns) -> None:
+    sets = ", ".join(f"{name} = :{name}" for name in columns)
+    statement = text(f"UPDATE toolrun_approval SET {sets} WHERE batch_id = :b AND call_id = 'o'")
+    runtime.ledger.transaction(lambda c: c.execute(statement, {**columns, "b": batch_id}),
+                               core=True)  # fmt: skip
