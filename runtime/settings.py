@@ -12,9 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runtime.detectors import compile_patterns
 from runtime.errors import ConfigurationError
 
 PREFIX = "TOOLRUN_"
@@ -65,6 +66,16 @@ class Settings(BaseSettings):
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
     )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
+    redaction_patterns: dict[str, str] = Field(
+        default_factory=dict,
+        description='A deployment\'s own secrets, JSON {"kind": "regex"}; marker [REDACTED:kind].',
+    )
+
+    @field_validator("redaction_patterns")
+    @classmethod
+    def _compile_redaction_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
+        compile_patterns(patterns)  # an invalid regex is a startup error that names it
+        return patterns
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,179 @@
+"""The detectors that find secrets by their shape: detect-secrets' regex plugins
+(Yelp's maintained set), toolrun's own where that set lacks a kind, and a
+deployment's patterns (`TOOLRUN_REDACTION_PATTERNS`).
+
+Each detector is a kind (the name its marker shows), compiled patterns and their
+anchors (`runtime/anchors.py`). `find` returns the spans to redact; values found
+by the names they are assigned to are `runtime/secret_names.py`'s part.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+
+from runtime.anchors import Anchor, anchors, lines_with
+
+# Plugins whose patterns do not look for a secret by its shape: an IP address is
+# not a secret, private keys are taken as whole blocks below, and the keyword and
+# high-entropy plugins are not regex plugins (names are secret_names.py's part).
+LEFT_OUT = {"Public IP (ipv4)", PrivateKeyDetector.secret_type}
+
+# The patterns detect-secrets builds with `build_assignment_regex` (Cloudant, IBM,
+# SoftLayer: `<prefix>_?(key|pwd|password|pass|token) = <value>`) are names the
+# names rule covers whole, and each would cost as much as all the others together.
+ASSIGNMENT_SHAPED = r"(?:(?<=\W)|(?<=^))"
+
+# Plugins whose patterns capture the secret in their first group (an assignment,
+# or a URL's password); the others' whole match is the secret.
+CAPTURING = {
+    "AWS Access Key",
+    "Basic Auth Credentials",
+    "Cloudant Credentials",
+    "IBM COS HMAC Credentials",
+    "IBM Cloud IAM Key",
+    "NPM tokens",
+    "SoftLayer Credentials",
+}
+
+# Markers name kinds briefly; the rest are the plugin's secret_type in snake case.
+KINDS = {
+    "Azure Storage Account access key": "azure_storage_key",
+    "Basic Auth Credentials": "url_password",
+    "JSON Web Token": "jwt",
+    "NPM tokens": "npm_token",
+    "OpenAI Token": "openai_key",
+    "Stripe Access Key": "stripe_key",
+}
+
+_PRIVATE_KEY_HEADERS = "|".join(
+    re.escape(header.pattern.removeprefix("BEGIN ")) for header in PrivateKeyDetector.denylist
+)
+
+# Kinds the plugin set lacks or has only older shapes of (OpenAI project keys,
+# GitHub fine-grained tokens, Stripe test keys, npm tokens outside .npmrc).
+OWN: dict[str, list[str]] = {
+    "private_key": [
+        # the whole block, not only the header line the plugin looks for
+        rf"-----BEGIN (?:{_PRIVATE_KEY_HEADERS})-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)",
+        r"PuTTY-User-Key-File-\d+:.*?Private-MAC: *[0-9a-f]+",
+    ],
+    "anthropic_key": [r"sk-ant-[A-Za-z0-9_\-]{16,}"],
+    "openai_key": [r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}"],
+    "huggingface_token": [r"\bhf_[A-Za-z0-9]{30,}"],
+    "google_api_key": [r"\bAIza[0-9A-Za-z_\-]{35}"],
+    "github_token": [r"\bgithub_pat_[A-Za-z0-9_]{22,}"],
+    "npm_token": [r"\bnpm_[A-Za-z0-9]{36}"],
+    "stripe_key": [r"\b(?:sk|rk)_test_[0-9a-zA-Z]{16,}"],
+    "bearer_token": [r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/\-]{8,}=*)"],
+}
+
+# A match ends where its token does: a key longer than the plugin's fixed length
+# must not leave a readable tail.
+_TAIL = re.compile(r"[A-Za-z0-9_\-+/=]*")
+_JWT_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.]*")
+_TRIM = " \t\r\n=:\"'"
+
+
+@dataclass(frozen=True)
+class Detector:
+    kind: str
+    patterns: tuple[re.Pattern[str], ...]
+    anchors: tuple[Anchor | None, ...]
+    captures: bool = False
+    valid: object = None  # the plugin's own check of a match, e.g. a JWT's JSON parts
+
+    def spans(self, text: str, lowered: str | None) -> Iterable[tuple[int, int]]:
+        for pattern, found in zip(self.patterns, self.anchors, strict=True):
+            if found is None or lowered is None:
+                windows = [(0, len(text))]
+            else:
+                windows = lines_with(lowered if found.folded else text, found.strings)
+                if pattern.flags & re.S:  # a block (a private key) runs on past its first line
+                    windows = [(start, len(text)) for start, _ in windows[:1]]
+            for start, end in windows:
+                for match in pattern.finditer(text, start, end):
+                    yield from self._span(text, match)
+
+    def _span(self, text: str, match: re.Match[str]) -> Iterable[tuple[int, int]]:
+        group = 1 if self.captures and match.lastindex and match.group(1) else 0
+        start, end = match.span(group)
+        while start < end and text[start] in _TRIM:
+            start += 1
+        while end > start and text[end - 1] in _TRIM:
+            end -= 1
+        if self.valid is not None and not self.valid(text[start:end]):
+            return
+        end = (_JWT_TAIL if self.kind == "jwt" else _TAIL).match(text, end).end()
+        if end - start >= 4:
+            yield start, end
+
+
+def _detector(kind: str, patterns: Iterable[re.Pattern[str]], **extra) -> Detector:
+    patterns = tuple(patterns)
+    return Detector(kind, patterns, tuple(anchors(p) for p in patterns), **extra)
+
+
+def snake(name: str) -> str:
+    """`AWS Access Key` -> `aws_access_key`, `githubToken` -> `github_token`."""
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:48] or "secret"
+
+
+def _slug(secret_type: str) -> str:
+    """`GitLab Token` -> `gitlab_token`: the plugin's words, not its camel case."""
+    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")
+
+
+@lru_cache(maxsize=1)
+def library() -> tuple[Detector, ...]:
+    """detect-secrets' regex plugins, in a stable order, then toolrun's own."""
+    found = []
+    for secret_type, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
+        if secret_type in LEFT_OUT or not issubclass(plugin, RegexBasedDetector):
+            continue
+        found.append(
+            _detector(
+                KINDS.get(secret_type, _slug(secret_type)),
+                [p for p in plugin.denylist if not p.pattern.startswith(ASSIGNMENT_SHAPED)],
+                captures=secret_type in CAPTURING,
+                valid=getattr(plugin, "is_formally_valid", None),
+            )
+        )
+    own = [
+        _detector(kind, compiled, captures=any(p.groups for p in compiled))
+        for kind, pats in OWN.items()
+        for compiled in [[re.compile(p, re.S) for p in pats]]
+    ]
+    # Own detectors first: where spans overlap the first detector's kind is kept,
+    # and a private key block or an `sk-ant-` key is more precise than a fragment.
+    return (*own, *found)
+
+
+@lru_cache(maxsize=8)
+def detectors(extra: tuple[tuple[str, str], ...] = ()) -> tuple[Detector, ...]:
+    """The library's detectors, and a deployment's `(kind, regex)` pairs first."""
+    deployment = [_detector(snake(kind), [re.compile(regex)]) for kind, regex in extra]
+    return (*deployment, *library())
+
+
+def compile_patterns(patterns: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """A deployment's patterns, checked: an invalid one is a ValueError naming it."""
+    for kind, regex in patterns.items():
+        if not snake(kind) or not regex:
+            raise ValueError(f"redaction pattern {kind!r}: a kind and a regex are both required")
+        try:
+            compiled = re.compile(regex)
+        except re.error as error:
+            raise ValueError(
+                f"redaction pattern {kind!r} ({regex!r}) is invalid: {error}"
+            ) from None
+        if compiled.match(""):
+            raise ValueError(f"redaction pattern {kind!r} ({regex!r}) matches the empty string")
+    return tuple(sorted(patterns.items()))

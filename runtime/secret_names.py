@@ -1,0 +1,130 @@
+"""Values found by the names they are assigned to: `AWS_SECRET_ACCESS_KEY=...`,
+`password = ...`, `"githubToken": "..."`, `AccountKey=...;`, `--token x`,
+`Authorization: Basic ...`.
+
+A name is secret when its last part is a secret noun, or its last two parts
+are. The nouns are detect-secrets' keyword denylist (`api_?key`, `db_?pass`,
+`password`, ...) and toolrun's additions (token, credentials, authorization,
+cookie, access key...). Parts split at `_`, `-`, `.` and camelCase, so
+`AWS_SECRET_ACCESS_KEY`, `githubToken`, `client-secret` and `db_pass` are
+secret, while `password_file`, `max_tokens`, `tokenizer` and `bypass` are not.
+
+A value is left alone when it reads as code rather than data: a type
+(`password: str`), a reference (`$DB_PASSWORD`, `settings.password`, a
+snake_case variable, a call), a literal (None, true), or a marker already.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from detect_secrets.plugins.keyword import DENYLIST
+
+from runtime.anchors import lines_with
+from runtime.detectors import snake
+
+# `api_?key` -> ("api", "key"); `password` -> ("password",)
+_LIBRARY = [tuple(entry.split("_?")) for entry in DENYLIST]
+_OWN = [
+    ("token",), ("secret",), ("credential",), ("credentials",), ("passphrase",), ("pass",),
+    ("authorization",), ("cookie",), ("access", "key"), ("secret", "key"), ("signing", "key"),
+    ("encryption", "key"), ("master", "key"), ("session", "key"), ("app", "key"),
+    ("shared", "key"), ("storage", "key"),
+]  # fmt: skip
+NOUNS = {parts for parts in _LIBRARY + _OWN}
+SINGLE = {parts[0] for parts in NOUNS if len(parts) == 1} | {"".join(p) for p in NOUNS}
+PAIRS = {parts for parts in NOUNS if len(parts) == 2}
+
+# The whole rest of the line is the secret after these (`Authorization: Basic x`).
+LINE_NOUNS = {"authorization", "cookie"}
+
+CODE_WORDS = {
+    "none", "null", "nil", "true", "false", "undefined", "str", "string", "int", "bool",
+    "bytes", "float", "dict", "list", "any", "optional", "secretstr", "required", "self",
+    "password", "secret", "token", "object", "number", "boolean", "void", "char",
+}  # fmt: skip
+
+# Where a secret noun ends a name and an assignment follows; looked for in the
+# lowered text (one pass, a handful of words), the name then read in the original.
+_ENDS = sorted({parts[-1] for parts in NOUNS} | SINGLE, key=len, reverse=True)
+ASSIGNMENT = re.compile(
+    rf"(?P<noun>{'|'.join(map(re.escape, _ENDS))})"
+    r"(?P<close>\\?[\"'`])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
+    r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
+)
+FLAG = re.compile(r"--(?P<name>[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)(?:=|[ \t]+)(?=[^\s-])")
+VALUE = re.compile(r"(?P<q>\\?[\"'`])(?P<quoted>.*?)(?P=q)|(?P<bare>[^\s\"'`,;&<>()\[\]{}]+)")
+# Every secret noun ends with one of these: the lines to look at.
+_TAILS = frozenset(
+    {"key", "pass", "pwd", "secret", "token", "credential", "authorization", "cookie", "contrase"}
+)
+assert all(any(end.endswith(t) or t in end for t in _TAILS) for end in _ENDS)
+_NAME = re.compile(r"[A-Za-z0-9_.\-]*\Z")
+_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z\u00f1]+|[0-9]+")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+_REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether `name` (a key, a variable, a header, a flag) names a secret."""
+    parts = [part.lower() for part in _PARTS.findall(name)]
+    return bool(parts) and (parts[-1] in SINGLE or tuple(parts[-2:]) in PAIRS)
+
+
+def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
+    """(start, end, kind) of every value assigned to a secret name in `text`;
+    `lowered` is `text.lower()`, of the same length."""
+    windows = lines_with(lowered, _TAILS)
+    for match in (m for start, end in windows for m in ASSIGNMENT.finditer(lowered, start, end)):
+        noun_end = match.end("noun")
+        if noun_end < len(text) and (text[noun_end].isalnum() or text[noun_end] in "_.-"):
+            continue  # the name goes on (`password_file`)
+        start = _NAME.search(text, max(0, noun_end - 80), noun_end).start()
+        name = text[start:noun_end]
+        if not is_secret_name(name):
+            continue
+        found = _value(text, match.end(), name, line=True)
+        if found is not None:
+            yield found
+    for match in FLAG.finditer(text):
+        before = text[match.start() - 1] if match.start() else " "
+        if before.isalnum() or before in "-_":
+            continue
+        if is_secret_name(match.group("name")):
+            found = _value(text, match.end(), match.group("name"), line=False)
+            if found is not None:
+                yield found
+
+
+def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str] | None:
+    match = VALUE.match(text, at)
+    if match is None:
+        return None
+    kind = snake(name.strip("-_."))
+    if match.group("quoted") is not None:
+        start, end = match.span("quoted")
+        return (start, end, kind) if _is_data(match.group("quoted"), name, quoted=True) else None
+    start, end = match.span("bare")
+    value = match.group("bare")
+    if end < len(text) and text[end] in "([.":  # a call or an attribute
+        return None
+    if not _is_data(value, name, quoted=False):
+        return None
+    if line and _PARTS.findall(name)[-1].lower() in LINE_NOUNS:
+        end = _REST_OF_LINE.match(text, start).end()
+        while end > start and text[end - 1] in " \t":
+            end -= 1
+    return start, end, kind
+
+
+def _is_data(value: str, name: str, *, quoted: bool) -> bool:
+    """Whether `value` reads as a secret's value rather than as code or a reference."""
+    if len(value) < 3 or value.startswith(("$", "%(", "{{", "[REDACTED", "<")):
+        return False
+    if quoted:
+        return True
+    bare = value.strip(":")
+    if bare.lower() in CODE_WORDS or snake(bare) == snake(name):
+        return False
+    return not _DOTTED.fullmatch(bare)
