@@ -166,7 +166,7 @@ def detectors(extra: tuple[tuple[str, str], ...] = ()) -> tuple[Detector, ...]:
 def compile_patterns(patterns: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """A deployment's patterns, checked: an invalid one is a ValueError naming it."""
     for kind, regex in patterns.items():
-        if not snake(kind) or not regex:
+        if not kind.strip() or not regex:
             raise ValueError(f"redaction pattern {kind!r}: a kind and a regex are both required")
         try:
             compiled = re.compile(regex)

@@ -50,7 +50,7 @@ CODE_WORDS = {
 _ENDS = sorted({parts[-1] for parts in NOUNS} | SINGLE, key=len, reverse=True)
 ASSIGNMENT = re.compile(
     rf"(?P<noun>{'|'.join(map(re.escape, _ENDS))})"
-    r"(?P<close>\\?[\"'`])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
+    r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
     r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
 )
 FLAG = re.compile(r"--(?P<name>[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)(?:=|[ \t]+)(?=[^\s-])")
@@ -63,6 +63,9 @@ assert all(any(end.endswith(t) or t in end for t in _TAILS) for end in _ENDS)
 _NAME = re.compile(r"[A-Za-z0-9_.\-]*\Z")
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z\u00f1]+|[0-9]+")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest)[ \t]+")
+_PLACEHOLDER = re.compile(r"(?i)change[-_ ]?me|your[-_ ]|x{4,}|\*{3,}|\.\.\.|<")
+_VERSION = re.compile(r"[~^<>=v]*\d+(?:\.[\dx*]+)+(?:[-+.][\w.]+)*")
 _REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
 
 
@@ -82,7 +85,7 @@ def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
             continue  # the name goes on (`password_file`)
         start = _NAME.search(text, max(0, noun_end - 80), noun_end).start()
         name = text[start:noun_end]
-        if not is_secret_name(name):
+        if not is_secret_name(name) or not _whole_key(text, start, match.group("close")):
             continue
         found = _value(text, match.end(), name, line=True)
         if found is not None:
@@ -97,6 +100,15 @@ def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
                 yield found
 
 
+def _whole_key(text: str, start: int, close: str | None) -> bool:
+    """A quoted key is the whole quoted string (`"client_secret":`, not the end
+    of `"Basic Auth Credentials":`), and `${DB_PASSWORD:-x}` is a reference."""
+    before = text[max(0, start - 2) : start]
+    if before.endswith("$") or before == "${":
+        return False
+    return close is None or before.endswith(close[-1])
+
+
 def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str] | None:
     match = VALUE.match(text, at)
     if match is None:
@@ -107,20 +119,28 @@ def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str]
         return (start, end, kind) if _is_data(match.group("quoted"), name, quoted=True) else None
     start, end = match.span("bare")
     value = match.group("bare")
-    if end < len(text) and text[end] in "([.":  # a call or an attribute
-        return None
-    if not _is_data(value, name, quoted=False):
-        return None
     if line and _PARTS.findall(name)[-1].lower() in LINE_NOUNS:
         end = _REST_OF_LINE.match(text, start).end()
         while end > start and text[end - 1] in " \t":
             end -= 1
+    elif end < len(text) and text[end] in "([.":  # a call or an attribute
+        return None
+    if not _is_data(value, name, quoted=False) or not _is_data(text[start:end], name, quoted=True):
+        return None
     return start, end, kind
 
 
 def _is_data(value: str, name: str, *, quoted: bool) -> bool:
-    """Whether `value` reads as a secret's value rather than as code or a reference."""
-    if len(value) < 3 or value.startswith(("$", "%(", "{{", "[REDACTED", "<")):
+    """Whether `value` reads as a secret's value rather than as code, a reference,
+    a placeholder (`change-me`, `...`, `<token>`) or a version (`^0.7.1`)."""
+    value = _SCHEME.sub("", value, count=1)
+    if len(value) < 3 or value.startswith(("$", "%(", "{{", "[REDACTED")):
+        return False
+    if (
+        not any(c.isalnum() for c in value)
+        or _PLACEHOLDER.match(value)
+        or _VERSION.fullmatch(value)
+    ):
         return False
     if quoted:
         return True
