@@ -53,6 +53,17 @@ def anchors(pattern: re.Pattern[str]) -> Anchor | None:
     return Anchor(frozenset(found), False)
 
 
+def prefix(pattern: re.Pattern[str]) -> str:
+    """The literal characters every match of `pattern` starts with ("" if none,
+    or if it ignores case)."""
+    if pattern.flags & re.I or "(?i" in pattern.pattern:
+        return ""
+    try:
+        return _prefix(list(sre_parse.parse(pattern.pattern, pattern.flags)))
+    except re.error:
+        return ""
+
+
 def _prefix(items: list) -> str:
     """The literal characters every match starts with."""
     prefix = ""

@@ -18,7 +18,7 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 
-from runtime.anchors import Anchor, anchors, lines_with
+from runtime.anchors import Anchor, anchors, lines_with, prefix
 
 # Plugins whose patterns do not look for a secret by its shape: an IP address is
 # not a secret, private keys are taken as whole blocks below, and the keyword and
@@ -61,8 +61,8 @@ _PRIVATE_KEY_HEADERS = "|".join(
 OWN: dict[str, list[str]] = {
     "private_key": [
         # the whole block, not only the header line the plugin looks for
-        rf"-----BEGIN (?:{_PRIVATE_KEY_HEADERS})-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)",
-        r"PuTTY-User-Key-File-\d+:.*?Private-MAC: *[0-9a-f]+",
+        rf"(?s)-----BEGIN (?:{_PRIVATE_KEY_HEADERS})-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)",
+        r"(?s)PuTTY-User-Key-File-\d+:.*?Private-MAC: *[0-9a-f]+",
     ],
     "anthropic_key": [r"sk-ant-[A-Za-z0-9_\-]{16,}"],
     "openai_key": [r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}"],
@@ -90,11 +90,14 @@ class Detector:
     valid: object = None  # the plugin's own check of a match, e.g. a JWT's JSON parts
 
     def spans(self, text: str, lowered: str | None) -> Iterable[tuple[int, int]]:
+        lines: dict[Anchor, list[tuple[int, int]]] = {}
         for pattern, found in zip(self.patterns, self.anchors, strict=True):
             if found is None or lowered is None:
                 windows = [(0, len(text))]
             else:
-                windows = lines_with(lowered if found.folded else text, found.strings)
+                if found not in lines:
+                    lines[found] = lines_with(lowered if found.folded else text, found.strings)
+                windows = lines[found]
                 if pattern.flags & re.S:  # a block (a private key) runs on past its first line
                     windows = [(start, len(text)) for start, _ in windows[:1]]
             for start, end in windows:
@@ -116,14 +119,28 @@ class Detector:
 
 
 def _detector(kind: str, patterns: Iterable[re.Pattern[str]], **extra) -> Detector:
+    """Patterns that start with a literal run on the whole text (the engine finds
+    the literal itself), unless several share its first two characters (GitLab's
+    `glpat-`, `glcbt-`...): then one look for those serves them all."""
     patterns = tuple(patterns)
-    return Detector(kind, patterns, tuple(anchors(p) for p in patterns), **extra)
+    starts = [prefix(p)[:2] for p in patterns]
+    shared = {start for start in starts if len(start) == 2 and starts.count(start) > 1}
+    found = tuple(
+        Anchor(frozenset({start}), folded=False) if start in shared else anchors(p)
+        for p, start in zip(patterns, starts, strict=True)
+    )
+    return Detector(kind, patterns, found, **extra)
 
 
+@lru_cache(maxsize=4096)
 def snake(name: str) -> str:
     """`AWS Access Key` -> `aws_access_key`, `githubToken` -> `github_token`."""
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:48] or "secret"
+    name = _CAMEL.sub("_", name.strip())
+    return _NOT_WORD.sub("_", name.lower()).strip("_")[:48] or "secret"
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
 
 
 def _slug(secret_type: str) -> str:
@@ -149,7 +166,7 @@ def library() -> tuple[Detector, ...]:
     own = [
         _detector(kind, compiled, captures=any(p.groups for p in compiled))
         for kind, pats in OWN.items()
-        for compiled in [[re.compile(p, re.S) for p in pats]]
+        for compiled in [[re.compile(p) for p in pats]]
     ]
     # Own detectors first: where spans overlap the first detector's kind is kept,
     # and a private key block or an `sk-ant-` key is more precise than a fragment.

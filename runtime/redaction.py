@@ -17,6 +17,7 @@ there. Secrets are found two ways (docs/architecture.md, "Secrets"):
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from runtime import detectors, secret_names
@@ -42,14 +43,15 @@ def _redact_short(text: str, found: tuple[detectors.Detector, ...]) -> str:
 
 
 def _redact(text: str, found: tuple[detectors.Detector, ...]) -> str:
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a few characters lengthen when lowered: no anchors then
-        lowered = None
-    names = secret_names.spans(text, lowered if lowered is not None else _ascii_lower(text))
+    # Detectors scan a one-byte copy (twice as fast to search): each non-ASCII
+    # character reads `x` there, a token character, at the same position.
+    scan = text if text.isascii() else _NON_ASCII.sub("x", text)
+    lowered = scan.lower()
+    names = secret_names.spans(text, lowered)
     spans = [
         (start, end, rank, detector.kind)
         for rank, detector in enumerate(found)
-        for start, end in detector.spans(text, lowered)
+        for start, end in detector.spans(scan, lowered)
     ]
     spans += [(start, end, len(found), kind) for start, end, kind in names]
     if not spans:
@@ -66,11 +68,7 @@ def _redact(text: str, found: tuple[detectors.Detector, ...]) -> str:
     return "".join(pieces)
 
 
-def _ascii_lower(text: str) -> str:
-    return text.translate(_ASCII_LOWER)
-
-
-_ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 def redact(value: Any) -> Any:

@@ -21,7 +21,6 @@ from collections.abc import Iterable
 
 from detect_secrets.plugins.keyword import DENYLIST
 
-from runtime.anchors import lines_with
 from runtime.detectors import snake
 
 # `api_?key` -> ("api", "key"); `password` -> ("password",)
@@ -45,22 +44,21 @@ CODE_WORDS = {
     "password", "secret", "token", "object", "number", "boolean", "void", "char",
 }  # fmt: skip
 
-# Where a secret noun ends a name and an assignment follows; looked for in the
-# lowered text (one pass, a handful of words), the name then read in the original.
-_ENDS = sorted({parts[-1] for parts in NOUNS} | SINGLE, key=len, reverse=True)
-ASSIGNMENT = re.compile(
-    rf"(?P<noun>{'|'.join(map(re.escape, _ENDS))})"
+# Where a secret noun ends a name and an assignment follows, looked for in the
+# lowered text: one pattern a last word, each starting with a literal that the
+# regex engine looks for as fast as str.find; the name is then read backwards in
+# the original text (in the one-byte copy redaction.py scans, `ñ` reads `x`).
+LAST_WORDS = ["key", "pass(?:word|wd|phrase)?", "pwd", "secret", "token", "credentials?",
+              "authorization", "cookie", "contrase(?:ña|na|xa)"]  # fmt: skip
+_OPERATOR = (
     r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
     r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
 )
+ASSIGNMENTS = [re.compile(f"(?P<noun>{word}){_OPERATOR}") for word in LAST_WORDS]
+assert all(any(re.fullmatch(f".*{w}", "".join(n)) for w in LAST_WORDS) for n in NOUNS)
 FLAG = re.compile(r"--(?P<name>[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)(?:=|[ \t]+)(?=[^\s-])")
 VALUE = re.compile(r"(?P<q>\\?[\"'`])(?P<quoted>.*?)(?P=q)|(?P<bare>[^\s\"'`,;&<>()\[\]{}]+)")
-# Every secret noun ends with one of these: the lines to look at.
-_TAILS = frozenset(
-    {"key", "pass", "pwd", "secret", "token", "credential", "authorization", "cookie", "contrase"}
-)
-assert all(any(end.endswith(t) or t in end for t in _TAILS) for end in _ENDS)
-_NAME = re.compile(r"[A-Za-z0-9_.\-]*\Z")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z\u00f1]+|[0-9]+")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
 _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest)[ \t]+")
@@ -77,13 +75,14 @@ def is_secret_name(name: str) -> bool:
 
 def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
     """(start, end, kind) of every value assigned to a secret name in `text`;
-    `lowered` is `text.lower()`, of the same length."""
-    windows = lines_with(lowered, _TAILS)
-    for match in (m for start, end in windows for m in ASSIGNMENT.finditer(lowered, start, end)):
+    `lowered` is `text` lowered, non-ASCII characters read as `x` (same length)."""
+    for match in (m for pattern in ASSIGNMENTS for m in pattern.finditer(lowered)):
         noun_end = match.end("noun")
         if noun_end < len(text) and (text[noun_end].isalnum() or text[noun_end] in "_.-"):
             continue  # the name goes on (`password_file`)
-        start = _NAME.search(text, max(0, noun_end - 80), noun_end).start()
+        start, limit = match.start("noun"), max(0, noun_end - 80)
+        while start > limit and text[start - 1] in _NAME_CHARS:
+            start -= 1
         name = text[start:noun_end]
         if not is_secret_name(name) or not _whole_key(text, start, match.group("close")):
             continue
@@ -113,10 +112,12 @@ def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str]
     match = VALUE.match(text, at)
     if match is None:
         return None
-    kind = snake(name.strip("-_."))
+    kind = name.strip("-_.")
     if match.group("quoted") is not None:
         start, end = match.span("quoted")
-        return (start, end, kind) if _is_data(match.group("quoted"), name, quoted=True) else None
+        if not _is_data(match.group("quoted"), name, quoted=True):
+            return None
+        return start, end, snake(kind)
     start, end = match.span("bare")
     value = match.group("bare")
     if line and _PARTS.findall(name)[-1].lower() in LINE_NOUNS:
@@ -127,7 +128,7 @@ def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str]
         return None
     if not _is_data(value, name, quoted=False) or not _is_data(text[start:end], name, quoted=True):
         return None
-    return start, end, kind
+    return start, end, snake(kind)
 
 
 def _is_data(value: str, name: str, *, quoted: bool) -> bool:

@@ -36,6 +36,8 @@ VALUE = "Zq7pW2xK9mRt"
         "curl 'https://api.example/items?api_key={v}&page=2'",
         "settings = {{'client-secret': '{v}'}}",
         'password := "{v}"',  # Go
+        "contraseña: {v}",  # a name and a text that are not ASCII
+        "« redis://default:{v}ä@cache:6379/0 »",
     ],
 )
 def test_a_value_under_a_secret_name_is_redacted(line):
