@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
@@ -81,7 +81,7 @@ _JWT_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.]*")
 _TRIM = " \t\r\n=:\"'"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Detector:
     kind: str
     patterns: tuple[re.Pattern[str], ...]
@@ -116,6 +116,78 @@ class Detector:
         end = (_JWT_TAIL if self.kind == "jwt" else _TAIL).match(text, end).end()
         if end - start >= 4:
             yield start, end
+
+
+SHORT = 2048  # below this many characters, one look for each trigger beats line windows
+
+Span = tuple[int, int, int, str]  # start, end, the detector's rank, its kind
+
+
+@dataclass(frozen=True, eq=False)
+class DetectorSet:
+    """The detectors in force, first rank first, with their trigger index; keyed
+    on by identity in caches (hashing forty patterns on every call costs more
+    than redacting a short text)."""
+
+    items: tuple[Detector, ...]
+    triggers: tuple = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "triggers", _triggers(self.items))
+
+
+def find(found: DetectorSet, text: str, lowered: str) -> list[Span]:
+    """Every span `found` detects in `text` (`lowered` is it in lower case).
+
+    A short text (a log line, a field of a result) is most of what a call
+    redacts: there the cost is each detector's overhead, not its scan, so each
+    trigger string of the whole set (its anchors, or its literal prefix) is
+    looked for once, and only the patterns whose trigger occurs run."""
+    items = found.items
+    if len(text) > SHORT:
+        return [
+            (s, e, rank, d.kind) for rank, d in enumerate(items) for s, e in d.spans(text, lowered)
+        ]
+    cased, folded, always = found.triggers
+    chosen = dict.fromkeys(always)
+    for string, entries in cased.items():
+        if string in text:
+            chosen.update(dict.fromkeys(entries))
+    for string, entries in folded.items():
+        if string in lowered:
+            chosen.update(dict.fromkeys(entries))
+    return [
+        (s, e, rank, items[rank].kind)
+        for rank, pattern in chosen
+        for match in pattern.finditer(text)
+        for s, e in items[rank]._span(text, match)
+    ]
+
+
+Entry = tuple[int, re.Pattern[str]]  # a detector's rank, one of its patterns
+
+
+def _triggers(
+    found: tuple[Detector, ...],
+) -> tuple[dict[str, list[Entry]], dict[str, list[Entry]], list[Entry]]:
+    """The patterns of `found` by the strings that trigger them: case-sensitive
+    ones, lowercase ones (in the lowered text), and those that always run."""
+    cased: dict[str, list[Entry]] = {}
+    folded: dict[str, list[Entry]] = {}
+    always: list[Entry] = []
+    for rank, detector in enumerate(found):
+        for pattern, anchor in zip(detector.patterns, detector.anchors, strict=True):
+            start = prefix(pattern)
+            if anchor is not None:
+                strings, into = anchor.strings, folded if anchor.folded else cased
+            elif start:
+                strings, into = {start}, cased
+            else:
+                always.append((rank, pattern))
+                continue
+            for string in strings:
+                into.setdefault(string, []).append((rank, pattern))
+    return cased, folded, always
 
 
 def _detector(kind: str, patterns: Iterable[re.Pattern[str]], **extra) -> Detector:
@@ -174,10 +246,10 @@ def library() -> tuple[Detector, ...]:
 
 
 @lru_cache(maxsize=8)
-def detectors(extra: tuple[tuple[str, str], ...] = ()) -> tuple[Detector, ...]:
+def detectors(extra: tuple[tuple[str, str], ...] = ()) -> DetectorSet:
     """The library's detectors, and a deployment's `(kind, regex)` pairs first."""
     deployment = [_detector(snake(kind), [re.compile(regex)]) for kind, regex in extra]
-    return (*deployment, *library())
+    return DetectorSet((*deployment, *library()))
 
 
 def compile_patterns(patterns: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

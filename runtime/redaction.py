@@ -38,22 +38,18 @@ CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on
 
 
 @functools.lru_cache(maxsize=4096)
-def _redact_short(text: str, found: tuple[detectors.Detector, ...]) -> str:
+def _redact_short(text: str, found: detectors.DetectorSet) -> str:
     return _redact(text, found)
 
 
-def _redact(text: str, found: tuple[detectors.Detector, ...]) -> str:
+def _redact(text: str, found: detectors.DetectorSet) -> str:
     # Detectors scan a one-byte copy (twice as fast to search): each non-ASCII
     # character reads `x` there, a token character, at the same position.
     scan = text if text.isascii() else _NON_ASCII.sub("x", text)
     lowered = scan.lower()
     names = secret_names.spans(text, lowered)
-    spans = [
-        (start, end, rank, detector.kind)
-        for rank, detector in enumerate(found)
-        for start, end in detector.spans(scan, lowered)
-    ]
-    spans += [(start, end, len(found), kind) for start, end, kind in names]
+    spans = detectors.find(found, scan, lowered)
+    spans += [(start, end, len(found.items), kind) for start, end, kind in names]
     if not spans:
         return text
     spans.sort(key=lambda span: (span[0], span[2], -span[1]))
@@ -92,7 +88,7 @@ def redact(value: Any) -> Any:
     return value
 
 
-def _detectors() -> tuple[detectors.Detector, ...]:
+def _detectors() -> detectors.DetectorSet:
     """The built-in detectors and the deployment's patterns from settings. Settings
     that fail to load leave the built-in set: startup reports them, and a log
     line on the way must still be redacted."""
@@ -110,4 +106,4 @@ def _detectors() -> tuple[detectors.Detector, ...]:
     return _LAST[1]
 
 
-_LAST: list[Any] = [None, ()]  # the settings last seen and their detectors
+_LAST: list[Any] = [None, None]  # the settings last seen and their detectors

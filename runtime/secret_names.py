@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from detect_secrets.plugins.keyword import DENYLIST
 
@@ -67,6 +68,7 @@ _VERSION = re.compile(r"[~^<>=v]*\d+(?:\.[\dx*]+)+(?:[-+.][\w.]+)*")
 _REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
 
 
+@lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether `name` (a key, a variable, a header, a flag) names a secret."""
     parts = [part.lower() for part in _PARTS.findall(name)]
@@ -76,6 +78,8 @@ def is_secret_name(name: str) -> bool:
 def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
     """(start, end, kind) of every value assigned to a secret name in `text`;
     `lowered` is `text` lowered, non-ASCII characters read as `x` (same length)."""
+    if "=" not in lowered and ":" not in lowered and "--" not in lowered:
+        return  # no assignment, no flag
     for match in (m for pattern in ASSIGNMENTS for m in pattern.finditer(lowered)):
         noun_end = match.end("noun")
         if noun_end < len(text) and (text[noun_end].isalnum() or text[noun_end] in "_.-"):
