@@ -72,3 +72,12 @@ def test_settings_take_patterns_as_a_mapping():
     assert Settings(redaction_patterns={"acme": "acme_[0-9]+"}).redaction_patterns == {
         "acme": "acme_[0-9]+"
     }
+
+
+def test_a_deployments_patterns_reach_the_workers_it_starts(monkeypatch):
+    from runtime.stack import _child_env
+
+    patterns = {"acme": r"acme_[a-z0-9]{16}", "quote": "it's \\d+"}
+    env = _child_env(Settings(redaction_patterns=patterns), "redis://127.0.0.1:1/0", None)
+    monkeypatch.setattr("os.environ", env)
+    assert Settings().redaction_patterns == patterns
