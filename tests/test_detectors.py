@@ -54,13 +54,17 @@ def test_a_deployments_pattern_is_redacted_under_its_kind(monkeypatch):
 
 @pytest.mark.parametrize(
     ("patterns", "said"),
-    [({"acme": "acme_[a-z"}, "'acme'"), ({"blank": "x*"}, "empty string"), ({"": "x+"}, "kind")],
-)
+    [({"acme": "acme_[a-z"}, "'acme'"), ({"blank": "x*"}, "empty string"), ({"": "x+"}, "kind"),
+     ("{acme: 1}", "not a JSON object")],
+)  # fmt: skip
 def test_an_invalid_pattern_is_a_startup_error_that_names_it(monkeypatch, patterns, said):
-    monkeypatch.setenv("TOOLRUN_REDACTION_PATTERNS", json.dumps(patterns))
+    raw = patterns if isinstance(patterns, str) else json.dumps(patterns)
+    monkeypatch.setenv("TOOLRUN_REDACTION_PATTERNS", raw)
     get_settings.cache_clear()
     try:
-        with pytest.raises(ConfigurationError, match="redaction pattern") as raised:
+        with pytest.raises(
+            ConfigurationError, match="REDACTION_PATTERNS|redaction pattern"
+        ) as raised:
             get_settings()
         assert said in str(raised.value)
     finally:
@@ -81,3 +85,10 @@ def test_a_deployments_patterns_reach_the_workers_it_starts(monkeypatch):
     env = _child_env(Settings(redaction_patterns=patterns), "redis://127.0.0.1:1/0", None)
     monkeypatch.setattr("os.environ", env)
     assert Settings().redaction_patterns == patterns
+
+
+def test_an_empty_setting_is_no_patterns(monkeypatch):
+    monkeypatch.setenv(
+        "TOOLRUN_REDACTION_PATTERNS", ""
+    )  # compose's ${TOOLRUN_REDACTION_PATTERNS:-}
+    assert Settings().redaction_patterns == {}
