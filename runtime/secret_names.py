@@ -27,10 +27,10 @@ from runtime.detectors import snake
 # `api_?key` -> ("api", "key"); `password` -> ("password",)
 _LIBRARY = [tuple(entry.split("_?")) for entry in DENYLIST]
 _OWN = [
-    ("token",), ("secret",), ("credential",), ("credentials",), ("passphrase",), ("pass",),
+    ("token",), ("secret",), ("credential",), ("credentials",), ("passphrase",), ("pass",), ("pw",),
     ("authorization",), ("cookie",), ("access", "key"), ("secret", "key"), ("signing", "key"),
     ("encryption", "key"), ("master", "key"), ("session", "key"), ("app", "key"),
-    ("shared", "key"), ("storage", "key"),
+    ("shared", "key"), ("storage", "key"), ("iam", "key"),
 ]  # fmt: skip
 NOUNS = {parts for parts in _LIBRARY + _OWN}
 SINGLE = {parts[0] for parts in NOUNS if len(parts) == 1} | {"".join(p) for p in NOUNS}
@@ -49,7 +49,7 @@ CODE_WORDS = {
 # lowered text: one pattern a last word, each starting with a literal that the
 # regex engine looks for as fast as str.find; the name is then read backwards in
 # the original text (in the one-byte copy redaction.py scans, `ñ` reads `x`).
-LAST_WORDS = ["key", "pass(?:word|wd|phrase)?", "pwd", "secret", "token", "credentials?",
+LAST_WORDS = ["key", "pass(?:word|wd|phrase)?", "pwd?", "secret", "token", "credentials?",
               "authorization", "cookie", "contrase(?:ña|na|xa)"]  # fmt: skip
 _OPERATOR = (
     r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket

@@ -99,3 +99,21 @@ def test_a_mapping_value_under_a_secret_key_is_replaced_whole():
     out = redact({"headers": {"X-Api-Key": "short", "Accept": "json"}, "db_pass": "pw"})
     assert out == {"headers": {"X-Api-Key": "[REDACTED:x_api_key]", "Accept": "json"},
                    "db_pass": "[REDACTED:db_pass]"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line",
+    [  # what detect-secrets' assignment-shaped plugins (left out of detectors.py) look for
+        'cloudant_password = "{hex64}"',
+        "cl_pw: {hex64}",
+        'ibm_cloud_iam_key = "{b44}"',
+        "iam-api-key: {b44}",
+        "ibm_cos_hmac_secret_access_key={hex48}",
+        'softlayer_api_key = "{hex64}"',
+    ],
+)
+def test_the_plugins_assignment_shapes_are_names_this_rule_covers(line):
+    values = {"hex64": "0a1b2c3d" * 8, "b44": "Zq7pW2xK9mRt_" * 3 + "abcde", "hex48": "9f8e" * 12}
+    text = line.format(**values)
+    out = redact_text(text)
+    assert not any(value in out for value in values.values()), out
