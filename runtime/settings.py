@@ -7,14 +7,16 @@ ignored is a security bug waiting to happen (`TOOLRUN_TEST_*` is left to tests).
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from runtime.detectors import compile_patterns
 from runtime.errors import ConfigurationError
 
 PREFIX = "TOOLRUN_"
@@ -65,6 +67,27 @@ class Settings(BaseSettings):
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
     )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
+    redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description='A deployment\'s own secrets, JSON {"kind": "regex"}; marker [REDACTED:kind].',
+    )
+
+    @field_validator("redaction_patterns", mode="before")
+    @classmethod
+    def _read_redaction_patterns(cls, value: object) -> object:
+        """JSON from the environment; empty (compose's `${NAME:-}`) is none."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value) if value.strip() else {}
+        except ValueError as error:
+            raise ValueError(f"{PREFIX}REDACTION_PATTERNS is not a JSON object: {error}") from None
+
+    @field_validator("redaction_patterns")
+    @classmethod
+    def _compile_redaction_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
+        compile_patterns(patterns)  # an invalid regex is a startup error that names it
+        return patterns
 
     @model_validator(mode="before")
     @classmethod

@@ -9,6 +9,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -251,9 +252,12 @@ def _child_env(
     env = {key: value for key, value in os.environ.items() if key != f"{PREFIX}FLOWER_PASSWORD"}
     for name in type(settings).model_fields.keys() - {"flower_password"}:
         value = getattr(settings, name)
-        if value is not None:
-            secret = isinstance(value, SecretStr)
-            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value() if secret else str(value)
+        if isinstance(value, SecretStr):
+            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value()
+        elif isinstance(value, dict | list):  # read back as JSON (redaction_patterns)
+            env[f"{PREFIX}{name.upper()}"] = json.dumps(value)
+        elif value is not None:
+            env[f"{PREFIX}{name.upper()}"] = str(value)
     env[f"{PREFIX}HOME"] = str(settings.home.resolve())
     env[f"{PREFIX}REDIS_URL"] = redis_url
     env[f"{PREFIX}DATABASE_URL"] = settings.ledger_url

@@ -156,7 +156,7 @@ def test_secrets_are_stored_redacted(ledger, ledger_url):
         assert secret not in stored
     assert "[REDACTED:anthropic_key]" in stored and "[REDACTED:url_password]" in stored
     (call,) = ledger.calls(batch.id)
-    assert call.arguments["api_key"] == "[REDACTED:field]"
+    assert call.arguments["api_key"] == "[REDACTED:api_key]"  # the marker names the field
     assert call.arguments["env"]["DATABASE_URL"] == "postgres://u:[REDACTED:url_password]@h/db"
     assert call.error_message == "auth failed for postgres://u:[REDACTED:url_password]@h/db"
 
