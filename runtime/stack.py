@@ -72,10 +72,12 @@ def start_worker(
     wait: bool = True,
     timeout: float = STARTUP_TIMEOUT,
 ) -> WorkerInfo:
-    """Start a Celery worker on `queue` (`reads`: threads pool; otherwise prefork)."""
+    """Start a Celery worker on `queue`, on the prefork pool: a call's process
+    can be killed at its hard limit and replaced (docs/architecture.md,
+    "Stopping a call")."""
     from workers.app import READS_QUEUE
 
-    pool = "threads" if queue == READS_QUEUE else "prefork"
+    pool = "prefork"
     if concurrency is None:
         concurrency = (
             settings.reads_concurrency if queue == READS_QUEUE else settings.effects_concurrency
