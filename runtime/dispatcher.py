@@ -323,6 +323,11 @@ class BatchRun:
                 spec = self.services.registry.get(call.name)
                 read = spec is not None and spec.risk is Risk.read
                 result = endings.abandoned(call, read=read, cancelled=self.cancelled)
+                try:  # a worker checks it before running the call (a side effect: its claim)
+                    channel.give_up(self.services.client, self.batch.id, result)
+                except channel.LOST as error:
+                    log.warning("batch %s: cannot store the end of %s: %s", self.batch.id,
+                                call.id, error)  # fmt: skip
                 self._end(result)
                 self.audit.end(result)
 

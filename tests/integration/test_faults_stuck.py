@@ -94,3 +94,50 @@ def test_calls_holding_the_gil_are_killed_on_both_queues(stuck_stack, workspace)
     rows = {row.call_id: row for row in runtime.ledger.calls(handle.batch_id)}
     assert {rows[c["id"]].status for c in reads} == {"timeout"}
     assert {rows[c["id"]].status for c in writes} == {"outcome_unknown"}
+
+
+def test_side_effects_that_overrun_never_overlap(stuck_stack, workspace):
+    stack, runtime = stuck_stack
+    batch = [
+        {"id": "a", "name": "overrun_write", "arguments": {"label": "a", "seconds": 3}},
+        {"id": "b", "name": "overrun_write", "arguments": {"label": "b", "seconds": 3}},
+        {"id": "c", "name": "hold_gil_write", "arguments": {"label": "c"}},
+        {"id": "d", "name": "overrun_write", "arguments": {"label": "d", "seconds": 0}},
+    ]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW,
+                            on_error="continue", timeout=60)  # fmt: skip
+    results = {result.call_id: result for result in handle.results(timeout=60)}
+
+    for call_id in "abc":
+        assert results[call_id].status is Status.outcome_unknown, results[call_id]
+    assert results["d"].ok
+    stamps = {(m["label"], m["edge"]): m["at"] for m in marks(workspace, "stamps")}
+    assert stamps[("a", "end")] - stamps[("a", "start")] < TIMEOUT + 0.5  # stopped at its timeout
+    assert stamps[("a", "end")] <= stamps[("b", "start")]
+    assert stamps[("b", "end")] <= min(m["at"] for m in marks(workspace, "runs"))  # c started
+    hold = next(m for m in marks(workspace, "runs") if m["tool"] == "hold_gil")
+    assert stamps[("d", "start")] >= hold["at"] + LIMIT  # c's process was killed first
+
+
+def test_a_call_its_batch_gave_up_on_never_runs_later(stuck_stack, workspace):
+    stack, runtime = stuck_stack
+    for queue in ("reads", "effects"):
+        for worker in stack.workers(queue):
+            stack.kill_worker(worker)
+    handles = [
+        runtime.submit([{"id": "read", "name": "nap", "arguments": {"label": "abandoned"}}],
+                       mode="auto", workspace=workspace, timeout=2),
+        runtime.submit([{"id": "write", "name": "slow_bump", "arguments": {"label": "abandoned"}}],
+                       mode="auto", workspace=workspace, rules=ALLOW, timeout=2),
+    ]  # fmt: skip
+    ended = [handle.results(timeout=30)[0].status for handle in handles]
+    assert ended == [Status.timeout, Status.outcome_unknown]
+
+    for queue in ("reads", "effects"):
+        stack.add_worker(queue)
+    probe = runtime.submit([{"id": "p", "name": "nap", "arguments": {"label": "probe"}}],
+                           mode="auto", workspace=workspace, timeout=30)  # fmt: skip
+    assert probe.results(timeout=30)[0].ok  # the new workers have taken the old messages
+    time.sleep(1.0)
+    assert [m["label"] for m in marks(workspace, "starts")] == ["probe"]
+    assert not marks(workspace, "effects")
