@@ -50,6 +50,7 @@ class Services:
     listener: Listener
     key: bytes
     approval_timeout: float
+    max_argument_bytes: int
 
 
 class BatchRun:
@@ -111,6 +112,7 @@ class BatchRun:
 
     def _admit(self, call: ToolCall) -> Admitted | Refused:
         return admit(call, registry=self.services.registry, mode=self.batch.mode,
+                     max_argument_bytes=self.services.max_argument_bytes,
                      workspace=Path(self.batch.workspace), policy=self.policy)  # fmt: skip
 
     def _run(self, inbox: Inbox) -> None:

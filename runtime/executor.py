@@ -65,6 +65,7 @@ def execute(
             rule="signature", source="worker")  # fmt: skip
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(call, registry=registry, mode=message.mode,
+                      max_argument_bytes=settings.max_argument_bytes,
                       workspace=Path(message.workspace),
                       policy=Policy.from_snapshot(message.policy))  # fmt: skip
     if isinstance(admission, Admitted) and admission.decision.effect is Effect.ask:
