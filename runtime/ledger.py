@@ -240,6 +240,9 @@ class Ledger:
             tries = retrying.statistics.get("attempt_number", 1)
             cause = getattr(error, "orig", None) or error
             said = f"{type(cause).__name__}: {redact_text(' '.join(str(cause).split()))[:500]}"
+            if ledger_engine.locked(error):
+                said = (f"another process held its write lock for over {self._retry_seconds:g} s "
+                        f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}")  # fmt: skip
             url = self._engine.url.render_as_string(hide_password=True)
             fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
             raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error

@@ -61,6 +61,9 @@ __all__ = [
 ]
 
 
+FLOWER_MAX_TASKS = 10_000  # tasks Flower keeps in memory (its default: 100,000)
+
+
 def start_worker(
     settings: Settings,
     queue: str,
@@ -135,7 +138,7 @@ def start_flower(
     env = {**_child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
     argv = [
         sys.executable, "-m", "celery", "-A", "workers", "flower",
-        "--address=127.0.0.1", f"--port={port}",
+        "--address=127.0.0.1", f"--port={port}", f"--max_tasks={FLOWER_MAX_TASKS}",
     ]  # fmt: skip
     pid = spawn(argv, log=log, env=env)
     flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)

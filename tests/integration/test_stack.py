@@ -89,7 +89,12 @@ def test_the_stack_starts_every_part_and_stops_exactly_them(home):
     record = start_stack(settings)
     assert time.monotonic() - began < 30
 
-    assert redis.Redis.from_url(record.redis_url).ping()
+    server = redis.Redis.from_url(record.redis_url)
+    assert server.ping()
+    # Bounded memory; when full it refuses new writes rather than drop queued calls.
+    assert server.config_get("maxmemory")["maxmemory"] == str(settings.redis_maxmemory_mib << 20)
+    assert server.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+    server.close()
     port = redis.connection.parse_url(record.redis_url)["port"]
     with socket.create_connection(("127.0.0.1", port), timeout=5) as anonymous:
         anonymous.sendall(b"PING\r\n")
