@@ -199,3 +199,33 @@ def test_extra_workers_join_a_running_stack_and_can_be_killed(home):
     assert processes_naming(extra["name"]) == []
     assert answering(settings, record.redis_url, [extra["name"]]) == set()
     assert stop_stack(home) is True
+
+
+@pytest.mark.timeout(90)
+def test_the_supervisor_replaces_a_worker_that_dies_or_stops_answering(home):
+    import os
+    import signal
+
+    settings = settings_for(home)
+    record = start_stack(settings, flower=False, supervise=True)
+    assert processes.is_alive(record.supervisor_pid)
+    dead, frozen = (next(w for w in record.workers if w["queue"] == q) for q in ("reads", "effects"))
+    stop_worker(dead, graceful=False)
+    os.kill(frozen["pid"], signal.SIGSTOP)  # alive, but answers no ping
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = load_record(home)
+        names = [w["name"] for w in now.workers]
+        if dead["name"] not in names and frozen["name"] not in names:
+            break
+        time.sleep(0.5)
+    assert sorted(w["queue"] for w in now.workers) == ["effects", "reads"], now.workers
+    assert dead["name"] not in names and frozen["name"] not in names
+    assert not processes.is_alive(frozen["pid"])  # killed, not left stopped
+    deadline = time.monotonic() + 30
+    while answering(settings, now.redis_url, names) != set(names):
+        assert time.monotonic() < deadline, "the replacements never answered"
+    assert stop_stack(home) is True
+    assert not processes.is_alive(record.supervisor_pid)
+    assert not any(processes.is_alive(w["pid"]) for w in now.workers)
