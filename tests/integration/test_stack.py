@@ -209,7 +209,8 @@ def test_the_supervisor_replaces_a_worker_that_dies_or_stops_answering(home):
     settings = settings_for(home)
     record = start_stack(settings, flower=False, supervise=True)
     assert processes.is_alive(record.supervisor_pid)
-    dead, frozen = (next(w for w in record.workers if w["queue"] == q) for q in ("reads", "effects"))
+    queues = {worker["queue"]: worker for worker in record.workers}
+    dead, frozen = queues["reads"], queues["effects"]
     stop_worker(dead, graceful=False)
     os.kill(frozen["pid"], signal.SIGSTOP)  # alive, but answers no ping
 
