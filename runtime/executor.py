@@ -119,7 +119,7 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
                                                       attempt=look.delivery))  # fmt: skip
         started_at = None
     result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
-                    on_retry=retried)  # fmt: skip
+                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
     end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
     ledger.eventually(lambda: ledger.record_end(end))
     return result
@@ -152,7 +152,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
             reason=f"{type(error).__name__}: {error}"))  # fmt: skip
 
     result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
-                    on_retry=retried)  # fmt: skip
+                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
     return _record(ledger, message, result)
 
 

@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,10 @@ def invoke(
     delivery: int,
     worker: str | None,
     on_retry: Callable[[int, BaseException], None] = lambda attempt, error: None,
+    quiet: Callable[[], AbstractContextManager] = nullcontext,
 ) -> ToolResult:
+    """Run the tool; `quiet()` is held while it runs on this thread, so that no
+    other thread of the process holds a ledger transaction meanwhile."""
     spec = admitted.spec
     context = ToolContext(
         workspace=Path(message.workspace).resolve(),
@@ -63,7 +67,11 @@ def invoke(
             outcome["error"] = error
 
     started = time.perf_counter()
-    overran = _alarmed(target, timeout) if _alarm_free() else _watched(target, timeout, spec.name)
+    if _alarm_free():
+        with quiet():
+            overran = _alarmed(target, timeout)
+    else:  # a threads pool: the tool's thread is not this one, and others run tools too
+        overran = _watched(target, timeout, spec.name)
     meta = {
         "worker": worker,
         "attempts": delivery + outcome["tries"] - 1,

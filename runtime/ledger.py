@@ -8,6 +8,7 @@ first; statuses and kinds are plain strings; times are aware and in UTC.
 """
 
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import tenacity
@@ -17,6 +18,7 @@ from sqlmodel import Session, select
 from runtime import ledger_engine, schema
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
 from runtime.ledger_buffer import LedgerBuffer
+from runtime.ledger_gate import LedgerGate
 from runtime.ledger_group import CommitGroup
 from runtime.ledger_rows import (
     BATCHES,
@@ -55,6 +57,7 @@ class Ledger:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(self._write_ends)
+        self._gate = LedgerGate()
         self._schema_checked = False
         try:
             self._check_schema()
@@ -195,6 +198,11 @@ class Ledger:
         """`work` (a write on this ledger) now, or once the ledger is back."""
         return self._buffer.write(work)
 
+    def quiet(self):
+        """A context in which this process's other threads begin no ledger
+        write: a tool runs (`runtime.ledger_gate`)."""
+        return self._gate.quiet()
+
     def later(self, work: Callable[[], object]) -> None:
         """`work` once the ledger is back, without trying now (it just failed)."""
         self._buffer.keep(work)
@@ -221,11 +229,12 @@ class Ledger:
 
         def attempt() -> T:
             bind = self._writer if write else self._engine
-            if core:  # SQL statements only: a connection, without a session's bookkeeping
-                with bind.begin() as connection:
-                    return work(connection)
-            with Session(bind, expire_on_commit=False) as session, session.begin():
-                return work(session)
+            with self._gate.writing() if write else nullcontext():
+                if core:  # SQL statements only: a connection, without a session's bookkeeping
+                    with bind.begin() as connection:
+                        return work(connection)
+                with Session(bind, expire_on_commit=False) as session, session.begin():
+                    return work(session)
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(ledger_engine.transient),
