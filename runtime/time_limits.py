@@ -16,12 +16,20 @@ ends `timeout`; a side effect may have done part of its work, so it ends
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from runtime import results
+import redis
+from celery import Celery
+
+from runtime import channel, outbox, results, signing
+from runtime.ledger import Ledger
 from runtime.registry import Registry
 from runtime.settings import Settings
 from runtime.types import Risk, Status, ToolResult
+
+log = logging.getLogger("toolrun.worker")
+PUBLISH_PATIENCE = 30.0  # seconds the end waits for Redis to come back
 
 
 def tool_timeout(tool: str | None, registry: Registry, settings: Settings) -> float:
@@ -61,3 +69,28 @@ def killed(call_id: str, tool: str, limit: float, *, read: bool, **meta: Any) ->
             "killed; it may have done part of its work, so check its effect before calling "
             "it again")  # fmt: skip
     return results.failure(call_id, tool, Status.outcome_unknown, text, kind="killed", **meta)
+
+
+def end_killed(message: dict, limit: float, *, worker: str | None, registry: Registry,
+               key: bytes, ledger: Ledger, client: redis.Redis, app: Celery) -> None:  # fmt: skip
+    """The end of a call whose pool process was killed at its hard limit, in
+    the worker's main process once that process is gone: recorded, published,
+    and its chain handed on (under `on_error="continue"`). A result the process
+    published before it was killed stands."""
+    if not signing.verify(message, key):  # an unsigned message never ran a tool
+        return
+    batch_id, call_id, tool = message["batch_id"], message["call_id"], message["tool"]
+    try:
+        result = channel.Board(client).recall(batch_id, call_id)
+    except channel.LOST:
+        result = None
+    if result is None:
+        result = killed(call_id, tool, limit, read=is_read(tool, registry), worker=worker)
+        log.error("%s ran past its hard limit of %g s; its process was killed", tool, limit)
+        ledger.eventually(lambda: ledger.record_result(batch_id, result))
+    try:
+        channel.publish(client, batch_id, result, reply_to=message.get("reply_to"),
+                        patience=PUBLISH_PATIENCE)  # fmt: skip
+    except channel.LOST as error:  # the client's deadline ends it; its row is recorded
+        log.error("the end of %s could not be published: %s", call_id, error)
+    outbox.forward(app, client, ledger, message, result)

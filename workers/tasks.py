@@ -8,7 +8,7 @@ import os
 
 import redis
 
-from runtime import channel, executor, outbox, results, signing, time_limits
+from runtime import channel, executor, outbox, results, time_limits
 from runtime.ledger import Ledger
 from runtime.registry import load_tools
 from runtime.settings import get_settings
@@ -62,26 +62,8 @@ def hard_limit(message: object) -> float:
 
 
 def end_killed(message: dict, limit: float, worker: str | None) -> None:
-    """The end of a call whose pool process was killed at its hard limit, from
-    the worker's main process: recorded, published, and its chain handed on
-    (under `on_error="continue"`). A result the process published before it
-    was killed stands."""
-    if not signing.verify(message, key):  # an unsigned message never ran a tool
-        return
+    """From the worker's main process: the end of a call whose pool process was
+    killed at its hard limit (`runtime.time_limits.end_killed`)."""
     ledger, client = _resources_here()
-    batch_id, call_id, tool = message["batch_id"], message["call_id"], message["tool"]
-    try:
-        result = channel.Board(client).recall(batch_id, call_id)
-    except channel.LOST:
-        result = None
-    if result is None:
-        read = time_limits.is_read(tool, registry)
-        result = time_limits.killed(call_id, tool, limit, read=read, worker=worker)
-        log.error("%s ran past its hard limit of %g s; its process was killed", tool, limit)
-        ledger.eventually(lambda: ledger.record_result(batch_id, result))
-    try:
-        channel.publish(client, batch_id, result, reply_to=message.get("reply_to"),
-                        patience=PUBLISH_PATIENCE)  # fmt: skip
-    except channel.LOST as error:  # the client's deadline ends it; its row is recorded
-        log.error("the end of %s could not be published: %s", call_id, error)
-    outbox.forward(app, client, ledger, message, result)
+    time_limits.end_killed(message, limit, worker=worker, registry=registry, key=key,
+                           ledger=ledger, client=client, app=app)  # fmt: skip
