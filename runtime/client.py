@@ -59,6 +59,7 @@ class Runtime:
             listener=Listener(self.client),
             key=signing_key_for(settings),
             approval_timeout=settings.approval_timeout,
+            max_argument_bytes=settings.max_argument_bytes,
         )
 
     @classmethod

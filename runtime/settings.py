@@ -16,8 +16,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from runtime.detectors import compile_patterns
 from runtime.errors import ConfigurationError
+from runtime.results.detectors import compile_patterns
 
 PREFIX = "TOOLRUN_"
 RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
@@ -65,6 +65,21 @@ class Settings(BaseSettings):
     )
     max_deliveries: int = Field(
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
+    )
+    kill_grace: float = Field(
+        5.0, gt=0, description="Seconds past a tool's timeout before its process is killed."
+    )
+    max_argument_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Bound on one call's arguments, as JSON."
+    )
+    max_tasks_per_child: int = Field(
+        1000, ge=1, description="Calls a pool process runs before it is replaced."
+    )
+    max_memory_per_child_mib: int = Field(
+        512, ge=16, description="Resident MiB after which a pool process is replaced."
+    )
+    redis_maxmemory_mib: int = Field(
+        256, ge=16, description="maxmemory of the embedded Redis (noeviction)."
     )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
     redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(

@@ -6,6 +6,7 @@ thin adapters around `runtime/execution/executor.py`.
 
 from __future__ import annotations
 
+import gc
 import sys
 from contextvars import Token
 
@@ -57,6 +58,10 @@ def make_app(settings: Settings | None = None, *, redis_url: str | None = None) 
         task_acks_late=True,
         # A prefork child that dies mid-call requeues its message instead of acking it.
         task_reject_on_worker_lost=True,
+        # Pool processes are replaced after this many calls or this much memory, so a
+        # leak or a fragmented heap is left behind (prefork; other pools ignore them).
+        worker_max_tasks_per_child=settings.max_tasks_per_child,
+        worker_max_memory_per_child=settings.max_memory_per_child_mib * 1024,  # KiB
         # One message at a time per slot, so ordered steps are not hoarded by one worker.
         worker_prefetch_multiplier=1,
         # Redis redelivers an unacked message after this; it must outlast any tool's
@@ -93,6 +98,15 @@ def _no_banner_in_json_logs(instance=None, **_: object) -> None:
     """The startup banner is printed, not logged: a JSON log goes without it."""
     if instance is not None and get_settings().log_format == "json":
         instance.quiet = True
+
+
+@signals.worker_init.connect
+def _share_memory_with_pool_processes(**_: object) -> None:
+    """Pool processes are forked from this one: objects the collector never
+    visits stay on pages the children share, instead of each child copying
+    them (the tool registry, pydantic models, SQLAlchemy)."""
+    gc.collect()
+    gc.freeze()
 
 
 @signals.task_prerun.connect

@@ -7,10 +7,10 @@ import logging
 import os
 
 import redis
+from runtime.registry.loading import load_tools
 
-from runtime.execution import executor
+from runtime.execution import executor, time_limits
 from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import load_tools
 from runtime.results import formatter as results
 from runtime.settings import get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
@@ -36,7 +36,7 @@ def _resources_here() -> tuple[Ledger, redis.Redis]:
     return _resources[pid]
 
 
-@app.task(name="toolrun.execute", bind=True)
+@app.task(name="toolrun.execute", bind=True, Request="workers.request:CallRequest")
 def execute_call(self, message: dict) -> dict:
     ledger, client = _resources_here()
     board = channel.Board(client)
@@ -56,3 +56,16 @@ def execute_call(self, message: dict) -> dict:
                     patience=PUBLISH_PATIENCE)  # fmt: skip
     outbox.forward(self.app, client, ledger, message, result)
     return results.ledger_summary(result) | {"call_id": result.call_id, "status": result.status}
+
+
+def hard_limit(message: object) -> float:
+    """Seconds after which the pool process running `message` is killed."""
+    return time_limits.hard_limit(message, registry, settings)
+
+
+def end_killed(message: dict, limit: float, worker: str | None) -> None:
+    """From the worker's main process: the end of a call whose pool process was
+    killed at its hard limit (`runtime.time_limits.end_killed`)."""
+    ledger, client = _resources_here()
+    time_limits.end_killed(message, limit, worker=worker, registry=registry, key=key,
+                           ledger=ledger, client=client, app=app)  # fmt: skip

@@ -52,6 +52,7 @@ class Services:
     listener: Listener
     key: bytes
     approval_timeout: float
+    max_argument_bytes: int
 
 
 class BatchRun:
@@ -113,6 +114,7 @@ class BatchRun:
 
     def _admit(self, call: ToolCall) -> Admitted | Refused:
         return admit(call, registry=self.services.registry, mode=self.batch.mode,
+                     max_argument_bytes=self.services.max_argument_bytes,
                      workspace=Path(self.batch.workspace), policy=self.policy)  # fmt: skip
 
     def _run(self, inbox: Inbox) -> None:
@@ -325,6 +327,11 @@ class BatchRun:
                 spec = self.services.registry.get(call.name)
                 read = spec is not None and spec.risk is Risk.read
                 result = endings.abandoned(call, read=read, cancelled=self.cancelled)
+                try:  # a worker checks it before running the call (a side effect: its claim)
+                    channel.give_up(self.services.client, self.batch.id, result)
+                except channel.LOST as error:
+                    log.warning("batch %s: cannot store the end of %s: %s", self.batch.id,
+                                call.id, error)  # fmt: skip
                 self._end(result)
                 self.audit.end(result)
 

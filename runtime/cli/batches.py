@@ -21,6 +21,7 @@ from runtime.cli.common import (
     validation_text,
 )
 from runtime.cli.deployment import down, up
+from runtime.registry.argument_limits import MAX_DEPTH
 from runtime.results import display
 from runtime.settings import get_settings
 from runtime.types import ToolCall
@@ -180,9 +181,17 @@ def _follow(handle, *, quiet: bool) -> list:
     return handle.results()
 
 
+MAX_FILE_BYTES = 64 << 20  # a batch file's size: calls of bounded arguments, and room
+
+
 def _load_json(file: Path, kind: str) -> Any:
     """The JSON in `file`, or a one-line failure naming the `kind` of file it should be."""
     try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            fail(f"{file} is {size / 2**20:.0f} MiB; a {kind} file may be at most "
+                 f"{MAX_FILE_BYTES >> 20} MiB (each call's arguments at most "
+                 "TOOLRUN_MAX_ARGUMENT_BYTES)")  # fmt: skip
         return json.loads(file.read_text())
     except FileNotFoundError:
         fail(f"no such {kind} file: {file}")
@@ -190,6 +199,8 @@ def _load_json(file: Path, kind: str) -> Any:
         fail(f"cannot read {file}: {error}")
     except json.JSONDecodeError as error:
         fail(f"{file} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+    except RecursionError:
+        fail(f"{file} is nested too deep to read; arguments may nest {MAX_DEPTH} levels")
 
 
 def _read_batch(file: Path) -> dict[str, Any]:

@@ -66,6 +66,7 @@ def execute(
             rule="signature", source="worker")  # fmt: skip
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(call, registry=registry, mode=message.mode,
+                      max_argument_bytes=settings.max_argument_bytes,
                       workspace=Path(message.workspace),
                       policy=Policy.from_snapshot(message.policy))  # fmt: skip
     if isinstance(admission, Admitted) and admission.decision.effect is Effect.ask:
@@ -119,7 +120,7 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
                                                       attempt=look.delivery))  # fmt: skip
         started_at = None
     result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
-                    on_retry=retried)  # fmt: skip
+                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
     end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
     ledger.eventually(lambda: ledger.record_end(end))
     return result
@@ -152,7 +153,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
             reason=f"{type(error).__name__}: {error}"))  # fmt: skip
 
     result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
-                    on_retry=retried)  # fmt: skip
+                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
     return _record(ledger, message, result)
 
 

@@ -18,6 +18,7 @@ from runtime.gate.decision import Decision, Effect
 from runtime.gate.permissions import evaluate
 from runtime.gate.policy import Policy
 from runtime.ledger.store import EventKind
+from runtime.registry import argument_limits
 from runtime.registry.capabilities import CapabilitySpec, Registry
 from runtime.registry.validation import Invalid, validate
 from runtime.results import formatter as results
@@ -44,11 +45,23 @@ class Refused:
 
 
 def admit(
-    call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path, policy: Policy
+    call: ToolCall,
+    *,
+    registry: Registry,
+    mode: Mode,
+    workspace: Path,
+    policy: Policy,
+    max_argument_bytes: int = argument_limits.DEFAULT_MAX_BYTES,
 ) -> Admitted | Refused:
     spec = registry.get(call.name)
     if spec is None:
         return Refused(call, None, _unknown(call, registry), EventKind.lookup_failed)
+    # Before anything serializes them: a value JSON cannot carry ends this call only.
+    fault = argument_limits.fault(call.arguments, max_bytes=max_argument_bytes)
+    if fault is not None:
+        result = results.failure(call.id, spec.name, Status.invalid_arguments,
+                                 f"invalid arguments: {fault}")  # fmt: skip
+        return Refused(call, spec, result, EventKind.invalid_arguments)
     arguments = validate(spec.input_model, call.arguments)
     if isinstance(arguments, Invalid):
         message = f"invalid arguments: {arguments.message}"

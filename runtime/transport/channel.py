@@ -73,6 +73,16 @@ def publish(
     return payload
 
 
+def give_up(client: redis.Redis, batch_id: str, result: ToolResult) -> None:
+    """Store the end a client gave a call no worker answered in time, unless a
+    worker's result is there already: a worker that takes the call's message
+    later (a restarted one) finds it and does not run the call."""
+    with client.pipeline(transaction=False) as pipe:
+        pipe.hsetnx(key(batch_id), result.call_id, result.model_dump_json())
+        pipe.expire(key(batch_id), TTL_SECONDS)
+        pipe.execute()
+
+
 def stored(client: redis.Redis, batch_id: str, call_ids: list[str]) -> list[ToolResult]:
     """Results already stored for `call_ids` (those not finished are left out)."""
     if not call_ids:

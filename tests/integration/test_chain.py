@@ -34,9 +34,7 @@ def test_a_chain_runs_in_order_and_stops_at_its_first_failure(runtime, workspace
     assert labels(workspace) == ["a", "b", "explode"]
     want = {"a": "ok", "b": "ok", "x": "error", "c": "skipped", "d": "skipped"}
     deadline = time.monotonic() + 10  # the client records a skip just after it hands it over
-    while (
-        rows := {r.call_id: r.status for r in runtime.ledger.calls(handle.batch_id)}
-    ) != want:
+    while (rows := {r.call_id: r.status for r in runtime.ledger.calls(handle.batch_id)}) != want:
         assert time.monotonic() < deadline, rows
         time.sleep(0.05)
 

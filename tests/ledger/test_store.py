@@ -351,3 +351,36 @@ def test_writes_fail_closed_when_the_database_is_gone():
         with pytest.raises(LedgerUnavailable):
             ledger.record_event("b", "a", EventKind.started)
         ledger.close()
+
+
+def test_a_writer_kept_from_the_lock_fails_clearly_within_its_bound(ledger_url):
+    """Another process holds the write lock (SQLite) or the batch's lock
+    (PostgreSQL) and never lets go: a write ends with LedgerUnavailable naming
+    the lock, within about its retry bound, and never hangs."""
+    from runtime.ledger.rows import lock_batches
+
+    ledger = Ledger(ledger_url, retry_seconds=1.0)
+    batch = _batch("a")
+    ledger.record_batch(batch)
+    holder = create_engine(make_url(ledger_url).set(drivername=_driver(ledger_url)))
+    try:
+        with holder.connect() as connection:
+            if connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("BEGIN EXCLUSIVE")
+            else:
+                connection.begin()
+                lock_batches(connection, {batch.id})
+            began = time.monotonic()
+            with pytest.raises(LedgerUnavailable, match="held its write lock for over 1 s"):
+                ledger.record_result(batch.id, _result("a"))
+            assert time.monotonic() - began < 5.0
+            connection.rollback()
+    finally:
+        holder.dispose()
+        ledger.close()
+    Ledger(ledger_url).record_result(batch.id, _result("a"))  # free again: it lands
+
+
+def _driver(url: str) -> str:
+    name = make_url(url).drivername
+    return "postgresql+psycopg" if name.startswith("postgres") else name

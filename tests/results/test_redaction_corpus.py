@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.redaction import redact_text
+from runtime.results.redaction import redact_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SECRETS = ROOT / "tests" / "data" / "secrets"
 MANIFEST: dict[str, list[list[str]]] = json.loads((SECRETS / "manifest.json").read_text())
 MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
@@ -88,7 +88,7 @@ def _git_log(rng: random.Random) -> str:
             f"commit {sha}\nMerge: {sha[:7]} {rng.randbytes(4).hex()[:7]}\n"
             f"Author: Dev {i} <dev{i}@example.com>\nDate:   Mon Nov {1 + i % 28} 10:00:00 2026\n\n"
             f"    Rotate the signing key reader; token counts in {sha[:12]}\n\n"
-            f" runtime/ledger.py | {i} ++--\n"
+            f" runtime/ledger/store.py | {i} ++--\n"
         )
     done = subprocess.run(  # the repository's own history, when this is a checkout
         ["git", "log", "--stat", "-n", "200"], cwd=ROOT, capture_output=True, text=True

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from runtime import detectors
 from runtime.errors import ConfigurationError
-from runtime.redaction import redact_text
+from runtime.results import detectors
+from runtime.results.redaction import redact_text
 from runtime.settings import Settings, get_settings
 
-CORPUS = Path(__file__).resolve().parent / "data" / "secrets"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "secrets"
 
 
 def test_the_set_is_the_librarys_plugins_and_our_own_kinds():
@@ -79,7 +79,7 @@ def test_settings_take_patterns_as_a_mapping():
 
 
 def test_a_deployments_patterns_reach_the_workers_it_starts(monkeypatch):
-    from runtime.stack import _child_env
+    from runtime.stack.embedded import _child_env
 
     patterns = {"acme": r"acme_[a-z0-9]{16}", "quote": "it's \\d+"}
     env = _child_env(Settings(redaction_patterns=patterns), "redis://127.0.0.1:1/0", None)
