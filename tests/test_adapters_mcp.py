@@ -145,7 +145,7 @@ def test_input_models_check_the_servers_schema_with_model_readable_messages():
     assert arguments_of(validate(model, '{"name": "x", "limit": "7"}')) == {"name": "x", "limit": 7}
     cases = {
         '{"limit": 99}': "name: is required; limit: 99 is greater than the maximum of 50",
-        '{"name": "x", "tags": ["c"]}': "tags: 0: 'c' is not one of ['a', 'b']",
+        '{"name": "x", "tags": ["c"]}': "tags[0]: 'c' is not one of ['a', 'b']",
         '{"name": "x", "extra": 1}': "extra: is not a known field",
         '{"name": null}': "name: must be a string (got null)",
     }
@@ -253,3 +253,42 @@ def test_a_streamable_http_server_is_registered_and_called(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+EDIT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "edits": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"oldText": {"type": "string"}, "newText": {"type": "string"}},
+                "required": ["oldText", "newText"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["path", "edits"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        ([{"oldText": "a"}], "edits[0].newText: is required"),
+        ([{"oldText": "a", "newText": "b"}, {"oldText": "a", "newText": 3}],
+         "edits[1].newText: must be a string (got a number)"),
+        ([{"oldText": "a", "newText": "b", "dryRun": True}], "edits[0].dryRun: is not a known field"),
+        ("a", "edits: must be a list (got a string)"),
+    ],
+)  # fmt: skip
+def test_schema_messages_keep_the_servers_spelling_and_point_at_the_item(edits, expected):
+    from runtime.adapters.mcp_schema import input_model
+    from runtime.validation import Invalid, validate
+
+    result = validate(input_model("fs__edit_file", EDIT_SCHEMA), {"path": "a", "edits": edits})
+    assert isinstance(result, Invalid)
+    assert result.message.startswith(expected), result.message
+    assert "(got a list)" not in result.message
