@@ -62,6 +62,10 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: Any = Field(default_factory=dict)
+    # The provider's kind of call. toolrun runs `function` calls; any other kind
+    # (an OpenAI custom tool, a Responses shell call...) still gets its one
+    # result, an error saying why it was not run, so the conversation stays valid.
+    kind: str = "function"
 
 
 class Batch(BaseModel):

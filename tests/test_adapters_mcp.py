@@ -280,7 +280,8 @@ EDIT_SCHEMA = {
         ([{"oldText": "a"}], "edits[0].newText: is required"),
         ([{"oldText": "a", "newText": "b"}, {"oldText": "a", "newText": 3}],
          "edits[1].newText: must be a string (got a number)"),
-        ([{"oldText": "a", "newText": "b", "dryRun": True}], "edits[0].dryRun: is not a known field"),
+        ([{"oldText": "a", "newText": "b", "dryRun": True}],
+         "edits[0].dryRun: is not a known field"),
         ("a", "edits: must be a list (got a string)"),
     ],
 )  # fmt: skip

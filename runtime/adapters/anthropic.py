@@ -34,7 +34,7 @@ def calls(data: Any) -> list[ToolCall]:
     return found
 
 
-def reply(results: Sequence[ToolResult]) -> dict[str, Any]:
+def reply(results: Sequence[ToolResult], kinds: dict[str, str]) -> dict[str, Any]:
     """One `user` message: a `tool_result` per result, `is_error` for every
     status but ok."""
     return {

@@ -97,7 +97,7 @@ def run(
     if dialect is not None:
         from runtime import adapters
 
-        print(json.dumps(adapters.reply(dialect, results), indent=2))
+        print(json.dumps(adapters.reply(dialect, results, handle.kinds), indent=2))
     elif as_json:
         payload = {
             "batch_id": handle.batch_id,
