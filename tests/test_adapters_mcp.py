@@ -113,20 +113,53 @@ def test_remote_names_are_prefixed_and_made_to_fit():
     assert len(long) == 64 and long != tool_name("notes", "x" * 81)
 
 
-def test_the_servers_file_is_checked_and_reads_claude_mcp_json(tmp_path):
+def test_the_servers_file_is_checked_and_reads_claude_mcp_json(tmp_path, caplog):
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"a": {"command": "python", "args": ["s.py"]}}}))
     assert load_servers(path)["a"].argv == ["python", "s.py"]
     for bad, fragment in [
         ({"servers": {"a": {"command": ["x"], "url": "http://h"}}}, "exactly one of"),
         ({"servers": {"a b": {"command": ["x"]}}}, "server name 'a b'"),
-        ({"servers": {"a": {"command": ["x"], "trust": True}}}, "trust"),
     ]:
         path.write_text(json.dumps(bad))
-        with pytest.raises(ConfigurationError, match=fragment):
+        caplog.clear()
+        assert load_servers(path) == {}  # that server is left out, and says why
+        assert fragment in caplog.text and "left out" in caplog.text
+    for bad in ("[1]", "not json"):
+        path.write_text(bad)
+        with pytest.raises(ConfigurationError, match=str(path)):
             load_servers(path)
     with pytest.raises(ConfigurationError, match="does not exist"):
         load_servers(tmp_path / "missing.json")
+
+
+def test_claude_mcp_json_is_read_as_claude_reads_it(tmp_path, caplog):
+    """Variables expand, an unsupported transport leaves out only its server,
+    and keys other clients write are warnings."""
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "fs": {"command": "npx", "args": ["-y", "server", "${HOME}/src", "${WHERE:-/srv}"],
+               "env": {"TOKEN": "${TOKEN}"}, "disabled": False, "autoApprove": ["read"]},
+        "events": {"type": "sse", "url": "https://example.com/sse"},
+        "web": {"type": "http", "url": "${BASE:-https://mcp.example.com}/mcp",
+                "headers": {"Authorization": "Bearer ${TOKEN}"}},
+        "lost": {"command": "x", "args": ["${NOT_SET_ANYWHERE}"]},
+        "fine": {"command": "python", "trust": True},
+    }}))  # fmt: skip
+    servers = load_servers(path, {"HOME": "/home/u", "TOKEN": "t0k"})
+    assert sorted(servers) == ["fine", "fs", "web"]
+    assert servers["fs"].argv == ["npx", "-y", "server", "/home/u/src", "/srv"]
+    assert servers["fs"].env == {"TOKEN": "t0k"}
+    assert servers["web"].url == "https://mcp.example.com/mcp"
+    assert servers["web"].headers == {"Authorization": "Bearer t0k"}
+    assert servers["fine"].trusted is False  # a misspelt key grants nothing
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("'events'" in m and "transport 'sse' is not supported" in m for m in errors)
+    assert any("'lost'" in m and "NOT_SET_ANYWHERE is not set" in m for m in errors)
+    assert any("'fs'" in m and "autoApprove" in m and "disabled" in m for m in warnings)
+    assert any("'fine'" in m and "trust" in m for m in warnings)
+    assert load_servers(path, {"TOKEN": "t", "HOME": "/h"})["fs"].argv[3] == "/h/src"
 
 
 def test_input_models_check_the_servers_schema_with_model_readable_messages():
