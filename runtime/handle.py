@@ -27,6 +27,7 @@ class BatchHandle:
         self.batch_id = batch.id
         self._approvals = approvals
         self._run: BatchRun | None = None
+        self._thread: threading.Thread | None = None
         self._events: list[ToolResult] = []  # notices and final results, as they came
         self._final: dict[str, ToolResult] = {}
         self._changed = threading.Condition()
