@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from runtime import adapters, channel
+from runtime import adapters, bindings, channel
 from runtime.approvals import Approvals
 from runtime.dispatcher import CANCEL_GRACE, BatchRun, Services
 from runtime.errors import InvalidBatch
@@ -55,6 +55,7 @@ class Runtime:
         self.client = redis.Redis.from_url(self.redis_url)
         self.approvals = Approvals(self.ledger, self.client)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
+        bindings.check(self.policies.rules(), self.registry)  # and rules that cannot bind
         self._handles: list[BatchHandle] = []  # batches this runtime drives, until they end
         self._closed = False
         self.services = Services(
@@ -86,6 +87,7 @@ class Runtime:
         "ask": [...], "deny": [...]}`) is fixed now."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
         policy = self.policies.policy_for(Path(batch.workspace), rules)
+        bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         handle = BatchHandle(batch, self.approvals)
         deadline = time.monotonic() + (timeout or self.settings.batch_timeout)
         handle._run = BatchRun(
