@@ -19,11 +19,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from runtime.errors import InvalidBatch
 from runtime.registry import CapabilitySpec
-from runtime.types import ToolCall, ToolResult
+from runtime.types import Mode, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from runtime.policy import Policy
 
 Format = Literal["anthropic", "openai", "responses"]
 DefinitionFormat = Literal["anthropic", "openai", "responses", "mcp"]
@@ -82,10 +86,24 @@ def reply(
     return writers[format](results, kinds or {})
 
 
-def definitions(specs: Iterable[CapabilitySpec], format: DefinitionFormat) -> list[dict]:
+def definitions(
+    specs: Iterable[CapabilitySpec],
+    format: DefinitionFormat,
+    *,
+    mode: Mode | str | None = None,
+    workspace: str | Path | None = None,
+    policy: Policy | None = None,
+) -> list[dict]:
     """The registry's tools as `format` tool definitions, so the model is given
-    the same tools, with the same input schemas, that the registry accepts."""
+    the same tools, with the same input schemas, that the registry accepts.
+
+    With `mode`, only the tools that can run in that mode are offered: under
+    `policy`, or the policy of `workspace` (its trust and the settings files'
+    rules), else as in a trusted workspace without rules. A tool the gate would
+    refuse whatever its arguments is left out; one that would ask stays, except
+    in `auto`, where nobody can answer."""
     from runtime.adapters import anthropic, mcp, openai
+    from runtime.permissions import offered
 
     makers = {
         "anthropic": anthropic.definition,
@@ -95,6 +113,13 @@ def definitions(specs: Iterable[CapabilitySpec], format: DefinitionFormat) -> li
     }
     if format not in makers:
         raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(DEFINITION_FORMATS)}")
+    if mode is not None:
+        if policy is None and workspace is not None:
+            from runtime.policy import PolicySources
+            from runtime.settings import get_settings
+
+            policy = PolicySources(get_settings()).policy_for(Path(workspace))
+        specs = [spec for spec in specs if offered(spec, Mode(mode), policy)]
     return [makers[format](spec) for spec in specs]
 
 

@@ -23,7 +23,7 @@ from runtime.cli.common import (
 )
 from runtime.cli.deployment import down, up
 from runtime.settings import get_settings
-from runtime.types import ToolCall
+from runtime.types import Mode, ToolCall
 
 
 @app.command()
@@ -34,17 +34,32 @@ def tools(
             "--format", help="anthropic, openai, responses or mcp: the definitions as JSON."
         ),
     ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Only the tools that can run in this mode.")
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(help="With --mode: under this workspace's trust and rules."),
+    ] = None,
 ) -> None:
-    """List the registry: every tool with its risk."""
+    """List the registry: every tool with its risk (with --mode, those that can run)."""
     from runtime import adapters
+    from runtime.permissions import offered
+    from runtime.policy import PolicySources
     from runtime.registry import load_tools
 
     registry = load_tools(get_settings().module_names)
+    specs = list(registry)
+    if mode is not None:
+        policy = None
+        if workspace is not None:
+            policy = PolicySources(get_settings()).policy_for(workspace)
+        specs = [spec for spec in specs if offered(spec, Mode(check_mode(mode)), policy)]
     if format_ is not None:
         chosen = choice("format", format_, adapters.DEFINITION_FORMATS)
-        print(json.dumps(adapters.definitions(registry, chosen), indent=2))
+        print(json.dumps(adapters.definitions(specs, chosen), indent=2))
         return
-    for spec in registry:
+    for spec in specs:
         first = spec.description.splitlines()[0] if spec.description else ""
         flags = "idempotent" if spec.idempotent else ""
         out.print(f"{spec.name:<16} {spec.risk.value:<12} {flags:<11} {first}", markup=False)

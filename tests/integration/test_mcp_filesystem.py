@@ -185,3 +185,24 @@ def test_a_specifier_on_a_tool_without_a_path_argument_is_refused_naming_the_rul
     user.write_text(json.dumps({"permissions": {"allow": [rule]}}))
     with pytest.raises(ConfigurationError, match=f"{user}: allow rule"):
         Runtime(fs_stack.settings.model_copy(update={"user_settings_file": user}))
+
+
+def test_definitions_offer_only_the_tools_that_can_run(fs_stack, spaces):
+    from anthropic.types import ToolParam
+
+    from runtime import adapters
+    from tests.test_adapters_anthropic import same_after_validation
+
+    _, ws2 = spaces
+    policy = fs_stack.policies.policy_for(ws2)
+    offered = adapters.definitions(fs_stack.registry, "anthropic", mode="auto", policy=policy)
+    names = {d["name"] for d in offered}
+    assert {"fs__read_text_file", "fs__read_media_file", "read_file"} <= names
+    assert not any(n.startswith("ufs__") for n in names)  # untrusted: asks, and auto cannot
+    assert "fs__write_file" not in names and "write_file" not in names
+    assert all(same_after_validation(ToolParam, d) for d in offered)
+    planned = adapters.definitions(fs_stack.registry, "openai", mode="plan", workspace=ws2)
+    assert "fs__read_text_file" in {d["function"]["name"] for d in planned}
+    assert "fs__move_file" not in {d["function"]["name"] for d in planned}
+    default = {d["name"] for d in adapters.definitions(fs_stack.registry, "mcp", mode="default")}
+    assert "ufs__read_text_file" in default  # someone can answer its question there
