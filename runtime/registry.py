@@ -42,6 +42,7 @@ class ToolOutput:
     content: Any
     message: str
     summary: str
+    media: list[Any] = field(default_factory=list)  # `Media`: images and documents
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from runtime import media
 from runtime.adapters import description, require, result_text
 from runtime.registry import CapabilitySpec
 from runtime.types import ToolCall, ToolResult
@@ -87,11 +88,19 @@ def responses_calls(data: Any) -> list[ToolCall]:
 
 def chat_reply(results: Sequence[ToolResult], kinds: dict[str, str]) -> list[dict[str, Any]]:
     """One `tool` message per call, whatever its kind (custom calls are answered
-    the same way)."""
+    the same way). A tool message carries text only: a result's images and
+    documents are named in a note instead."""
     return [
-        {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
+        {"role": "tool", "tool_call_id": result.call_id, "content": _chat_text(result)}
         for result in results
     ]
+
+
+def _chat_text(result: ToolResult) -> str:
+    text = result_text(result)
+    if not result.media:
+        return text
+    return f"{text}\n{media.note(result.media, 'Chat Completions tool messages')}"
 
 
 def responses_reply(results: Sequence[ToolResult], kinds: dict[str, str]) -> list[dict[str, Any]]:
@@ -101,6 +110,8 @@ def responses_reply(results: Sequence[ToolResult], kinds: dict[str, str]) -> lis
 
 def _responses_item(kind: str, result: ToolResult) -> dict[str, Any]:
     text, call_id = result_text(result), result.call_id
+    if result.media and kind == "function":  # images and files as input content
+        return {"type": "function_call_output", "call_id": call_id, "output": _inputs(result)}
     if kind == "custom_tool_call":
         return {"type": "custom_tool_call_output", "call_id": call_id, "output": text}
     if kind == "local_shell_call":
@@ -138,6 +149,18 @@ def responses_definition(spec: CapabilitySpec) -> dict[str, Any]:
         "parameters": spec.input_model.model_json_schema(),
         "strict": False,
     }
+
+
+def _inputs(result: ToolResult) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = [{"type": "input_text", "text": result_text(result)}]
+    for item in result.media:
+        url = f"data:{item.mime_type};base64,{item.data}"
+        if item.kind == "image":
+            items.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        else:
+            items.append({"type": "input_file", "file_data": url,
+                          "filename": item.name or "document.pdf"})  # fmt: skip
+    return items
 
 
 # Responses items the client must answer, and what a call of each is named.

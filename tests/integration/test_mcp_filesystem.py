@@ -206,3 +206,63 @@ def test_definitions_offer_only_the_tools_that_can_run(fs_stack, spaces):
     assert "fs__move_file" not in {d["function"]["name"] for d in planned}
     default = {d["name"] for d in adapters.definitions(fs_stack.registry, "mcp", mode="default")}
     assert "ufs__read_text_file" in default  # someone can answer its question there
+
+
+def png(width: int = 2, height: int = 2) -> bytes:
+    """A real (tiny) PNG."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))  # fmt: skip
+
+
+def test_images_become_content_blocks_whole_or_not_at_all(fs_stack, spaces):
+    import base64
+
+    from anthropic.types import MessageParam
+    from openai.types.chat import ChatCompletionToolMessageParam
+    from openai.types.responses.response_input_item_param import FunctionCallOutput
+
+    from runtime import adapters
+    from tests.test_adapters_anthropic import same_after_validation
+
+    _, ws2 = spaces
+    (ws2 / "pixel.png").write_bytes(png())
+    (ws2 / "big.png").write_bytes(os.urandom(600 * 1024))  # past the 512 KiB media bound
+    small, big = run(fs_stack, [
+        call("small", "fs__read_media_file", path="pixel.png"),
+        call("big", "fs__read_media_file", path="big.png"),
+    ], ws2)  # fmt: skip
+    assert (small.status, big.status) == (Status.ok, Status.ok), small.model_message
+    encoded = base64.b64encode(png()).decode()
+    assert [(m.kind, m.mime_type, m.data) for m in small.media] == [("image", "image/png", encoded)]
+    assert big.media == [] and "left out" in big.model_message
+    for result in (small, big):  # described, never base64, never cut
+        seen = json.dumps([result.content, result.model_message])
+        assert "image/png" in seen and encoded[:40] not in seen and len(seen) < 2000
+        assert "offset and limit" not in result.model_message
+
+    anthropic_reply = adapters.reply("anthropic", [small, big])
+    assert same_after_validation(MessageParam, anthropic_reply)
+    first, second = anthropic_reply["content"]
+    assert first["content"][1] == {
+        "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encoded},
+    }  # fmt: skip
+    assert isinstance(second["content"], str)
+    [output, _] = adapters.reply("responses", [small, big])
+    assert same_after_validation(FunctionCallOutput, output)
+    assert output["output"][1] == {
+        "type": "input_image", "image_url": f"data:image/png;base64,{encoded}", "detail": "auto",
+    }  # fmt: skip
+    [chat, _] = adapters.reply("openai", [small, big])
+    assert same_after_validation(ChatCompletionToolMessageParam, chat)
+    assert "image image/png" in chat["content"] and "not shown" in chat["content"]
+    assert encoded[:40] not in chat["content"]
