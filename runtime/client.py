@@ -9,6 +9,7 @@ results as they finish and returns them in the model's order.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -20,8 +21,9 @@ from pydantic import ValidationError
 
 from runtime import adapters
 from runtime.batch.handle import AsyncBatchHandle, BatchHandle
-from runtime.batch.run import BatchRun, Services
+from runtime.batch.run import CANCEL_GRACE, BatchRun, Services
 from runtime.errors import InvalidBatch
+from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -32,6 +34,10 @@ from runtime.transport import channel
 from runtime.transport.listener import Listener
 from runtime.types import Batch, Mode, OnError, ToolCall
 
+log = logging.getLogger("toolrun.client")
+# How long close() waits for a batch: the cancel's grace for running calls, plus
+# the time a wait for approval takes to see the cancel.
+CLOSE_SECONDS = CANCEL_GRACE + 5.0
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
 
 
@@ -51,6 +57,9 @@ class Runtime:
         self.client = redis.Redis.from_url(self.redis_url)
         self.approvals = Approvals(self.ledger, self.client)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
+        bindings.check(self.policies.rules(), self.registry)  # and rules that cannot bind
+        self._handles: list[BatchHandle] = []  # batches this runtime drives, until they end
+        self._closed = False
         self.services = Services(
             registry=self.registry,
             approvals=self.approvals,
@@ -81,13 +90,19 @@ class Runtime:
         "ask": [...], "deny": [...]}`) is fixed now."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
         policy = self.policies.policy_for(Path(batch.workspace), rules)
+        bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         handle = BatchHandle(batch, self.approvals)
         deadline = time.monotonic() + (timeout or self.settings.batch_timeout)
         handle._run = BatchRun(
             batch, policy, self.services, deadline=deadline, emit=handle._add,
             notify=handle._notice,
         )  # fmt: skip
-        threading.Thread(target=handle._run.run, name=f"batch-{batch.id}", daemon=True).start()
+        if self._closed:
+            raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
+        handle._thread = threading.Thread(target=handle._run.run, name=f"batch-{batch.id}",
+                                          daemon=True)  # fmt: skip
+        self._handles = [*(h for h in self._handles if not h.done), handle]
+        handle._thread.start()
         return handle
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
@@ -134,6 +149,23 @@ class Runtime:
         return AsyncBatchHandle(self.submit_message(message, format, **options))
 
     def close(self) -> None:
+        """End this runtime's open batches, then let go of Redis and the ledger.
+
+        Calls not yet started (a call waiting for approval too) end `cancelled`,
+        saying the runtime was closed; calls running get a cancel's grace to
+        end with their real result. Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        open_handles = [handle for handle in self._handles if not handle.done]
+        for handle in open_handles:
+            try:  # the workers stop too: nothing queued for this batch starts
+                channel.cancel(self.client, handle.batch_id, by="close")
+            except channel.LOST as error:
+                log.warning("batch %s: cannot tell the workers: %s", handle.batch_id, error)
+            handle._run.close()
+        for handle in open_handles:
+            handle._thread.join(timeout=CLOSE_SECONDS)
         self.services.listener.close()
         self.client.close()
         self.ledger.close()

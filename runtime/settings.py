@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     )
     batch_timeout: float = Field(300.0, gt=0, description="Seconds a batch may take in all.")
     result_max_bytes: int = Field(32 * 1024, ge=1024, description="Bound on one result's content.")
+    result_max_media_bytes: int = Field(
+        512 * 1024, ge=0, description="Bound on one result's images and documents (decoded)."
+    )
     reads_concurrency: int = Field(8, ge=1, description="Slots of the embedded reads worker.")
     effects_concurrency: int = Field(
         1, ge=1, description="Processes of the embedded effects worker."

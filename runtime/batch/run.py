@@ -73,6 +73,7 @@ class BatchRun:
         self.done: dict[str, ToolResult] = {}
         self.approved_by: dict[str, str] = {}
         self.cancelled = False
+        self.cause = endings.CANCELLED  # what the results of a cancel say ended the batch
         self.recorded: bool | None = None  # the batch's rows: not yet, written, or waiting
         self.outbox = Outbox(services.app, services.key, batch, policy,
                              reply_to=services.listener.channel)  # fmt: skip
@@ -87,6 +88,12 @@ class BatchRun:
         if not self.cancelled:
             self.cancelled = True
             self.deadline = min(self.deadline, time.monotonic() + CANCEL_GRACE)
+
+    def close(self) -> None:
+        """The runtime is closing: cancel, saying so in each call's result."""
+        if not self.cancelled:
+            self.cause = "the runtime was closed"
+        self.cancel()
 
     def _check_cancelled(self) -> bool:
         try:
@@ -326,7 +333,8 @@ class BatchRun:
             if call.id in call_ids:
                 spec = self.services.registry.get(call.name)
                 read = spec is not None and spec.risk is Risk.read
-                result = endings.abandoned(call, read=read, cancelled=self.cancelled)
+                result = endings.abandoned(call, read=read, cancelled=self.cancelled,
+                                           cause=self.cause)  # fmt: skip
                 try:  # a worker checks it before running the call (a side effect: its claim)
                     channel.give_up(self.services.client, self.batch.id, result)
                 except channel.LOST as error:
@@ -338,7 +346,7 @@ class BatchRun:
     def _skip(self, call: ToolCall, failed: ToolCall | None) -> None:
         """Not run: an ordered step failed before it, or (`failed` None) the
         batch was cancelled or its deadline passed before the call's turn."""
-        result, kind = endings.not_run(call, failed, cancelled=self.cancelled)
+        result, kind = endings.not_run(call, failed, cancelled=self.cancelled, cause=self.cause)
         self._end(result)
         self.audit.end(result, kind)
 

@@ -24,7 +24,7 @@ from runtime.cli.deployment import down, up
 from runtime.registry.argument_limits import MAX_DEPTH
 from runtime.results import display
 from runtime.settings import get_settings
-from runtime.types import ToolCall
+from runtime.types import Mode, ToolCall
 
 
 @app.command()
@@ -35,17 +35,32 @@ def tools(
             "--format", help="anthropic, openai, responses or mcp: the definitions as JSON."
         ),
     ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Only the tools that can run in this mode.")
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(help="With --mode: under this workspace's trust and rules."),
+    ] = None,
 ) -> None:
-    """List the registry: every tool with its risk."""
+    """List the registry: every tool with its risk (with --mode, those that can run)."""
     from runtime import adapters
-    from runtime.registry.capabilities import load_tools
+    from runtime.gate.permissions import offered
+    from runtime.gate.policy import PolicySources
+    from runtime.registry.loading import load_tools
 
     registry = load_tools(get_settings().module_names)
+    specs = list(registry)
+    if mode is not None:
+        policy = None
+        if workspace is not None:
+            policy = PolicySources(get_settings()).policy_for(workspace)
+        specs = [spec for spec in specs if offered(spec, Mode(check_mode(mode)), policy)]
     if format_ is not None:
         chosen = choice("format", format_, adapters.DEFINITION_FORMATS)
-        print(json.dumps(adapters.definitions(registry, chosen), indent=2))
+        print(json.dumps(adapters.definitions(specs, chosen), indent=2))
         return
-    for spec in registry:
+    for spec in specs:
         first = spec.description.splitlines()[0] if spec.description else ""
         flags = "idempotent" if spec.idempotent else ""
         out.print(f"{spec.name:<16} {spec.risk.value:<12} {flags:<11} {first}", markup=False)
@@ -98,7 +113,7 @@ def run(
     if dialect is not None:
         from runtime import adapters
 
-        print(json.dumps(adapters.reply(dialect, results), indent=2))
+        print(json.dumps(adapters.reply(dialect, results, handle.kinds), indent=2))
     elif as_json:
         payload = {
             "batch_id": handle.batch_id,

@@ -89,8 +89,9 @@ def invoke(
         return results.failure(call_id, name, Status.error, text, kind=type(error).__name__, **meta)
     try:
         return results.success(
-            call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes, **meta
-        )
+            call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes,
+            max_media_bytes=settings.result_max_media_bytes, **meta,
+        )  # fmt: skip
     except Exception as error:  # noqa: BLE001 - a tool returned something unserializable
         text = f"the tool's output could not be formatted: {type(error).__name__}: {error}"
         return results.failure(call_id, name, Status.error, text, kind="format", **meta)

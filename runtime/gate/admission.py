@@ -53,6 +53,8 @@ def admit(
     policy: Policy,
     max_argument_bytes: int = argument_limits.DEFAULT_MAX_BYTES,
 ) -> Admitted | Refused:
+    if call.kind != "function":
+        return Refused(call, None, _unsupported(call), EventKind.lookup_failed)
     spec = registry.get(call.name)
     if spec is None:
         return Refused(call, None, _unknown(call, registry), EventKind.lookup_failed)
@@ -84,10 +86,25 @@ def refuse(call: ToolCall, spec: CapabilitySpec | None, decision: Decision) -> R
     return Refused(call, spec, result, EventKind.decision, decision)
 
 
-def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
-    name = call.name if isinstance(call.name, str) else repr(call.name)
+def _unsupported(call: ToolCall) -> ToolResult:
+    name = _bounded(call.name)
+    message = (
+        f"{name!r} is a {call.kind} call, which toolrun does not run (it runs function "
+        "tools only); it was not run. Use a function tool for this instead"
+    )
+    return results.failure(call.id, name, Status.unknown_tool, message,
+                           kind="unsupported_call_kind")  # fmt: skip
+
+
+def _bounded(name: object) -> str:
+    name = name if isinstance(name, str) else repr(name)
     if len(name) > NAME_CHARS:  # a made-up name is model output: keep the result bounded
         name = name[:NAME_CHARS] + "…"
+    return name
+
+
+def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
+    name = _bounded(call.name)
     close = registry.closest(name)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     message = f"unknown tool {name!r}.{hint} Available tools: {', '.join(registry.names())}"

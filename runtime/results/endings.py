@@ -10,15 +10,17 @@ from runtime.ledger.store import EventKind
 from runtime.results import formatter as results
 from runtime.types import Status, ToolCall, ToolResult
 
+CANCELLED = "the batch was cancelled"
 
-def abandoned(call: ToolCall, *, read: bool, cancelled: bool) -> ToolResult:
+
+def abandoned(call: ToolCall, *, read: bool, cancelled: bool, cause: str = CANCELLED) -> ToolResult:
     """A call sent to a worker that did not answer before the deadline (or
-    the grace after a cancel)."""
+    the grace after a cancel, whose `cause` the message names)."""
     if cancelled and read:
-        text = "cancelled: the batch was cancelled while this read ran; it was abandoned"
+        text = f"cancelled: {cause} while this read ran; it was abandoned"
         return results.failure(call.id, call.name, Status.cancelled, text)
     if cancelled:
-        text = ("the batch was cancelled while this call ran; the tool may or may not "
+        text = (f"{cause} while this call ran; the tool may or may not "
                 "have finished, check its effect before calling it again")  # fmt: skip
         return results.failure(call.id, call.name, Status.outcome_unknown, text)
     if read:
@@ -30,12 +32,13 @@ def abandoned(call: ToolCall, *, read: bool, cancelled: bool) -> ToolResult:
 
 
 def not_run(
-    call: ToolCall, failed: ToolCall | None, *, cancelled: bool
+    call: ToolCall, failed: ToolCall | None, *, cancelled: bool, cause: str = CANCELLED
 ) -> tuple[ToolResult, EventKind]:
     """A call that never started: an ordered step (`failed`) failed before it,
-    the batch was cancelled, or its deadline passed before the call's turn."""
+    the batch was cancelled (for `cause`), or its deadline passed before the
+    call's turn."""
     if failed is None and cancelled:
-        text = "cancelled: the batch was cancelled before this call started; it did not run"
+        text = f"cancelled: {cause} before this call started; it did not run"
         return results.failure(call.id, call.name, Status.cancelled, text), EventKind.cancelled
     if failed is None:
         text = "skipped: the batch's deadline passed before this call's turn; it did not run"

@@ -156,3 +156,13 @@ def test_down_with_nothing_running_says_so(env):
     done = toolrun("down", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "nothing was running"
+
+
+def test_tools_offers_only_what_can_run_in_a_mode(env):
+    done = toolrun("tools", "--format", "openai", "--mode", "plan", env=env)
+    assert done.returncode == 0, done.stderr
+    names = {d["function"]["name"] for d in json.loads(done.stdout)}
+    assert {"read_file", "list_dir", "search_files"} <= names
+    assert not names & {"write_file", "edit_file", "shell", "http_get", "delete_cache"}
+    listed = toolrun("tools", "--mode", "auto", env=env).stdout
+    assert "read_file" in listed and "write_file" not in listed
