@@ -10,6 +10,7 @@ results as they finish and returns them in the model's order.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -21,10 +22,12 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runtime import adapters
-from runtime.batch.advance import Advancer
+from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.handle import AsyncBatchHandle, BatchHandle, answer
+from runtime.batch.progress import CANCEL_GRACE
 from runtime.batch.run import BatchRun, Services, fingerprint
 from runtime.errors import InvalidBatch
+from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -37,6 +40,13 @@ from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
 from runtime.types import Batch, Mode, OnError, ToolCall
 
+log = logging.getLogger("toolrun.client")
+# How long close() waits for a batch: the cancel's grace for running calls, plus
+# the time a wait for approval takes to see the cancel.
+CLOSE_SECONDS = CANCEL_GRACE + 5.0
+log = logging.getLogger("toolrun.client")
+# How long close() waits for its batches: a cancel's grace for calls running, and a sweep.
+CLOSE_SECONDS = CANCEL_GRACE + 3.0
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
 
 
@@ -70,11 +80,15 @@ class Runtime:
         self.transport = transport
         self.approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
+        bindings.check(self.policies.rules(), self.registry)  # and rules that cannot bind
+        self._handles: list[BatchHandle] = []  # this runtime's batches, until they end
+        self._closed = False
         advancer = Advancer(ledger=self.ledger, registry=self.registry, key=key,
                             transport=transport, approvals=self.approvals)  # fmt: skip
         self.services = Services(registry=self.registry, approvals=self.approvals,
                                  transport=transport, advancer=advancer, key=key,
-                                 approval_timeout=settings.approval_timeout)  # fmt: skip
+                                 approval_timeout=settings.approval_timeout,
+                                 max_argument_bytes=settings.max_argument_bytes)  # fmt: skip
 
     @classmethod
     def from_env(cls) -> Runtime:
@@ -106,12 +120,15 @@ class Runtime:
                 if known.fingerprint != fingerprint(batch):
                     raise InvalidBatch(f"key {key!r} was used for a batch of other calls")
                 return self.attach(batch.id)
+        if self._closed:
+            raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
         policy = self.policies.policy_for(Path(batch.workspace), rules)
+        bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         handle = BatchHandle(batch, self.services)
         handle._run = BatchRun(batch, self.services, emit=handle._add, notify=handle._notice)
         deadline = time.time() + (timeout or self.settings.batch_timeout)
         handle._run.start(policy, deadline=deadline, key=key)
-        threading.Thread(target=handle._run.pump, name=f"batch-{batch.id}", daemon=True).start()
+        self._follow(handle)
         return handle
 
     def attach(self, batch_id: str) -> BatchHandle:
@@ -127,8 +144,14 @@ class Runtime:
         handle = BatchHandle(batch, self.services)
         handle._run = BatchRun(batch, self.services, emit=handle._add, notify=handle._notice)
         handle._run.attach()
-        threading.Thread(target=handle._run.pump, name=f"batch-{batch_id}", daemon=True).start()
+        self._follow(handle)
         return handle
+
+    def _follow(self, handle: BatchHandle) -> None:
+        handle._thread = threading.Thread(target=handle._run.pump, daemon=True,
+                                          name=f"batch-{handle.batch_id}")  # fmt: skip
+        self._handles = [*(h for h in self._handles if not h.done), handle]
+        handle._thread.start()
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
         """Calls waiting for a human, from the ledger: any process sees them."""
@@ -175,6 +198,24 @@ class Runtime:
         return AsyncBatchHandle(self.submit_message(message, format, **options))
 
     def close(self) -> None:
+        """End this runtime's open batches, then let go of Redis and the ledger.
+
+        A batch whose submitter simply dies goes on in the cluster; closing says
+        this process is done with its batches. Calls not yet started (a call
+        waiting for approval too) end `cancelled`, saying the runtime was
+        closed; calls running get a cancel's grace to end with their own result.
+        Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        open_handles = [handle for handle in self._handles if not handle.done]
+        for handle in open_handles:
+            try:
+                self.services.advancer.cancel(handle.batch_id, by=CLOSED_BY)
+            except Exception as error:  # noqa: BLE001 - the sweep ends it at its deadline
+                log.warning("batch %s: could not cancel it: %s", handle.batch_id, error)
+        for handle in open_handles:
+            handle._thread.join(timeout=CLOSE_SECONDS)
         self.transport.close()
         self.ledger.close()
 

@@ -52,6 +52,13 @@ class PathOutsideWorkspace(ToolError):
     status = Status.denied
 
 
+class UnsupportedArgument(ToolError):
+    """An argument is well-formed but asks for something the tool cannot do
+    safely (a regular expression feature the linear-time engine leaves out)."""
+
+    status = Status.invalid_arguments
+
+
 class InvalidBatch(ToolrunError):
     """The orchestrator's batch cannot be run at all (duplicate call ids, a
     workspace that does not exist). Model mistakes never raise this."""

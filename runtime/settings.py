@@ -7,15 +7,17 @@ ignored is a security bug waiting to happen (`TOOLRUN_TEST_*` is left to tests).
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from runtime.errors import ConfigurationError
+from runtime.results.detectors import compile_patterns
 
 PREFIX = "TOOLRUN_"
 RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
@@ -36,6 +38,9 @@ class Settings(BaseSettings):
     )
     batch_timeout: float = Field(300.0, gt=0, description="Seconds a batch may take in all.")
     result_max_bytes: int = Field(32 * 1024, ge=1024, description="Bound on one result's content.")
+    result_max_media_bytes: int = Field(
+        512 * 1024, ge=0, description="Bound on one result's images and documents (decoded)."
+    )
     reads_concurrency: int = Field(8, ge=1, description="Slots of the embedded reads worker.")
     effects_concurrency: int = Field(
         1, ge=1, description="Processes of the embedded effects worker."
@@ -64,7 +69,43 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
     )
+    kill_grace: float = Field(
+        5.0, gt=0, description="Seconds past a tool's timeout before its process is killed."
+    )
+    max_argument_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Bound on one call's arguments, as JSON."
+    )
+    max_tasks_per_child: int = Field(
+        1000, ge=1, description="Calls a pool process runs before it is replaced."
+    )
+    max_memory_per_child_mib: int = Field(
+        512, ge=16, description="Resident MiB after which a pool process is replaced."
+    )
+    redis_maxmemory_mib: int = Field(
+        256, ge=16, description="maxmemory of the embedded Redis (noeviction)."
+    )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
+    redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description='A deployment\'s own secrets, JSON {"kind": "regex"}; marker [REDACTED:kind].',
+    )
+
+    @field_validator("redaction_patterns", mode="before")
+    @classmethod
+    def _read_redaction_patterns(cls, value: object) -> object:
+        """JSON from the environment; empty (compose's `${NAME:-}`) is none."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value) if value.strip() else {}
+        except ValueError as error:
+            raise ValueError(f"{PREFIX}REDACTION_PATTERNS is not a JSON object: {error}") from None
+
+    @field_validator("redaction_patterns")
+    @classmethod
+    def _compile_redaction_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
+        compile_patterns(patterns)  # an invalid regex is a startup error that names it
+        return patterns
 
     @model_validator(mode="before")
     @classmethod

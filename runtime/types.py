@@ -62,6 +62,10 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: Any = Field(default_factory=dict)
+    # The provider's kind of call. toolrun runs `function` calls; any other kind
+    # (an OpenAI custom tool, a Responses shell call...) still gets its one
+    # result, an error saying why it was not run, so the conversation stays valid.
+    kind: str = "function"
 
 
 class Batch(BaseModel):
@@ -85,6 +89,22 @@ class ErrorInfo(BaseModel):
     message: str
 
 
+class Media(BaseModel):
+    """An image or a document a tool returned, carried beside the text so that
+    replies can give it to the model as a provider content block. Its bytes
+    (base64) never go into `content`, and it is sent whole or not at all."""
+
+    kind: Literal["image", "document"]
+    mime_type: str
+    data: str  # base64
+    name: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Decoded bytes."""
+        return len(self.data) * 3 // 4 - self.data[-2:].count("=")
+
+
 class ToolResult(BaseModel):
     """The one normalized result every call gets, whatever happened to it."""
 
@@ -94,6 +114,7 @@ class ToolResult(BaseModel):
     model_message: str
     summary: str
     content: Any = None
+    media: list[Media] = Field(default_factory=list)
     error: ErrorInfo | None = None
     duration_ms: float = 0.0
     worker: str | None = None

@@ -1,13 +1,17 @@
 """Soak: batches run without pause on a stack of their own while faults are
 injected at random (SIGKILL of a reads worker, of an effects worker or of one
 of its pool processes, a Redis restart, a ledger cut); a supervisor starts a
-replacement for every worker killed, as a restart policy would.
+replacement for every worker killed, as a restart policy would. Some calls
+are stuck on purpose: C code holding the GIL on either queue (its process is
+killed at the hard limit), a backtracking `re`, a side effect sleeping past
+its timeout.
 
     python -m tests.soak [--minutes 3] [--seed N] [--postgres URL]
 
 Prints the faults injected, the calls submitted and those in flight when a
-fault hit, and the two figures that must be 0: calls left without exactly one
-result, and side effects that ran twice. Exits 1 if either is not 0.
+fault hit, and the figures that must be 0: calls left without exactly one
+result, side effects that ran twice, and side effects of one batch that
+overlapped. Exits 1 if any is not 0.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from pathlib import Path
 from tests.support.faults import FaultStack, Relay
 from tests.support.tools import marks
 
-WRITES = {"allow": ["bump", "slow_bump"]}
+WRITES = {"allow": ["bump", "slow_bump", "hold_gil_write", "overrun_write"]}
+STUCK = ["hold_gil_read", "hold_gil_write", "backtrack_read", "overrun_write"]
 SUBMITTERS = 3
 FAULTS = ["kill reads worker", "kill effects worker", "kill pool process", "restart redis",
           "cut ledger"]  # fmt: skip
@@ -40,7 +45,7 @@ class Tally:
         self.lock = threading.Lock()
         self.batches = self.calls = self.in_flight = self.peak = 0
         self.in_flight_at_faults = 0
-        self.missing = self.duplicated = self.twice = 0
+        self.missing = self.duplicated = self.twice = self.overlapped = 0
         self.statuses: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()  # why calls ended neither ok nor skipped
         self.faults: Counter[str] = Counter()
@@ -57,9 +62,12 @@ def batch_of(rng: random.Random, number: int) -> list[dict]:
             calls.append({"id": call_id, "name": "nap", "arguments": arguments})
         elif kind < 0.75:
             calls.append({"id": call_id, "name": "bump", "arguments": {"label": call_id}})
-        elif kind < 0.9:
+        elif kind < 0.87:
             arguments = {"label": call_id, "seconds": rng.choice([0.2, 0.6])}
             calls.append({"id": call_id, "name": "slow_bump", "arguments": arguments})
+        elif kind < 0.9:
+            arguments = {"label": call_id, "seconds": 2.0}  # past the stuck tools' timeout
+            calls.append({"id": call_id, "name": rng.choice(STUCK), "arguments": arguments})
         else:
             calls.append({"id": call_id, "name": "echo", "arguments": {"text": call_id}})
     return calls
@@ -103,7 +111,22 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
             tally.missing += sum(1 for call in calls if seen[call["id"]] == 0)
             tally.duplicated += sum(count - 1 for count in seen.values() if count > 1)
             tally.twice += sum(1 for count in ran.values() if count > 1)
+            tally.overlapped += overlaps(workspace)
             tally.in_flight -= sum(1 for call in calls if seen[call["id"]] == 0)
+
+
+def overlaps(workspace: Path) -> int:
+    """Side effects of one batch that started before the one before them ended
+    (slow_bump and overrun_write stamp both edges; a killed one has no end)."""
+    spans = {m["label"]: [m["at"], None] for m in marks(workspace, "effects")}
+    for mark in marks(workspace, "effects_done"):
+        spans[mark["label"]][1] = mark["at"]
+    for mark in marks(workspace, "stamps"):
+        span = spans.setdefault(mark["label"], [None, None])
+        span[0 if mark["edge"] == "start" else 1] = mark["at"]
+    ordered = sorted((start, end) for start, end in spans.values() if start is not None)
+    return sum(1 for (_, end), (start, _) in zip(ordered, ordered[1:], strict=False)
+               if end is not None and start < end)  # fmt: skip
 
 
 def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random.Random) -> None:
@@ -132,8 +155,11 @@ def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random
 def ready(stack: FaultStack, fault: str) -> bool:
     if fault == "kill reads worker":
         return bool(stack.workers("reads"))
-    if fault in ("kill effects worker", "kill pool process"):
-        return any(stack.pool_processes(w) for w in stack.workers("effects"))
+    if fault == "kill effects worker":
+        return bool(stack.workers("effects"))
+    if fault == "kill pool process":
+        workers = stack.workers("reads") + stack.workers("effects")
+        return any(stack.pool_processes(w) for w in workers)
     return True
 
 
@@ -143,7 +169,8 @@ def inject(stack: FaultStack, fault: str, rng: random.Random) -> None:
     elif fault == "kill effects worker":
         stack.kill_worker(rng.choice(stack.workers("effects")))
     elif fault == "kill pool process":
-        pids = [pid for w in stack.workers("effects") for pid in stack.pool_processes(w)]
+        workers = stack.workers("reads") + stack.workers("effects")
+        pids = [pid for w in workers for pid in stack.pool_processes(w)]
         stack.kill_pool_process(rng.choice(pids))
     elif fault == "restart redis":
         stack.restart_redis(down=rng.uniform(0.2, 2.0))
@@ -168,11 +195,12 @@ def report(tally: Tally, seconds: float, stack: FaultStack) -> int:
         "missing results": tally.missing,
         "extra results": tally.duplicated,
         "side effects run twice": tally.twice,
+        "side effects overlapping in a batch": tally.overlapped,
         "errors": tally.errors[:10],
     }
     print(json.dumps(figures, indent=2, ensure_ascii=False))
-    failed = tally.missing or tally.duplicated or tally.twice or tally.errors
-    print("soak: FAILED" if failed else "soak: passed (0 missing, 0 run twice)")
+    failed = tally.missing or tally.duplicated or tally.twice or tally.overlapped or tally.errors
+    print("soak: FAILED" if failed else "soak: passed (0 missing, 0 run twice, 0 overlapping)")
     return 1 if failed else 0
 
 

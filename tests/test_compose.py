@@ -17,7 +17,7 @@ from runtime.settings import PREFIX, Settings
 from tests.support import compose
 
 SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower"}
-WORKERS = {"reads": ("threads", "reads@%h"), "effects": ("prefork", "effects@%h")}
+WORKERS = {"reads": ("prefork", "reads@%h"), "effects": ("prefork", "effects@%h")}
 SECRET = re.compile(r"PASSWORD|SECRET|SIGNING_KEY|TOKEN|BASIC_AUTH|REDISCLI_AUTH", re.I)
 
 
@@ -52,6 +52,7 @@ def test_redis_has_a_password_appendonly_noeviction_and_a_healthcheck(spec, env)
     assert option(command, "--requirepass") == env["REDIS_PASSWORD"]
     assert option(command, "--appendonly") == "yes"
     assert option(command, "--maxmemory-policy") == "noeviction"
+    assert option(command, "--maxmemory")  # bounded: a full Redis refuses, never evicts
     assert "redis-data:/data" in redis["volumes"]
     assert compose.environment(redis)["REDISCLI_AUTH"] == env["REDIS_PASSWORD"]
     assert "PONG" in " ".join(redis["healthcheck"]["test"])
@@ -108,9 +109,11 @@ def test_workers_have_their_own_queue_pool_and_a_node_name_per_replica(spec, env
         assert "--task-events" in command  # Flower sees only what workers send
         names.add(node)
     assert len(names) == len(WORKERS)
-    threads = option(compose.service("reads", env)["command"], "--concurrency")
-    processes = option(compose.service("effects", env)["command"], "--concurrency")
-    assert int(threads) > int(processes)
+    reads = option(compose.service("reads", env)["command"], "--concurrency")
+    effects = option(compose.service("effects", env)["command"], "--concurrency")
+    assert int(reads) > int(effects)
+    for name in WORKERS:  # a worker that exits comes back
+        assert compose.service(name, env)["restart"] == "unless-stopped"
 
 
 def test_flower_asks_for_credentials_from_the_env_file(spec, env):
@@ -118,6 +121,7 @@ def test_flower_asks_for_credentials_from_the_env_file(spec, env):
     assert flower["command"] == ["celery", "-A", "workers", "flower"]
     auth = compose.environment(flower)["FLOWER_BASIC_AUTH"]
     assert auth == f"{env['TOOLRUN_FLOWER_USER']}:{env['TOOLRUN_FLOWER_PASSWORD']}"
+    assert int(compose.environment(flower)["FLOWER_MAX_TASKS"]) <= 10_000  # bounded memory
     assert flower["ports"] == ["127.0.0.1:5555:5555"]  # loopback unless FLOWER_PUBLISH says
     with pytest.raises(KeyError, match="TOOLRUN_FLOWER_PASSWORD"):
         compose.service("flower", {k: v for k, v in env.items() if k != "TOOLRUN_FLOWER_PASSWORD"})

@@ -16,7 +16,7 @@ import redis
 from celery import signals
 
 from runtime.batch.advance import Advancer
-from runtime.execution import executor
+from runtime.execution import executor, time_limits
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.loading import load_tools
@@ -25,6 +25,7 @@ from runtime.stack.record import redis_url_for, signing_key_for
 from runtime.transport import channel, outbox
 from runtime.transport.cluster import CeleryTransport
 from runtime.transport.names import EPOCH_KEY, SWEEP_LOCK, TASK
+from runtime.types import ToolResult
 from workers import app
 
 log = logging.getLogger("toolrun.worker")
@@ -60,7 +61,7 @@ def resources() -> Resources:
     return _resources[pid]
 
 
-@app.task(name=TASK, bind=True)
+@app.task(name=TASK, bind=True, Request="workers.request:CallRequest")
 def execute_call(self, message: dict) -> None:
     here = resources()
     outcome = executor.execute(
@@ -72,18 +73,44 @@ def execute_call(self, message: dict) -> None:
         worker=self.request.hostname,
         board=channel.Board(here.client),
     )
-    if outcome is None or outcome.ended is False:  # malformed, or ended (and announced) already
+    if outcome is not None:
+        finish(here, message, outcome.result, outcome.ended)
+
+
+def finish(here: Resources, message: dict, result: ToolResult, ended: bool | None) -> None:
+    """After a call's end: if this delivery ended it (or may have: the ledger
+    was down), announce it, hand its chain on, and carry the batch on when it
+    ended its stage's last call. Someone else's end was announced by them."""
+    if ended is False:
         return
-    result, batch_id = outcome.result, message["batch_id"]
+    batch_id = message["batch_id"]
     done = channel.publish(here.client, batch_id, result, reply_to=message.get("reply_to"),
                            patience=PUBLISH_PATIENCE, stage=message.get("stage"))  # fmt: skip
-    if outbox.forward(self.app, here.client, here.ledger, message, result):
+    if outbox.forward(app, here.client, here.ledger, message, result):
         return  # the chain goes on: its next step's worker carries the batch on
     if done is not None and done >= message.get("stage_size", 1) and not message.get("last_stage"):
         try:
             here.advancer.advance(batch_id)
         except Exception:  # noqa: BLE001 - the sweep carries it on
             log.exception("batch %s: could not start its next stage", batch_id)
+
+
+def hard_limit(message: object) -> float:
+    """Seconds after which the pool process running `message` is killed."""
+    return time_limits.hard_limit(message, registry, settings)
+
+
+def end_killed(message: dict, limit: float, worker: str | None) -> None:
+    """From the worker's main process: the end of a call whose pool process was
+    killed at its hard limit (`runtime.execution.time_limits.end_killed`)."""
+    here = resources()
+    found = time_limits.end_killed(message, limit, worker=worker, registry=registry, key=key,
+                                   ledger=here.ledger, client=here.client)  # fmt: skip
+    if found is not None:
+        try:
+            finish(here, message, *found)
+        except channel.LOST as error:  # the sweep ends it at the deadline; its row is recorded
+            log.error("the end of %s could not be published: %s", message.get("call_id"), error)
 
 
 @signals.worker_ready.connect

@@ -8,8 +8,10 @@ definitions the model can be given.
 
 Arguments stay raw: a string that is not JSON, or JSON that is not an object,
 becomes an `invalid_arguments` result for that call only, never a refused
-message. Only function tools are ours; other items (text, thinking, reasoning,
-server-side tool calls) are ignored.
+message. Only function tools are ours; other calls the client must answer
+(custom tools, Responses shell or patch calls) get an error result each, and
+items nobody answers (text, thinking, reasoning, server-side tool calls) are
+ignored.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from runtime.errors import InvalidBatch
 from runtime.registry.capabilities import CapabilitySpec
-from runtime.types import ToolCall, ToolResult
+from runtime.types import Mode, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from runtime.gate.policy import Policy
 
 Format = Literal["anthropic", "openai", "responses"]
 DefinitionFormat = Literal["anthropic", "openai", "responses", "mcp"]
@@ -29,7 +35,10 @@ FORMATS: tuple[str, ...] = get_args(Format)
 DEFINITION_FORMATS: tuple[str, ...] = get_args(DefinitionFormat)
 
 _ANTHROPIC_BLOCKS = {"tool_use", "text", "thinking", "redacted_thinking", "server_tool_use"}
-_RESPONSES_ITEMS = {"function_call", "reasoning", "message", "custom_tool_call"}
+_RESPONSES_ITEMS = {
+    "function_call", "reasoning", "message", "custom_tool_call", "local_shell_call",
+    "shell_call", "apply_patch_call", "mcp_approval_request",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,13 @@ def parse(message: Any, format: Format | None = None) -> ModelTurn:
     return ModelTurn(chosen, reader(data))
 
 
-def reply(format: Format, results: Sequence[ToolResult]) -> Any:
+def reply(
+    format: Format, results: Sequence[ToolResult], kinds: dict[str, str] | None = None
+) -> Any:
     """What to send the model next, in `format`: one Anthropic `user` message,
-    or a list of OpenAI `tool` messages, or a list of Responses
-    `function_call_output` items; one entry per result, in the given order."""
+    or a list of OpenAI `tool` messages, or a list of Responses output items
+    (`function_call_output`, or what another kind of call is answered with,
+    by `kinds`: call id → `ToolCall.kind`); one entry per result, in order."""
     from runtime.adapters import anthropic, openai
 
     writers = {
@@ -71,13 +83,27 @@ def reply(format: Format, results: Sequence[ToolResult]) -> Any:
     }
     if format not in writers:
         raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
-    return writers[format](results)
+    return writers[format](results, kinds or {})
 
 
-def definitions(specs: Iterable[CapabilitySpec], format: DefinitionFormat) -> list[dict]:
+def definitions(
+    specs: Iterable[CapabilitySpec],
+    format: DefinitionFormat,
+    *,
+    mode: Mode | str | None = None,
+    workspace: str | Path | None = None,
+    policy: Policy | None = None,
+) -> list[dict]:
     """The registry's tools as `format` tool definitions, so the model is given
-    the same tools, with the same input schemas, that the registry accepts."""
+    the same tools, with the same input schemas, that the registry accepts.
+
+    With `mode`, only the tools that can run in that mode are offered: under
+    `policy`, or the policy of `workspace` (its trust and the settings files'
+    rules), else as in a trusted workspace without rules. A tool the gate would
+    refuse whatever its arguments is left out; one that would ask stays, except
+    in `auto`, where nobody can answer."""
     from runtime.adapters import anthropic, openai
+    from runtime.gate.permissions import offered
     from runtime.mcp import servers as mcp
 
     makers = {
@@ -88,6 +114,13 @@ def definitions(specs: Iterable[CapabilitySpec], format: DefinitionFormat) -> li
     }
     if format not in makers:
         raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(DEFINITION_FORMATS)}")
+    if mode is not None:
+        if policy is None and workspace is not None:
+            from runtime.gate.policy import PolicySources
+            from runtime.settings import get_settings
+
+            policy = PolicySources(get_settings()).policy_for(Path(workspace))
+        specs = [spec for spec in specs if offered(spec, Mode(mode), policy)]
     return [makers[format](spec) for spec in specs]
 
 
@@ -98,7 +131,7 @@ def detect(data: Any) -> Format:
             return "openai"
         if data.get("object") == "response" or isinstance(data.get("output"), list):
             return "responses"
-        if data.get("type") == "function_call":
+        if data.get("type") in _RESPONSES_ITEMS - {"message"}:
             return "responses"
         content = data.get("content")
         if isinstance(content, list) and _types(content) & _ANTHROPIC_BLOCKS:

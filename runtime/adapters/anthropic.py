@@ -34,21 +34,32 @@ def calls(data: Any) -> list[ToolCall]:
     return found
 
 
-def reply(results: Sequence[ToolResult]) -> dict[str, Any]:
+def reply(results: Sequence[ToolResult], kinds: dict[str, str]) -> dict[str, Any]:
     """One `user` message: a `tool_result` per result, `is_error` for every
-    status but ok."""
+    status but ok; a result's images and documents follow its text as
+    `image` and `document` blocks."""
     return {
         "role": "user",
         "content": [
             {
                 "type": "tool_result",
                 "tool_use_id": result.call_id,
-                "content": result_text(result),
+                "content": _content(result),
                 "is_error": not result.ok,
             }
             for result in results
         ],
     }
+
+
+def _content(result: ToolResult) -> str | list[dict[str, Any]]:
+    if not result.media:
+        return result_text(result)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": result_text(result)}]
+    for item in result.media:
+        source = {"type": "base64", "media_type": item.mime_type, "data": item.data}
+        blocks.append({"type": item.kind, "source": source})
+    return blocks
 
 
 def definition(spec: CapabilitySpec) -> dict[str, Any]:

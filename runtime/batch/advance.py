@@ -35,6 +35,7 @@ from runtime.transport.outbox import Signer
 from runtime.types import Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.batch")
+CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
 ROUNDS = 4  # passes of one advance: an end decided in one may let the next stage go
 
 
@@ -121,10 +122,11 @@ class Advancer:
         if cancelled is None and flagged:
             cancelled = batches.mark_cancelled(self.ledger, batch_id, by="flag").timestamp()
         now = max(time.time(), plan.deadline) if expire else time.time()
+        closed = row is not None and row.cancelled_by == CLOSED_BY
         return View(ends=batches.ends(self.ledger, batch_id), sent=sent,
                     started=started | batches.claimed(self.ledger, batch_id),
-                    approvals=self._answers(plan, now), cancelled_at=cancelled,
-                    now=now)  # fmt: skip
+                    approvals=self._answers(plan, now), cancelled_at=cancelled, now=now,
+                    cause="the runtime was closed" if closed else endings.CANCELLED)  # fmt: skip
 
     def _answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
         if not any(call.effect == "ask" for call in plan.calls.values()):

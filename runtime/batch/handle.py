@@ -26,6 +26,7 @@ class BatchHandle:
         self.batch_id = batch.id
         self._services = services
         self._run: BatchRun | None = None
+        self._thread: threading.Thread | None = None
         self._events: list[ToolResult] = []  # notices and final results, as they came
         self._final: dict[str, ToolResult] = {}
         self._changed = threading.Condition()
@@ -83,19 +84,24 @@ class BatchHandle:
     def as_anthropic(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for every result; one Anthropic `user` message of `tool_result`
         blocks, in the order of the `tool_use` blocks."""
-        return adapters.reply("anthropic", self.results(timeout))
+        return adapters.reply("anthropic", self.results(timeout), self.kinds)
 
     def as_openai(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Wait for every result; one Chat Completions `role: "tool"` message per call."""
-        return adapters.reply("openai", self.results(timeout))
+        return adapters.reply("openai", self.results(timeout), self.kinds)
 
     def as_responses(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Wait for every result; one Responses `function_call_output` item per call."""
-        return adapters.reply("responses", self.results(timeout))
+        return adapters.reply("responses", self.results(timeout), self.kinds)
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        """Each call's provider kind, so every call is answered with its own item."""
+        return {call.id: call.kind for call in self.batch.calls}
 
     def reply(self, timeout: float | None = None) -> Any:
         """What to send the model next, in the dialect the message came in."""
-        return adapters.reply(_dialect(self), self.results(timeout))
+        return adapters.reply(_dialect(self), self.results(timeout), self.kinds)
 
     def _add(self, result: ToolResult) -> None:
         with self._changed:
@@ -161,16 +167,17 @@ class AsyncBatchHandle:
         return self.stream(timeout, notices=notices)
 
     async def as_anthropic(self, timeout: float | None = None) -> dict[str, Any]:
-        return adapters.reply("anthropic", await self._settled(timeout))
+        return adapters.reply("anthropic", await self._settled(timeout), self.handle.kinds)
 
     async def as_openai(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        return adapters.reply("openai", await self._settled(timeout))
+        return adapters.reply("openai", await self._settled(timeout), self.handle.kinds)
 
     async def as_responses(self, timeout: float | None = None) -> list[dict[str, Any]]:
-        return adapters.reply("responses", await self._settled(timeout))
+        return adapters.reply("responses", await self._settled(timeout), self.handle.kinds)
 
     async def reply(self, timeout: float | None = None) -> Any:
-        return adapters.reply(_dialect(self.handle), await self._settled(timeout))
+        return adapters.reply(_dialect(self.handle), await self._settled(timeout),
+                              self.handle.kinds)  # fmt: skip
 
     async def _settled(self, timeout: float | None) -> list[ToolResult]:
         """Every final result in order, waiting on the loop without taking

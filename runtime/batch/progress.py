@@ -44,6 +44,7 @@ class View:
     approvals: dict[str, Answer]
     cancelled_at: float | None
     now: float
+    cause: str = endings.CANCELLED  # what a cancel's results say ended the batch
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,15 @@ def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
     if started or (sent and planned.read):
         graced = cancelled and view.now >= view.cancelled_at + CANCEL_GRACE
         if past or graced:
-            return End(endings.abandoned(call, read=planned.read, cancelled=cancelled))
+            return End(endings.abandoned(call, read=planned.read, cancelled=cancelled,
+                                         cause=view.cause))  # fmt: skip
         if sent and not started and view.now - view.sent.get(call_id, view.now) >= RESEND_AFTER:
             steps.resend.append(call_id)
         return None
     # Not taken by any worker: it did not start (a side effect only while still unclaimed).
     guard = not planned.read and sent
     if cancelled:
-        result, kind = endings.not_run(call, None, cancelled=True)
+        result, kind = endings.not_run(call, None, cancelled=True, cause=view.cause)
         return End(result, kind, guard)
     if failed is not None:
         return End(endings.skipped_after(call.id, call.name, failed), EventKind.skipped, guard)

@@ -46,6 +46,8 @@ class Services:
     advancer: Advancer
     key: bytes
     approval_timeout: float
+    max_argument_bytes: int
+    max_argument_bytes: int
 
 
 def fingerprint(batch: Batch) -> str:
@@ -77,7 +79,8 @@ class BatchRun:
         batch, services = self.batch, self.services
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
         admissions = [admit(call, registry=services.registry, mode=batch.mode,
-                            workspace=Path(batch.workspace), policy=policy)
+                            workspace=Path(batch.workspace), policy=policy,
+                            max_argument_bytes=services.max_argument_bytes)
                       for call in batch.calls]  # fmt: skip
         reply_to = getattr(services.transport, "reply_to", None)
         signer = Signer(services.key, batch, policy.snapshot(), reply_to=reply_to)

@@ -21,9 +21,10 @@ from runtime.cli.common import (
     validation_text,
 )
 from runtime.cli.deployment import down, up
+from runtime.registry.argument_limits import MAX_DEPTH
 from runtime.results import display
 from runtime.settings import get_settings
-from runtime.types import ToolCall
+from runtime.types import Mode, ToolCall
 
 
 @app.command()
@@ -34,17 +35,32 @@ def tools(
             "--format", help="anthropic, openai, responses or mcp: the definitions as JSON."
         ),
     ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Only the tools that can run in this mode.")
+    ] = None,
+    workspace: Annotated[
+        Path | None,
+        typer.Option(help="With --mode: under this workspace's trust and rules."),
+    ] = None,
 ) -> None:
-    """List the registry: every tool with its risk."""
+    """List the registry: every tool with its risk (with --mode, those that can run)."""
     from runtime import adapters
+    from runtime.gate.permissions import offered
+    from runtime.gate.policy import PolicySources
     from runtime.registry.loading import load_tools
 
     registry = load_tools(get_settings().module_names)
+    specs = list(registry)
+    if mode is not None:
+        policy = None
+        if workspace is not None:
+            policy = PolicySources(get_settings()).policy_for(workspace)
+        specs = [spec for spec in specs if offered(spec, Mode(check_mode(mode)), policy)]
     if format_ is not None:
         chosen = choice("format", format_, adapters.DEFINITION_FORMATS)
-        print(json.dumps(adapters.definitions(registry, chosen), indent=2))
+        print(json.dumps(adapters.definitions(specs, chosen), indent=2))
         return
-    for spec in registry:
+    for spec in specs:
         first = spec.description.splitlines()[0] if spec.description else ""
         flags = "idempotent" if spec.idempotent else ""
         out.print(f"{spec.name:<16} {spec.risk.value:<12} {flags:<11} {first}", markup=False)
@@ -97,7 +113,7 @@ def run(
     if dialect is not None:
         from runtime import adapters
 
-        print(json.dumps(adapters.reply(dialect, results), indent=2))
+        print(json.dumps(adapters.reply(dialect, results, handle.kinds), indent=2))
     elif as_json:
         payload = {
             "batch_id": handle.batch_id,
@@ -180,9 +196,17 @@ def _follow(handle, *, quiet: bool) -> list:
     return handle.results()
 
 
+MAX_FILE_BYTES = 64 << 20  # a batch file's size: calls of bounded arguments, and room
+
+
 def _load_json(file: Path, kind: str) -> Any:
     """The JSON in `file`, or a one-line failure naming the `kind` of file it should be."""
     try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            fail(f"{file} is {size / 2**20:.0f} MiB; a {kind} file may be at most "
+                 f"{MAX_FILE_BYTES >> 20} MiB (each call's arguments at most "
+                 "TOOLRUN_MAX_ARGUMENT_BYTES)")  # fmt: skip
         return json.loads(file.read_text())
     except FileNotFoundError:
         fail(f"no such {kind} file: {file}")
@@ -190,6 +214,8 @@ def _load_json(file: Path, kind: str) -> Any:
         fail(f"cannot read {file}: {error}")
     except json.JSONDecodeError as error:
         fail(f"{file} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}")
+    except RecursionError:
+        fail(f"{file} is nested too deep to read; arguments may nest {MAX_DEPTH} levels")
 
 
 def _read_batch(file: Path) -> dict[str, Any]:

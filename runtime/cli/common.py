@@ -38,6 +38,12 @@ class _App(typer.Typer):
         except ToolrunError as error:
             display.console(stderr=True).print(f"toolrun: {one_line(error)}", markup=False)
             sys.exit(2)
+        except (RecursionError, MemoryError, UnicodeError, ValueError) as error:
+            # Input no check above foresaw: still one line, never a traceback.
+            said = f"{type(error).__name__}: {one_line(error)}"[:300]
+            display.console(stderr=True).print(f"toolrun: cannot use this input: {said}",
+                                               markup=False)  # fmt: skip
+            sys.exit(2)
 
 
 app = _App(

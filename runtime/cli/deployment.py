@@ -29,7 +29,7 @@ def up() -> None:
             markup=False,
         )
         return
-    record = stack.start_stack(settings)
+    record = stack.start_stack(settings, supervise=True)
     out.print(
         f"redis   {address(record.redis_url)} (password in {settings.home / stack.RECORD})",
         markup=False,
@@ -37,6 +37,12 @@ def up() -> None:
     for worker in record.workers:
         out.print(
             f"worker  {worker['name']} (queue {worker['queue']}, pid {worker['pid']})",
+            markup=False,
+        )
+    if record.supervisor_pid:
+        out.print(
+            f"supervisor pid {record.supervisor_pid}: restarts a worker that dies or stops "
+            "answering its ping",
             markup=False,
         )
     if record.flower:

@@ -79,6 +79,7 @@ def execute(
             rule="signature", source="worker")  # fmt: skip
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(call, registry=registry, mode=message.mode,
+                      max_argument_bytes=settings.max_argument_bytes,
                       workspace=Path(message.workspace),
                       policy=Policy.from_snapshot(message.policy),
                       approved_by=message.approved_by, to_run=True)  # fmt: skip
@@ -125,7 +126,7 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
                                                       attempt=look.delivery))  # fmt: skip
         started_at = None
     result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
-                    on_retry=retried)  # fmt: skip
+                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
     end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
     return Outcome(result, _eventually(ledger, lambda: ledger.record_end(end)))
 
@@ -157,7 +158,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
             reason=f"{type(error).__name__}: {error}"))  # fmt: skip
 
     result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
-                    on_retry=retried)  # fmt: skip
+                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
     return _record(ledger, message, result)
 
 

@@ -1,32 +1,39 @@
-"""One invocation of a tool: in a watched thread with a timeout, transient
-failures retried, every outcome turned into a `ToolResult`.
+"""One invocation of a tool: with a timeout, transient failures retried, every
+outcome turned into a `ToolResult`.
 
-The timeout is enforced here, not by Celery, so it holds on every pool (the
-threads pool enforces no time limits): the call ends `timeout` on time even if
-the tool ignores it. The tool's thread then gets `CallTimedOut`: a tool
-running Python code stops there; one blocked in C stops when that call
-returns; either way its outcome goes unreported. Read-only and idempotent
-tools may declare transient exceptions (`@tool(transient=...)`); those are
-retried with exponential backoff and jitter within the call's time, up to the
-spec's attempts and delay.
+The timeout is enforced here, on every pool. In a prefork pool process the
+tool runs on the main thread under an alarm (SIGALRM): Python code and
+blocked system calls (a socket read, waiting for a child) are interrupted
+with `CallTimedOut` and unwind, so when the result is handed over the tool
+has stopped, and the next ordered step cannot overlap it. C code that holds
+the GIL cannot be interrupted: the worker kills the process at the hard
+limit (`runtime.time_limits`). Off the main thread (a threads pool) the tool
+runs in a watched thread that gets `CallTimedOut` at the timeout; one blocked
+in C runs on unreported, which is why effects run on prefork. A read past its
+timeout ends `timeout`; a side effect `outcome_unknown`, since it may have
+done part of its work. Read-only and idempotent tools may declare transient
+exceptions (`@tool(transient=...)`); those are retried with exponential
+backoff and jitter within the call's time, up to the spec's attempts and delay.
 """
 
 from __future__ import annotations
 
 import contextvars
 import ctypes
+import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import tenacity
 
 from runtime.errors import CallTimedOut, ToolError
+from runtime.execution import time_limits
 from runtime.gate.admission import Admitted
 from runtime.registry.capabilities import CapabilitySpec, ToolContext
-from runtime.results import endings
 from runtime.results import formatter as results
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult
@@ -40,7 +47,10 @@ def invoke(
     delivery: int,
     worker: str | None,
     on_retry: Callable[[int, BaseException], None] = lambda attempt, error: None,
+    quiet: Callable[[], AbstractContextManager] = nullcontext,
 ) -> ToolResult:
+    """Run the tool; `quiet()` is held while it runs on this thread, so that no
+    other thread of the process holds a ledger transaction meanwhile."""
     spec = admitted.spec
     context = ToolContext(
         workspace=Path(message.workspace).resolve(),
@@ -58,20 +68,19 @@ def invoke(
             outcome["error"] = error
 
     started = time.perf_counter()
-    # The tool's own log lines keep the batch and call ids of this task.
-    runner = threading.Thread(target=contextvars.copy_context().run, args=(target,),
-                              name=f"tool-{spec.name}", daemon=True)  # fmt: skip
-    runner.start()
-    runner.join(timeout)
+    if _alarm_free():
+        with quiet():
+            overran = _alarmed(target, timeout)
+    else:  # a threads pool: the tool's thread is not this one, and others run tools too
+        overran = _watched(target, timeout, spec.name)
     meta = {
         "worker": worker,
         "attempts": delivery + outcome["tries"] - 1,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }
     call_id, name = message.call_id, spec.name
-    if runner.is_alive():
-        _interrupt(runner)
-        return endings.timed_out(call_id, name, timeout, **meta)
+    if overran or isinstance(outcome.get("error"), CallTimedOut):
+        return time_limits.overran(call_id, name, timeout, read=spec.risk is Risk.read, **meta)
     if "error" in outcome:
         error, meta["max_bytes"] = outcome["error"], settings.result_max_bytes
         if isinstance(error, ToolError):
@@ -80,11 +89,53 @@ def invoke(
         return results.failure(call_id, name, Status.error, text, kind=type(error).__name__, **meta)
     try:
         return results.success(
-            call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes, **meta
-        )
+            call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes,
+            max_media_bytes=settings.result_max_media_bytes, **meta,
+        )  # fmt: skip
     except Exception as error:  # noqa: BLE001 - a tool returned something unserializable
         text = f"the tool's output could not be formatted: {type(error).__name__}: {error}"
         return results.failure(call_id, name, Status.error, text, kind="format", **meta)
+
+
+def _alarm_free() -> bool:
+    """Whether the alarm can time the tool: the main thread (a prefork pool
+    process), and no one else's timer armed (a test runner's own timeout)."""
+    main = threading.current_thread() is threading.main_thread()
+    return main and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def _ring(signum: int, frame: object) -> None:
+    raise CallTimedOut()
+
+
+def _alarmed(target: Callable[[], None], timeout: float) -> bool:
+    """Run `target` here, interrupted by an alarm at `timeout`; whether it rang."""
+    previous = signal.signal(signal.SIGALRM, _ring)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+            target()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except CallTimedOut:  # rang between the tool's end and the disarming
+        return True
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    return False
+
+
+def _watched(target: Callable[[], None], timeout: float, name: str) -> bool:
+    """Run `target` in a thread, abandoned (and interrupted) at `timeout`;
+    whether it overran."""
+    # The tool's own log lines keep the batch and call ids of this task.
+    runner = threading.Thread(target=contextvars.copy_context().run, args=(target,),
+                              name=f"tool-{name}", daemon=True)  # fmt: skip
+    runner.start()
+    runner.join(timeout)
+    if runner.is_alive():
+        _interrupt(runner)
+        return True
+    return False
 
 
 def _interrupt(runner: threading.Thread) -> None:

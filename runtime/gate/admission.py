@@ -21,6 +21,7 @@ from runtime.gate.decision import Decision, Effect
 from runtime.gate.permissions import evaluate
 from runtime.gate.policy import Policy
 from runtime.ledger.store import EventKind
+from runtime.registry import argument_limits
 from runtime.registry.capabilities import CapabilitySpec, Registry
 from runtime.registry.validation import Invalid, validate
 from runtime.results import endings
@@ -49,10 +50,18 @@ class Refused:
 def admit(
     call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path, policy: Policy,
     approved_by: str | None = None, to_run: bool = False,
+    max_argument_bytes: int = argument_limits.DEFAULT_MAX_BYTES,
 ) -> Admitted | Refused:  # fmt: skip
+    if call.kind != "function":
+        return Refused(call, None, _unsupported(call), EventKind.lookup_failed)
     spec = registry.get(call.name)
     if spec is None:
         return Refused(call, None, _unknown(call, registry), EventKind.lookup_failed)
+    # Before anything serializes them: a value JSON cannot carry ends this call only.
+    fault = argument_limits.fault(call.arguments, max_bytes=max_argument_bytes)
+    if fault is not None:
+        result = endings.invalid_arguments(call.id, spec.name, fault)
+        return Refused(call, spec, result, EventKind.invalid_arguments)
     arguments = validate(spec.input_model, call.arguments)
     if isinstance(arguments, Invalid):
         result = endings.invalid_arguments(call.id, spec.name, arguments.message)
@@ -79,9 +88,23 @@ def refuse(call: ToolCall, spec: CapabilitySpec | None, decision: Decision) -> R
     return Refused(call, spec, result, EventKind.decision, decision)
 
 
-def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
-    name = call.name if isinstance(call.name, str) else repr(call.name)
+def _unsupported(call: ToolCall) -> ToolResult:
+    name = _bounded(call.name)
+    message = (
+        f"{name!r} is a {call.kind} call, which toolrun does not run (it runs function "
+        "tools only); it was not run. Use a function tool for this instead"
+    )
+    return endings.unsupported(call.id, name, message)
+
+
+def _bounded(name: object) -> str:
+    name = name if isinstance(name, str) else repr(name)
     if len(name) > NAME_CHARS:  # a made-up name is model output: keep the result bounded
         name = name[:NAME_CHARS] + "…"
+    return name
+
+
+def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
+    name = _bounded(call.name)
     return endings.unknown_tool(call.id, name, close=registry.closest(name),
                                 available=registry.names())  # fmt: skip

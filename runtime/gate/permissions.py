@@ -31,7 +31,7 @@ from runtime.gate.workspace import resolve_inside
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import Mode, Risk
 
-__all__ = ["MODE_TABLE", "Decision", "Effect", "evaluate"]
+__all__ = ["MODE_TABLE", "Decision", "Effect", "evaluate", "offered"]
 
 A, Q, D = Effect.allow, Effect.ask, Effect.deny
 
@@ -62,6 +62,26 @@ def evaluate(
             source=decision.source,
         )
     return decision
+
+
+def offered(spec: CapabilitySpec, mode: Mode, policy: Policy | None = None) -> bool:
+    """Can some call of this tool run in `mode` under `policy` (None: a trusted
+    workspace without rules)? What a model is offered: a tool the gate refuses
+    whatever its arguments (a write in plan mode, an untrusted server's tool in
+    auto, a tool denied outright) is left out of the definitions."""
+    if not spec.can_run(mode):
+        return False
+    rules = [r for r in (policy.rules if policy else ()) if r.names(spec.name)]
+    if any(r.effect is D and r.specifier is None for r in rules):
+        return False
+    allowed = any(r.effect is A for r in rules)
+    if policy is not None and not policy.trusted and spec.risk is not Risk.read:
+        return any(r.effect is A and r.level is Level.org for r in rules)
+    if spec.risk is Risk.unknown:  # always asks: runs only where someone can answer
+        return mode is not Mode.auto
+    if MODE_TABLE[mode][spec.risk] is not D:
+        return True
+    return allowed or (mode is not Mode.auto and any(r.effect is Q for r in rules))
 
 
 def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Decision:

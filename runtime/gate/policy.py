@@ -80,6 +80,10 @@ class PolicySources:
         self.org = _read(settings.policy_file, Level.org, required=True)
         self.user = _read(settings.user_settings_file, Level.user, required=False)
 
+    def rules(self) -> list[Rule]:
+        """The org and user files' rules, known from startup."""
+        return [*_rules(self.org, Level.org), *_rules(self.user, Level.user)]
+
     def policy_for(self, workspace: Path, batch_rules: dict[str, Any] | None = None) -> Policy:
         workspace = workspace.resolve()
         trusted = _covers(self.org.get("trusted_workspaces", []), workspace) or _covers(

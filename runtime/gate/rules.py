@@ -106,13 +106,17 @@ def _covers(rule: Rule, kind: str | None, subjects: list[str], workspace: Path) 
 
 def _path_match(pattern: str, path: str, workspace: Path) -> bool:
     """gitignore-like: a pattern without `/` matches a name at any depth; with `/`
-    it is anchored at the workspace root; `**` crosses directories, `*` does not.
-    The path is matched where it really resolves, so `link/x` cannot dodge a
-    rule about `secrets/x`."""
+    it is anchored at the workspace root, or, when it starts with `/`, it is an
+    absolute path (so a deny rule written with one cannot fail open); `**`
+    crosses directories, `*` does not. The path is matched where it really
+    resolves, so `link/x` cannot dodge a rule about `secrets/x`."""
     try:
-        relative = resolve_inside(workspace, path).relative_to(Path(workspace).resolve())
+        resolved = resolve_inside(workspace, path)
+        relative = resolved.relative_to(Path(workspace).resolve())
     except Exception:  # noqa: BLE001 - outside paths are refused by the workspace check
         return False
+    if pattern.startswith("/"):  # an absolute pattern: where the path really is
+        return _glob("/" + pattern.lstrip("/"), resolved.as_posix())
     text = relative.as_posix()
     pattern = pattern.removeprefix("./")
     if "/" not in pattern.rstrip("/"):

@@ -4,9 +4,13 @@ workspace, symlinks included, or the call is refused."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from runtime.errors import PathOutsideWorkspace
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^file:")
 
 
 def resolve_inside(workspace: Path | str, path: str) -> Path:
@@ -14,6 +18,12 @@ def resolve_inside(workspace: Path | str, path: str) -> Path:
     followed; `PathOutsideWorkspace` if the result is not inside the workspace."""
     if not isinstance(path, str) or not path.strip():
         raise PathOutsideWorkspace("path is empty; give a path relative to the workspace")
+    if _SCHEME.match(path):  # an MCP tool's `uri`: only a file: URI names a path
+        if not path.lower().startswith("file:"):
+            raise PathOutsideWorkspace(
+                f"{path!r} is a URI, not a file path; give a path relative to the workspace"
+            )
+        path = unquote(urlsplit(path).path)
     if "\x00" in path:
         raise PathOutsideWorkspace(f"path {path!r} contains a NUL byte")
     if path.startswith("~"):

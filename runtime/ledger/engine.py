@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import Engine, make_url
 
 SQLITE_BUSY_MS = 30_000
+IDLE_IN_TRANSACTION_MS = 30_000  # PostgreSQL ends a session idle that long in a transaction
 CACHE_KIB = 512  # page cache per SQLite connection (SQLite's default is 2,000 KiB)
 
 
@@ -30,7 +31,12 @@ def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     if parsed.drivername in ("postgres", "postgresql"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, pool_pre_ping=True)  # a server can drop a connection
+        # A lock wait is bounded like SQLite's busy timeout, and a session a frozen or
+        # dead process left inside a transaction is ended by the server, locks and all.
+        options = (f"-c lock_timeout={int(busy_seconds * 1000)} "
+                   f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")  # fmt: skip
+        # A server can drop a connection: pre-ping.
+        return create_engine(parsed, pool_pre_ping=True, connect_args={"options": options})
     database = parsed.database or ""
     if database not in ("", ":memory:") and not database.startswith("file:"):
         Path(database).parent.mkdir(parents=True, exist_ok=True)
@@ -56,6 +62,12 @@ def transient(error: BaseException) -> bool:
     if getattr(error, "connection_invalidated", False):
         return True
     return "database is locked" in str(error)
+
+
+def locked(error: BaseException) -> bool:
+    """A lock wait that ran out: SQLite's busy timeout, PostgreSQL's lock_timeout."""
+    said = str(error)
+    return "database is locked" in said or "lock timeout" in said
 
 
 def _sqlite_connect(connection: Any, _record: Any, *, busy_ms: int = SQLITE_BUSY_MS) -> None:

@@ -26,6 +26,7 @@ from runtime.ledger.tables import (
     EventRow,
     utc_now,
 )
+from runtime.registry import argument_limits
 from runtime.results.formatter import ledger_summary
 from runtime.results.redaction import redact, redact_text
 from runtime.types import Batch, ToolResult
@@ -36,17 +37,25 @@ ENDS = EndRow.__table__
 
 def text(value: Any) -> str | None:
     """A column's text: an enum by value, everything redacted, no NUL (which
-    PostgreSQL refuses in text, and a model may well send)."""
+    PostgreSQL refuses in text, and a model may well send), no lone surrogate."""
     if value is None:
         return None
-    return redact_text(value.value if isinstance(value, Enum) else str(value)).replace(
-        "\0", "\ufffd"
-    )
+    found = redact_text(value.value if isinstance(value, Enum) else str(value))
+    if not found.isascii():  # a lone surrogate has no UTF-8: no database stores it
+        found = found.encode("utf-8", "replace").decode("utf-8")
+    return found.replace("\0", "\ufffd")
 
 
 def scrub(value: Any) -> Any:
     """JSON-shaped and redacted, whatever a caller put in a JSON column."""
     return redact(to_jsonable_python(value, fallback=str))
+
+
+def stored(arguments: Any) -> Any:
+    """A call's arguments as the ledger keeps them: redacted, and in their place
+    a note when admission refuses them (a value JSON cannot carry, or too big)."""
+    fault = argument_limits.fault(arguments)
+    return scrub(arguments) if fault is None else {"not_stored": fault}
 
 
 def event_fields(batch_id: str, call_id: str | None, kind: Any, **fields: Any) -> dict[str, Any]:
@@ -198,7 +207,7 @@ def batch_rows(
             "policy_version": policy_version, "created_at": utc_now()}  # fmt: skip
     calls = [
         {"batch_id": batch.id, "call_id": call.id, "position": position, "tool": text(call.name),
-         "risk": text(risks.get(call.id)), "status": "pending", "arguments": scrub(call.arguments),
+         "risk": text(risks.get(call.id)), "status": "pending", "arguments": stored(call.arguments),
          "attempts": 0}
         for position, call in enumerate(batch.calls)
     ]  # fmt: skip

@@ -8,6 +8,7 @@ first; statuses and kinds are plain strings; times are aware and in UTC.
 """
 
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import tenacity
@@ -18,6 +19,7 @@ from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
 from runtime.ledger import engine as ledger_engine
 from runtime.ledger import schema
 from runtime.ledger.buffer import LedgerBuffer
+from runtime.ledger.gate import LedgerGate
 from runtime.ledger.group import CommitGroup
 from runtime.ledger.rows import (
     BATCHES,
@@ -56,6 +58,7 @@ class Ledger:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(self._write_ends)
+        self._gate = LedgerGate()
         self._schema_checked = False
         try:
             self._check_schema()
@@ -201,6 +204,11 @@ class Ledger:
         """`work` (a write on this ledger) now, or once the ledger is back."""
         return self._buffer.write(work)
 
+    def quiet(self):
+        """A context in which this process's other threads begin no ledger
+        write: a tool runs (`runtime.ledger_gate`)."""
+        return self._gate.quiet()
+
     def later(self, work: Callable[[], object]) -> None:
         """`work` once the ledger is back, without trying now (it just failed)."""
         self._buffer.keep(work)
@@ -227,11 +235,12 @@ class Ledger:
 
         def attempt() -> T:
             bind = self._writer if write else self._engine
-            if core:  # SQL statements only: a connection, without a session's bookkeeping
-                with bind.begin() as connection:
-                    return work(connection)
-            with Session(bind, expire_on_commit=False) as session, session.begin():
-                return work(session)
+            with self._gate.writing() if write else nullcontext():
+                if core:  # SQL statements only: a connection, without a session's bookkeeping
+                    with bind.begin() as connection:
+                        return work(connection)
+                with Session(bind, expire_on_commit=False) as session, session.begin():
+                    return work(session)
 
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(ledger_engine.transient),
@@ -246,6 +255,9 @@ class Ledger:
             tries = retrying.statistics.get("attempt_number", 1)
             cause = getattr(error, "orig", None) or error
             said = f"{type(cause).__name__}: {redact_text(' '.join(str(cause).split()))[:500]}"
+            if ledger_engine.locked(error):
+                said = (f"another process held its write lock for over {self._retry_seconds:g} s "
+                        f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}")  # fmt: skip
             url = self._engine.url.render_as_string(hide_password=True)
             fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
             raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error

@@ -20,6 +20,8 @@ from jsonschema.exceptions import best_match
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
 
+from runtime.registry.validation import json_type
+
 _TYPES: dict[str, Any] = {
     "string": str,
     "integer": int,
@@ -29,6 +31,15 @@ _TYPES: dict[str, Any] = {
     "object": dict[str, Any],
 }
 _DEFINITIONS = ("$defs", "definitions")
+_KINDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
 
 
 class RemoteInput(BaseModel):
@@ -101,9 +112,22 @@ def _field_check(subschema: dict[str, Any]):
 
 
 def _check(validator: Draft202012Validator, value: Any) -> None:
+    """Raise the best JSON Schema error as one pydantic error whose context says
+    where inside the value it is (`[0, "newText"]`), in the schema's own
+    spelling, so the message can point at the failing item."""
     error = best_match(validator.iter_errors(value))
     if error is None:
         return
-    where = ".".join(str(part) for part in error.absolute_path)
-    text = f"{where}: {error.message}" if where else error.message
-    raise PydanticCustomError("json_schema", "{text}", {"text": text})
+    where, text, got = list(error.absolute_path), error.message, None
+    if error.validator == "required":
+        missing = [name for name in error.validator_value if name not in error.instance]
+        where, text, got = where + missing[:1], "is required", None
+    elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = (error.schema or {}).get("properties") or {}
+        extra = [name for name in error.instance if name not in allowed]
+        where, text, got = where + extra[:1], "is not a known field", None
+    elif error.validator == "type":
+        kind = str(error.validator_value)
+        text, got = f"must be {_KINDS.get(kind, f'of type {kind}')}", json_type(error.instance)
+    context = {"text": text, "where": where, "got": got}
+    raise PydanticCustomError("json_schema", "{text}", context)

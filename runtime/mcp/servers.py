@@ -111,8 +111,11 @@ def tool_name(server: str, remote: str) -> str:
     return f"{name[:55]}_{digest}"
 
 
-def specs_for(server: str, config, tools: list[dict[str, Any]]) -> list[CapabilitySpec]:
+def specs_for(
+    server: str, config, tools: list[dict[str, Any]], *, asks_roots: bool = False
+) -> list[CapabilitySpec]:
     """Capability specs for the tools a server listed (MCP JSON)."""
+    from runtime.mcp.paths import path_fields
     from runtime.mcp.schema import input_model
     from runtime.mcp.session import STOP_GRACE, RemoteTool
 
@@ -126,11 +129,13 @@ def specs_for(server: str, config, tools: list[dict[str, Any]]) -> list[Capabili
             log.warning("MCP server %r: tools collide as %r; %r left out", server, name, remote)
             continue
         risk, idempotent = risk_of(tool.get("annotations"), trusted=config.trusted)
+        model = input_model(name, tool.get("inputSchema"))
         specs[name] = CapabilitySpec(
             name=name,
             description=tool.get("description") or f"Tool {remote!r} of MCP server {server!r}.",
-            input_model=input_model(name, tool.get("inputSchema")),
-            execute=RemoteTool(server, config, remote),
+            input_model=model,
+            paths=path_fields(model, tool.get("inputSchema")),
+            execute=RemoteTool(server, config, remote, asks_roots),
             risk=risk,
             idempotent=idempotent,
             timeout=config.startup_timeout + config.timeout + STOP_GRACE,
@@ -142,12 +147,13 @@ def _discover(pending: list) -> dict[str, list[CapabilitySpec]]:
     from concurrent.futures import ThreadPoolExecutor
 
     from runtime.errors import ToolError
-    from runtime.mcp.session import list_tools
+    from runtime.mcp.session import discover
 
     def one(item) -> tuple[str, list[CapabilitySpec] | None]:
         name, config = item
         try:
-            return name, specs_for(name, config, list_tools(name, config))
+            listing = discover(name, config)
+            return name, specs_for(name, config, listing.tools, asks_roots=listing.asks_roots)
         except ToolError as error:
             log.warning("MCP server %r left out: %s", name, error)
             return name, None

@@ -21,16 +21,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from runtime.errors import ConfigurationError, ToolError
 from runtime.mcp.config import ServerConfig
 from runtime.mcp.schema import arguments_of
 from runtime.registry.capabilities import ToolContext, ToolOutput
+from runtime.results import media
 from runtime.types import Status
 
 STOP_GRACE = 8.0  # seconds the SDK may take to stop a stdio server after a timeout
 MAX_PAGES = 50
+ROOTS_PINGS = 3
 _T = TypeVar("_T")
 
 
@@ -48,17 +51,34 @@ class RemoteTool:
     server: str
     config: ServerConfig
     tool: str
+    asks_roots: bool = False  # the server asked for roots when it was listed
 
     def __call__(self, arguments: Any, ctx: ToolContext) -> ToolOutput:
         sent = arguments_of(arguments)
         result = run(
-            self.server, self.config, lambda client: client.call_tool(self.tool, sent), ctx
+            self.server,
+            self.config,
+            lambda client: client.call_tool(self.tool, sent),
+            ctx,
+            roots_first=self.asks_roots,
         )
         return output(result)
 
 
+@dataclass(frozen=True)
+class Listing:
+    tools: list[dict[str, Any]]  # MCP JSON (camelCase)
+    asks_roots: bool
+
+
 def list_tools(server: str, config: ServerConfig) -> list[dict[str, Any]]:
     """The server's tool definitions as MCP JSON (camelCase), every page."""
+    return discover(server, config).tools
+
+
+def discover(server: str, config: ServerConfig) -> Listing:
+    """The server's tools, and whether it asks its client for roots (then each
+    call waits until it has asked, so that it knows the workspace first)."""
 
     async def every_page(client) -> list[dict[str, Any]]:
         tools, cursor = [], None
@@ -72,7 +92,10 @@ def list_tools(server: str, config: ServerConfig) -> list[dict[str, Any]]:
                 break
         return tools
 
-    return run(server, config, every_page, None)
+    with tempfile.TemporaryDirectory(prefix="toolrun-mcp-root-") as empty:
+        asked: list[bool] = []
+        tools = run(server, config, every_page, None, root=Path(empty), asked=asked)
+    return Listing(tools, bool(asked))
 
 
 def run(
@@ -80,8 +103,18 @@ def run(
     config: ServerConfig,
     step: Callable[[Any], Awaitable[_T]],
     ctx: ToolContext | None,
+    *,
+    root: Path | None = None,
+    asked: list[bool] | None = None,
+    roots_first: bool = False,
 ) -> _T:
-    """Connect, run `step(client)`, disconnect; failures as `ToolError`s."""
+    """Connect, run `step(client)`, disconnect; failures as `ToolError`s.
+
+    The session's one MCP root is the call's workspace (or `root`): servers that
+    confine themselves to their client's roots then see the batch's workspace
+    (docs/architecture.md: the gate confines every path-like argument as well,
+    whether a server does or not). With `roots_first`, the call waits, within
+    the start-up time, until the server has asked for them."""
     try:
         import anyio
         import mcp  # noqa: F401 - only to say plainly that it is missing
@@ -91,17 +124,31 @@ def run(
             "install toolrun with the 'mcp' extra"
         ) from error
 
+    workspace = root or (ctx.workspace if ctx is not None else None)
+
     async def session() -> _T:
         stage = "start"
+        roots_given = anyio.Event()
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
             try:
                 # One scope whose deadline moves from start-up to the call: a
                 # scope may not end inside the transport's task group.
                 with anyio.move_on_after(config.startup_timeout) as limit:
-                    async with _connect(config, ctx, errlog) as client:
+                    roots = _roots(workspace, roots_given)
+                    async with _connect(config, ctx, errlog, roots) as client:
+                        if roots_first:
+                            await roots_given.wait()
+                            # Round trips after the answer, so that a server which
+                            # applies roots asynchronously has most likely done so
+                            # (best effort: the gate is what confines).
+                            for _ in range(ROOTS_PINGS):
+                                await client.send_ping()
                         stage = "call"
                         limit.deadline = anyio.current_time() + config.timeout
-                        return await step(client)
+                        result = await step(client)
+                        if asked is not None and roots_given.is_set():
+                            asked.append(True)
+                        return result
                 raise TimeoutError
             except Exception as error:  # noqa: BLE001 - every failure becomes a ToolError
                 raise _explain(server, config, stage, error, errlog) from None
@@ -110,7 +157,9 @@ def run(
 
 
 @asynccontextmanager
-async def _connect(config: ServerConfig, ctx: ToolContext | None, errlog: IO) -> AsyncIterator:
+async def _connect(
+    config: ServerConfig, ctx: ToolContext | None, errlog: IO, roots: dict[str, Any]
+) -> AsyncIterator:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -119,14 +168,30 @@ async def _connect(config: ServerConfig, ctx: ToolContext | None, errlog: IO) ->
         from mcp.client.streamable_http import streamable_http_client
 
         async with httpx2.AsyncClient(headers=config.headers) as http:
-            async with Client(streamable_http_client(config.url, http_client=http)) as client:
+            transport = streamable_http_client(config.url, http_client=http)
+            async with Client(transport, **roots) as client:
                 yield client
         return
     cwd = config.cwd or (str(ctx.workspace) if ctx is not None else None)
     argv = config.argv
     parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=config.env, cwd=cwd)
-    async with Client(stdio_client(parameters, errlog=errlog)) as client:
+    async with Client(stdio_client(parameters, errlog=errlog), **roots) as client:
         yield client
+
+
+def _roots(workspace: Path | None, given: Any) -> dict[str, Any]:
+    """The client's answer to `roots/list`: the workspace, and `given` is set."""
+    if workspace is None:
+        return {}
+    from mcp.types import ListRootsResult, Root
+
+    roots = ListRootsResult(roots=[Root(uri=workspace.resolve().as_uri(), name="workspace")])
+
+    async def list_roots(context: Any) -> ListRootsResult:
+        given.set()
+        return roots
+
+    return {"list_roots_callback": list_roots}
 
 
 def _explain(
@@ -167,32 +232,54 @@ def _explain(
 
 def output(result: Any) -> ToolOutput:
     """A `CallToolResult` as a tool output: `isError` raises (so the result is an
-    `error`), structured content is the content, text blocks are the message."""
+    `error`), structured content is the content, text blocks are the message.
+    Images and PDFs become the output's media (content blocks in replies); in
+    the content and the message every binary payload is only described."""
     data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    blocks = [_described(block) for block in data.get("content") or []]
-    message = "\n".join(block["text"] for block in blocks if block.get("type") == "text")
-    structured = data.get("structuredContent")
+    raw = data.get("content") or []
+    carried = [found for found in (media.from_block(b) for b in raw) if found is not None]
+    blocks = [_described(block) for block in raw]
+    texts = [block["text"] for block in blocks if block.get("type") == "text"]
+    message = "\n".join(texts)
+    structured = _scrubbed(data.get("structuredContent"))
     if data.get("isError"):
         raise ToolError(message or "the MCP tool reported an error", kind="mcp_tool_error")
     if not message and structured is not None:
         message = json.dumps(structured, ensure_ascii=False)
     content = structured if structured is not None else blocks
     summary = " ".join(message.split()) or "(no output)"
-    return ToolOutput(content=content, message=message or "(no output)", summary=summary)
+    return ToolOutput(content=content, message=message or "(no output)", summary=summary,
+                      media=carried)  # fmt: skip
+
+
+def _scrubbed(value: Any) -> Any:
+    """Structured content with every content-block-shaped binary described (a
+    server may repeat its blocks there, base64 and all)."""
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if value.get("type") in ("image", "audio", "resource") and (
+        "data" in value or "blob" in (value.get("resource") or {})
+    ):
+        return _described(value)
+    return {key: _scrubbed(item) for key, item in value.items()}
 
 
 def _described(block: dict[str, Any]) -> dict[str, Any]:
     """A content block with any binary payload replaced by a description: the
-    model reads text, and Redis never carries an image."""
+    model reads text, and the payload travels as media or not at all."""
     kind = block.get("type")
     if kind in ("image", "audio"):
         size = len(block.get("data") or "") * 3 // 4
-        return {"type": "text", "text": f"[{kind}: {block.get('mimeType', '?')}, {size} bytes]"}
+        return {"type": "text", "text": media.described(kind, block.get("mimeType"), size)}
     if kind == "resource":
         resource = block.get("resource") or {}
         if "text" in resource:
             return {"type": "text", "text": resource["text"]}
-        return {"type": "text", "text": f"[resource {resource.get('uri', '?')}: binary, omitted]"}
+        size = len(resource.get("blob") or "") * 3 // 4
+        text = media.described("file", resource.get("mimeType"), size, resource.get("uri"))
+        return {"type": "text", "text": text}
     if kind == "resource_link":
         return {"type": "text", "text": f"[resource {block.get('uri', '?')}]"}
     return block

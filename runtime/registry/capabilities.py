@@ -39,6 +39,7 @@ class ToolOutput:
     content: Any
     message: str
     summary: str
+    media: list[Any] = field(default_factory=list)  # `Media`: images and documents
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,13 @@ class CapabilitySpec:
         return mode is not Mode.plan or self.risk is Risk.read
 
     def subject_paths(self, arguments: BaseModel) -> list[str]:
-        """The workspace paths a call names, for the input-aware permission check."""
-        values = (getattr(arguments, name, None) for name in self.paths)
-        return [value for value in values if isinstance(value, str)]
+        """The workspace paths a call names, for the input-aware permission check:
+        each string of a `paths` field, or of a list in one (an MCP tool's `paths`)."""
+        found = []
+        for name in self.paths:
+            value = getattr(arguments, name, None)
+            found += value if isinstance(value, list) else [value]
+        return [value for value in found if isinstance(value, str)]
 
     def rule_subjects(self, arguments: BaseModel) -> tuple[SubjectKind | None, list[str]]:
         """What a rule's specifier is matched against: the workspace paths of a

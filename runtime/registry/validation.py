@@ -40,7 +40,10 @@ class Invalid:
 
 def validate(model: type[BaseModel], arguments: Any) -> BaseModel | Invalid:
     """Typed input, or `Invalid`. A JSON string holding an object is accepted
-    (OpenAI sends arguments that way); anything else must be an object."""
+    (OpenAI sends arguments that way), and an empty string or null is an empty
+    object; anything else must be an object."""
+    if isinstance(arguments, str) and not arguments.strip():
+        arguments = None  # providers send "" for a tool without parameters
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
@@ -49,7 +52,7 @@ def validate(model: type[BaseModel], arguments: Any) -> BaseModel | Invalid:
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        return Invalid(f"arguments must be a JSON object; got {_json_type(arguments)}", [])
+        return Invalid(f"arguments must be a JSON object; got {json_type(arguments)}", [])
     try:
         return model.model_validate(arguments, strict=False)
     except ValidationError as error:
@@ -59,13 +62,17 @@ def validate(model: type[BaseModel], arguments: Any) -> BaseModel | Invalid:
 def _explain(model: type[BaseModel], error: ValidationError) -> Invalid:
     parts, fields = [], []
     for item in error.errors(include_url=False):
-        field = ".".join(str(part) for part in item["loc"]) or "arguments"
+        loc, context = list(item["loc"]), item.get("ctx") or {}
+        if item["type"] == "json_schema":  # a JSON Schema check points inside the field
+            loc += context.get("where", [])
+            expected, got = context["text"], context.get("got")
+        else:
+            expected = _EXPECTED.get(item["type"], _first_lower(item["msg"]))
+            silent = item["type"] in ("missing", "extra_forbidden")
+            got = None if silent else json_type(item.get("input"))
+        field = path_text(loc)
         fields.append(field)
-        expected = _EXPECTED.get(item["type"], item["msg"].lower())
-        got = "" if item["type"] in ("missing",) else f" (got {_json_type(item.get('input'))})"
-        if item["type"] == "extra_forbidden":
-            got = ""
-        parts.append(f"{field}: {expected}{got}")
+        parts.append(f"{field}: {expected}" + (f" (got {got})" if got else ""))
     message = "; ".join(parts)
     known = ", ".join(_field_list(model))
     if known:
@@ -75,11 +82,25 @@ def _explain(model: type[BaseModel], error: ValidationError) -> Invalid:
     return Invalid(message, fields)
 
 
+def path_text(loc: list[Any] | tuple[Any, ...]) -> str:
+    """Where in the arguments, as the model wrote the names: `edits[0].newText`."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "arguments"
+
+
+def _first_lower(message: str) -> str:
+    """Pydantic's message as a predicate after "field: " (its first letter only
+    lowered: names it quotes keep their spelling)."""
+    return message[:1].lower() + message[1:]
+
+
 def _field_list(model: type[BaseModel]) -> list[str]:
     out = []
     for name, info in model.model_fields.items():
         kind = _annotation_name(info.annotation)
-        out.append(f"{name} ({kind}{'' if info.is_required() else ', optional'})")
+        out.append(f"{info.alias or name} ({kind}{'' if info.is_required() else ', optional'})")
     return out
 
 
@@ -91,7 +112,7 @@ def _annotation_name(annotation: Any) -> str:
     return text.replace("typing.", "")
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -19,12 +19,19 @@ from runtime.types import Mode, Status, ToolCall, ToolResult
 
 CHECK_FIRST = "check its effect before calling it again"
 
+CANCELLED = "the batch was cancelled"
+
 
 # Refused at admission.
 def unknown_tool(call_id: str, name: str, *, close: list[str], available: list[str]) -> ToolResult:
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     message = f"unknown tool {name!r}.{hint} Available tools: {', '.join(available)}"
     return failure(call_id, name, Status.unknown_tool, message)
+
+
+def unsupported(call_id: str, name: str, message: str) -> ToolResult:
+    """A provider call of a kind toolrun does not run (a custom tool, a server tool)."""
+    return failure(call_id, name, Status.unknown_tool, message, kind="unsupported_call_kind")
 
 
 def invalid_arguments(call_id: str, tool: str, problem: str) -> ToolResult:
@@ -46,8 +53,9 @@ def awaiting_approval(call_id: str, tool: str, reason: str) -> ToolResult:
 
 
 # Never ran.
-def cancelled_before_start(call_id: str, tool: str, **meta: Any) -> ToolResult:
-    text = "cancelled: the batch was cancelled before this call started; it did not run"
+def cancelled_before_start(call_id: str, tool: str, cause: str = CANCELLED,
+                           **meta: Any) -> ToolResult:  # fmt: skip
+    text = f"cancelled: {cause} before this call started; it did not run"
     return failure(call_id, tool, Status.cancelled, text, **meta)
 
 
@@ -101,11 +109,12 @@ def worker_lost(call_id: str, tool: str, **meta: Any) -> ToolResult:
     return failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost", **meta)
 
 
-def cancelled_while_running(call_id: str, tool: str, *, read: bool) -> ToolResult:
+def cancelled_while_running(call_id: str, tool: str, *, read: bool,
+                            cause: str = CANCELLED) -> ToolResult:  # fmt: skip
     if read:
-        text = "cancelled: the batch was cancelled while this read ran; it was abandoned"
+        text = f"cancelled: {cause} while this read ran; it was abandoned"
         return failure(call_id, tool, Status.cancelled, text)
-    text = ("the batch was cancelled while this call ran; the tool may or may not "
+    text = (f"{cause} while this call ran; the tool may or may not "
             f"have finished, {CHECK_FIRST}")  # fmt: skip
     return failure(call_id, tool, Status.outcome_unknown, text)
 
@@ -124,21 +133,23 @@ def runtime_failed(call_id: str, tool: str, error: BaseException) -> ToolResult:
 
 
 # What a batch picks from the above.
-def abandoned(call: ToolCall, *, read: bool, cancelled: bool) -> ToolResult:
+def abandoned(call: ToolCall, *, read: bool, cancelled: bool, cause: str = CANCELLED
+              ) -> ToolResult:  # fmt: skip
     """A call sent to a worker that did not answer before the deadline (or
-    the grace after a cancel)."""
+    the grace after a cancel, whose `cause` the message names)."""
     if cancelled:
-        return cancelled_while_running(call.id, call.name, read=read)
+        return cancelled_while_running(call.id, call.name, read=read, cause=cause)
     return past_deadline(call.id, call.name, read=read)
 
 
 def not_run(
-    call: ToolCall, failed: ToolCall | None, *, cancelled: bool
+    call: ToolCall, failed: ToolCall | None, *, cancelled: bool, cause: str = CANCELLED
 ) -> tuple[ToolResult, EventKind]:
     """A call that never started: an ordered step (`failed`) failed before it,
-    the batch was cancelled, or its deadline passed before the call's turn."""
+    the batch was cancelled (for `cause`), or its deadline passed before the
+    call's turn."""
     if failed is None and cancelled:
-        return cancelled_before_start(call.id, call.name), EventKind.cancelled
+        return cancelled_before_start(call.id, call.name, cause), EventKind.cancelled
     if failed is None:
         return skipped_at_deadline(call.id, call.name), EventKind.skipped
     return skipped_after(call.id, call.name, failed), EventKind.skipped

@@ -11,21 +11,34 @@ import json
 from typing import Any
 
 from runtime.registry.capabilities import ToolOutput
+from runtime.results import media
 from runtime.results.redaction import redact
 from runtime.types import ErrorInfo, Status, ToolResult
 
 SUMMARY_CHARS = 120
 FAILURE_MAX_BYTES = 32 * 1024  # the default result bound (`TOOLRUN_RESULT_MAX_BYTES`)
+MEDIA_MAX_BYTES = 512 * 1024  # the default media bound (`TOOLRUN_RESULT_MAX_MEDIA_BYTES`)
 
 
-def success(call_id: str, tool: str, output: Any, *, max_bytes: int, **meta: Any) -> ToolResult:
+def success(
+    call_id: str,
+    tool: str,
+    output: Any,
+    *,
+    max_bytes: int,
+    max_media_bytes: int = MEDIA_MAX_BYTES,
+    **meta: Any,
+) -> ToolResult:
     """A tool's return value as an ok result. A tool that returns a bare value
-    instead of a `ToolOutput` gets its JSON as the model message."""
+    instead of a `ToolOutput` gets its JSON as the model message. Its images and
+    documents have a bound of their own, and one that does not fit is left out
+    whole, with a note in the message."""
     if not isinstance(output, ToolOutput):
         text = output if isinstance(output, str) else _json(output)
         output = ToolOutput(content=output, message=text, summary=_line(text))
     content, note = bound(output.content, max_bytes)
-    message = output.message if not note else f"{output.message}\n{note}"
+    kept, left_out = media.bound(output.media, max_media_bytes)
+    message = "\n".join([output.message, *([note] if note else []), *left_out])
     if len(message.encode()) > max_bytes:
         message = message.encode()[:max_bytes].decode(errors="ignore") + f"\n{_cut_note(max_bytes)}"
     return finish(
@@ -36,6 +49,7 @@ def success(call_id: str, tool: str, output: Any, *, max_bytes: int, **meta: Any
             model_message=message,
             summary=f"{tool}: {output.summary}",
             content=content,
+            media=kept,
             **meta,
         )
     )
@@ -69,9 +83,11 @@ def failure(
 
 
 def finish(result: ToolResult) -> ToolResult:
-    """Redact every string the result carries and keep the summary to one line."""
-    data = redact(result.model_dump(mode="json"))
+    """Redact every string the result carries and keep the summary to one line.
+    Media bytes are not text: redaction would only corrupt them."""
+    data = redact(result.model_dump(mode="json", exclude={"media"}))
     data["summary"] = _line(data["summary"])
+    data["media"] = result.media
     return ToolResult.model_validate(data)
 
 

@@ -9,6 +9,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -68,6 +69,9 @@ __all__ = [
 ]
 
 
+FLOWER_MAX_TASKS = 10_000  # tasks Flower keeps in memory (its default: 100,000)
+
+
 def start_worker(
     settings: Settings,
     queue: str,
@@ -79,8 +83,10 @@ def start_worker(
     wait: bool = True,
     timeout: float = STARTUP_TIMEOUT,
 ) -> WorkerInfo:
-    """Start a Celery worker on `queue` (`reads`: threads pool; otherwise prefork)."""
-    pool = "threads" if queue == READS else "prefork"
+    """Start a Celery worker on `queue`, on the prefork pool: a call's process
+    can be killed at its hard limit and replaced (docs/architecture.md,
+    "Stopping a call")."""
+    pool = "prefork"
     if concurrency is None:
         concurrency = settings.reads_concurrency if queue == READS else settings.effects_concurrency
     stem = f"{queue}-{index}-{uuid.uuid4().hex[:6]}"
@@ -136,7 +142,7 @@ def start_flower(
     env = {**_child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
     argv = [
         sys.executable, "-m", "celery", "-A", "workers", "flower",
-        "--address=127.0.0.1", f"--port={port}",
+        "--address=127.0.0.1", f"--port={port}", f"--max_tasks={FLOWER_MAX_TASKS}",
     ]  # fmt: skip
     pid = spawn(argv, log=log, env=env)
     flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)
@@ -156,9 +162,11 @@ def start_stack(
     effects_workers: int = 1,
     extra_env: dict[str, str] | None = None,
     redis_server: str | None = None,
+    supervise: bool = False,
 ) -> StackRecord:
     """Migrate the ledger, then start Redis (unless TOOLRUN_REDIS_URL names one),
-    workers and Flower; record them.
+    workers and Flower; record them. `supervise`: and a supervisor that
+    restarts a worker that dies or stops answering (`runtime.supervisor`).
 
     Returns once every part answers. If a part fails, what was started is
     stopped again and StackError says which part and quotes its log.
@@ -201,6 +209,13 @@ def start_stack(
             started.append((record.flower["pid"], _flower_needles(record.flower)))
         _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
         record.save()
+        if supervise:
+            log = home / "logs" / "supervisor.log"
+            argv = [sys.executable, "-m", "runtime.supervisor", str(home)]
+            record.supervisor_pid = spawn(argv, log=log, env=_child_env(settings, redis_url,
+                                                                        extra_env))  # fmt: skip
+            started.append((record.supervisor_pid, _supervisor_needles(home)))
+            record.save()
         return record
     except BaseException as error:
         stop_processes(reversed(started))
@@ -214,6 +229,9 @@ def stop_stack(home: Path) -> bool:
     record = load_record(home)
     if record is None:
         return False
+    if record.supervisor_pid:  # first, so that it starts no worker while they stop
+        stop_process(record.supervisor_pid, needles=_supervisor_needles(Path(home).resolve()))
+        record = load_record(home) or record  # with the workers it started
     targets = _targets(record)
     # Flower and the workers first, together; Redis last, so workers can shut down warmly.
     stop_processes(targets[:-1] if record.redis_pid else targets)
@@ -226,6 +244,8 @@ def stop_stack(home: Path) -> bool:
 def _targets(record: StackRecord) -> list[Target]:
     """Flower, the workers, then Redis, each with what its command line must show."""
     targets: list[Target] = []
+    if record.supervisor_pid:
+        targets.append((record.supervisor_pid, _supervisor_needles(Path(record.home).resolve())))
     if record.flower:
         targets.append((record.flower["pid"], _flower_needles(record.flower)))
     targets += [(worker["pid"], _worker_needles(worker)) for worker in record.workers]
@@ -236,6 +256,10 @@ def _targets(record: StackRecord) -> list[Target]:
 
 def _worker_needles(worker: WorkerInfo) -> tuple[str, ...]:
     return ("celery", worker["name"])
+
+
+def _supervisor_needles(home: Path) -> tuple[str, ...]:
+    return ("runtime.supervisor", str(home))
 
 
 def _flower_needles(flower: FlowerInfo) -> tuple[str, ...]:
@@ -249,9 +273,12 @@ def _child_env(
     env = {key: value for key, value in os.environ.items() if key != f"{PREFIX}FLOWER_PASSWORD"}
     for name in type(settings).model_fields.keys() - {"flower_password"}:
         value = getattr(settings, name)
-        if value is not None:
-            secret = isinstance(value, SecretStr)
-            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value() if secret else str(value)
+        if isinstance(value, SecretStr):
+            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value()
+        elif isinstance(value, dict | list):  # read back as JSON (redaction_patterns)
+            env[f"{PREFIX}{name.upper()}"] = json.dumps(value)
+        elif value is not None:
+            env[f"{PREFIX}{name.upper()}"] = str(value)
     env[f"{PREFIX}HOME"] = str(settings.home.resolve())
     env[f"{PREFIX}REDIS_URL"] = redis_url
     env[f"{PREFIX}DATABASE_URL"] = settings.ledger_url

@@ -71,7 +71,8 @@ def start_redis(
         config = home / "redis" / "redis.conf"
         fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(_redis_config(port, password, home / "redis", log, appendonly))
+            memory = settings.redis_maxmemory_mib
+            out.write(_redis_config(port, password, home / "redis", log, appendonly, memory))
         pid = spawn([binary, str(config)], log=log, env=os.environ)
         url = f"redis://:{password}@127.0.0.1:{port}/0"
         try:
@@ -92,12 +93,15 @@ def redis_needles(url: str) -> tuple[str, ...]:
 
 
 def _redis_config(
-    port: int, password: str, directory: Path, log: Path, appendonly: bool = False
-) -> str:
+    port: int, password: str, directory: Path, log: Path, appendonly: bool = False,
+    maxmemory_mib: int = 256,
+) -> str:  # fmt: skip
     quote = lambda value: json.dumps(str(value), ensure_ascii=False)  # noqa: E731
     return "\n".join([
         "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
         'save ""', f"appendonly {'yes' if appendonly else 'no'}", f"dir {quote(directory)}",
         f"logfile {quote(log)}",
-        f"requirepass {password}", "",
+        f"requirepass {password}",
+        # Bounded, and full means refusing new writes, never dropping queued calls.
+        f"maxmemory {maxmemory_mib}mb", "maxmemory-policy noeviction", "",
     ])  # fmt: skip

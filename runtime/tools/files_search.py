@@ -3,6 +3,12 @@
 The walk never leaves the workspace: symlinks (to files or directories) are
 skipped rather than followed, and `.git` and `.toolrun` are not entered. Binary
 files and files too large to search are skipped and counted.
+
+The model's pattern runs on RE2 (`google-re2`), whose time is linear in the
+text: a backtracking engine (Python's `re`) can spend hours in C on a pattern
+such as `(a+)+$`, holding the GIL, and no timeout inside the process can stop
+it (docs/architecture.md, "Stopping a call"). What RE2 does not support
+(backreferences, lookaround) is an `invalid_arguments` result saying so.
 """
 
 from __future__ import annotations
@@ -13,9 +19,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import re2
 from pydantic import Field
 
-from runtime.errors import ToolError
+from runtime.errors import ToolError, UnsupportedArgument
 from runtime.gate.workspace import relative_name
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len
@@ -30,7 +37,9 @@ MATCH_OVERHEAD = 40
 
 class SearchFilesInput(ToolInput):
     pattern: str = Field(
-        min_length=1, description="Python regular expression searched for in each line."
+        min_length=1,
+        description="Regular expression (RE2 syntax: no backreferences or lookaround) "
+        "searched for in each line.",
     )
     path: str = Field(".", description="Directory (or file) to search, relative to the workspace.")
     glob: str | None = Field(
@@ -48,13 +57,7 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
     and size; when cut, narrow the pattern, the path or the glob. Binary files,
     symlinks and the .git and .toolrun directories are skipped.
     """
-    try:
-        regex = re.compile(args.pattern)
-    except re.error as error:
-        raise ToolError(
-            f"pattern {args.pattern!r} is not a valid regular expression: {error}. "
-            "Escape special characters with a backslash to search for them literally."
-        ) from error
+    regex = compile_pattern(args.pattern)
     root = ctx.resolve(".")
     start = ctx.resolve(args.path)
     rel_start = relative_name(root, start)
@@ -97,6 +100,36 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
         summary=f"searched {rel_start} for /{cut_text(args.pattern, 60)}/: "
         f"{len(matches)}{'+' if truncated else ''} matches",
     )
+
+
+def compile_pattern(pattern: str) -> re2._Regexp:
+    """The pattern on RE2, or a ToolError the model can act on: a pattern
+    Python's `re` accepts but RE2 does not uses a feature RE2 leaves out."""
+    options = re2.Options()
+    options.log_errors = False  # RE2 would write every refused pattern to stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        reason = _reason(error)
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError):
+            raise ToolError(
+                f"pattern {pattern!r} is not a valid regular expression: {reason}. "
+                "Escape special characters with a backslash to search for them literally."
+            ) from error
+        raise UnsupportedArgument(
+            f"pattern {pattern!r} uses a feature the search engine (RE2, linear time) does "
+            f"not support: {reason}. Backreferences (\\1), lookahead and lookbehind "
+            "((?=...), (?!...), (?<=...)) and \\Z are not available; rewrite the pattern "
+            "without them (\\z for the end of a line), or search for a simpler pattern "
+            "and read the files."
+        ) from error
+
+
+def _reason(error: Exception) -> str:
+    said = error.args[0] if error.args else error
+    return said.decode(errors="replace") if isinstance(said, bytes) else str(said)
 
 
 def _files(start: Path, root: Path, glob: str | None) -> Iterator[Path]:

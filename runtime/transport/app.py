@@ -51,6 +51,10 @@ def make_app(settings: Settings | None = None, *, redis_url: str | None = None) 
         task_acks_late=True,
         # A prefork child that dies mid-call requeues its message instead of acking it.
         task_reject_on_worker_lost=True,
+        # Pool processes are replaced after this many calls or this much memory, so a
+        # leak or a fragmented heap is left behind (prefork; other pools ignore them).
+        worker_max_tasks_per_child=settings.max_tasks_per_child,
+        worker_max_memory_per_child=settings.max_memory_per_child_mib * 1024,  # KiB
         # One message at a time per slot, so ordered steps are not hoarded by one worker.
         worker_prefetch_multiplier=1,
         # Redis redelivers an unacked message after this; it must outlast any tool's

@@ -30,6 +30,7 @@ log = logging.getLogger("toolrun.dispatcher")
 UNREACHABLE = (*channel.LOST, OperationalError)  # Redis down: kombu wraps its errors
 # A producer batch that failed part way: the messages it held may or may not have landed.
 UNCERTAIN = (*UNREACHABLE, BatchPublishError)
+SHOWN_CHARS = 2048  # what Flower keeps of a call's arguments (it holds thousands of tasks)
 FORWARD_PATIENCE = 30.0  # seconds a worker keeps trying to send a chain's next step
 
 
@@ -91,10 +92,16 @@ def task_options(message: dict[str, Any], queue: str) -> dict[str, Any]:
         "args": [message],
         "queue": queue,
         "shadow": f"toolrun.{message['tool']}",
-        "argsrepr": json.dumps([shown], default=str),
+        "argsrepr": _cut(json.dumps([shown], default=str)),
         "kwargsrepr": "{}",
         "ignore_result": True,
     }
+
+
+def _cut(text: str) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return text[:SHOWN_CHARS] + f"… ({len(text) - SHOWN_CHARS:,} more characters)"
 
 
 def forward(

@@ -7,7 +7,7 @@ serialization settings are copied from toolrun's app (`shared_conf`) and handed
 to the worker in its environment, so both sides run with the same ones. The
 worker imports this module only: no toolrun signal handlers ride along.
 
-    celery -A tests.benchmarks.baseline worker -Q baseline.reads -P threads -c 16
+    celery -A tests.benchmarks.baseline worker -Q baseline.reads -P prefork -c 16
 """
 
 from __future__ import annotations
@@ -75,10 +75,10 @@ def start_worker(
     home: Path, redis_url: str, conf: dict, queue: str, *, concurrency: int, index: int = 1
 ) -> dict:
     """Spawn a bare worker on `queue` with toolrun's pool for that kind of queue
-    (reads: threads; effects: prefork), without waiting for it."""
+    (prefork on both queues), without waiting for it."""
     from runtime.stack.processes import spawn
 
-    pool = "threads" if queue == READS_QUEUE else "prefork"
+    pool = "prefork"
     stem = f"{queue}-{index}-{uuid.uuid4().hex[:6]}"
     name = f"{stem}@{socket.gethostname()}"
     log = home / "logs" / f"{stem}.log"

@@ -2,12 +2,13 @@
 
 One embedded stack: a private redis-server, toolrun's reads and effects workers
 (ledger on, SQLite) and bare Celery workers for `baseline.py` on queues of their
-own, with the same pools and concurrency (reads: threads pool; effects: prefork,
-concurrency 1). Each figure is the median of `--repeats` repetitions after a
-warm-up, the sides taking turns. It prints a table, writes every repetition to
-`<out-dir>/bench-<timestamp>.json`, and exits 0 whether or not targets are met:
-it reports, it does not judge. Sizes come from flags, else `BENCH_<FLAG>`
-variables (`BENCH_QUICK=1`, `BENCH_REPEATS=3`), else the issue's sizes.
+own, with the same pools and concurrency (reads: prefork, `--reads-slots`
+processes; effects: prefork, concurrency 1). Each figure is the median of
+`--repeats` repetitions after a warm-up, the sides taking turns. It prints a
+table, writes every repetition to `<out-dir>/bench-<timestamp>.json`, and
+exits 0 whether or not targets are met: it reports, it does not judge. Sizes
+come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
+`BENCH_REPEATS=3`), else the issue's sizes.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from typing import Any
 import celery
 from rich.console import Console
 
-from tests.benchmarks import baseline, compare, report
+from tests.benchmarks import baseline, compare, redaction_time, report
 from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
-    "reads_slots": (16, 4, "threads of each reads worker, both sides"),
+    "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
     "p1_samples": (100, 5, "P1: one-call batches per repetition"),
     "p2_calls": (16, 4, "P2: sleeping reads in the batch"),
     "p2_sleep": (0.2, 0.05, "P2: seconds each read sleeps"),
@@ -45,6 +46,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "p5_calls": (64, 16, "P5: sleeping reads in the batch (more than one worker's slots)"),
     "p5_sleep": (0.1, 0.05, "P5: seconds each read sleeps"),
     "p6_calls": (10_000, 200, "P6: calls each reads worker has run when its peak RSS is read"),
+    "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
 }
 
 
@@ -100,8 +102,11 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found.append(compare.peak_rss(options, bench, console))
         console.log("P5: two reads workers over one")
         found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))
+        console.log(f"R1: a 32 KiB result redacted {options.r1_samples} times x {options.repeats}")
+        found.append(redaction_time.figure(options))
         pools = {
-            "reads": f"threads pool, {slots} slots per worker, 1 worker (2 in P5's second half)",
+            "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second "
+            "half)",
             "effects": "prefork pool, concurrency 1, 1 worker",
         }
         meta = {
@@ -114,7 +119,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
                 "toolrun": ["reads", "effects"],
                 "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
             },
-            "caption": f"both sides: reads = threads pool, {slots} slots (1 worker, 2 in P5); "
+            "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
             "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)",
             "shared_celery_settings": bench.conf,
             "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",

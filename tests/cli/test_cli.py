@@ -53,6 +53,25 @@ def test_a_file_that_is_not_utf8_is_one_line(env, tmp_path):
     assert_one_line_error(toolrun("run", str(path), env=env), "batch.json")
 
 
+@pytest.mark.parametrize("depth", [10_000, 200_000])
+def test_a_batch_file_nested_deep_is_one_line(env, tmp_path, depth):
+    path = batch_file(tmp_path, "[" * depth + "]" * depth)
+    assert_one_line_error(toolrun("run", str(path), env=env), "batch.json", "nested")
+
+
+def test_calls_nested_deep_in_a_batch_file_are_one_line(env, tmp_path):
+    calls = '[{"id": "c1", "name": "read_file", "arguments": {"x": ' + "[" * 5000 + "]" * 5000
+    path = batch_file(tmp_path, calls + "}}]")
+    assert_one_line_error(toolrun("run", str(path), env=env), "batch.json", "nested")
+
+
+def test_a_huge_batch_file_is_one_line(env, tmp_path):
+    path = tmp_path / "batch.json"
+    with open(path, "w") as handle:
+        handle.truncate(65 << 20)  # sparse: 65 MiB of NULs, never written out
+    assert_one_line_error(toolrun("run", str(path), env=env), "batch.json", "MiB")
+
+
 def test_an_unknown_mode_option_is_one_line(env, tmp_path):
     path = batch_file(tmp_path, json.dumps(A_CALL))
     done = toolrun("run", str(path), "--mode", "yolo", env=env)
@@ -137,3 +156,13 @@ def test_down_with_nothing_running_says_so(env):
     done = toolrun("down", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "nothing was running"
+
+
+def test_tools_offers_only_what_can_run_in_a_mode(env):
+    done = toolrun("tools", "--format", "openai", "--mode", "plan", env=env)
+    assert done.returncode == 0, done.stderr
+    names = {d["function"]["name"] for d in json.loads(done.stdout)}
+    assert {"read_file", "list_dir", "search_files"} <= names
+    assert not names & {"write_file", "edit_file", "shell", "http_get", "delete_cache"}
+    listed = toolrun("tools", "--mode", "auto", env=env).stdout
+    assert "read_file" in listed and "write_file" not in listed

@@ -299,3 +299,51 @@ def test_a_deny_rule_on_any_part_denies(tmp_path):
     decision = shell_decision(tmp_path, "ls && rm -rf x", "bypass", ("allow", "shell"),
                               ("deny", "shell(rm *)"))  # fmt: skip
     assert (decision.effect, decision.rule) == (D, "shell(rm *)")
+
+
+OFFER_RULES = [
+    (),
+    (("batch", "deny", "rf"),),
+    (("batch", "allow", "wf(docs/**)"),),
+    (("org", "allow", "wf"),),
+    (("user", "ask", "rm"),),
+    (("project", "deny", "rf(src/**)"),),
+]
+
+
+def offer(ws: Path, tool_name, mode, rules=(), *, trusted=True):
+    from runtime.gate.permissions import offered
+
+    parsed = tuple(
+        parse(text, Effect(effect), Level[level], f"{level}.json") for level, effect, text in rules
+    )
+    return offered(REG.get(tool_name), Mode(mode), Policy(parsed, trusted, None, str(ws), "v"))
+
+
+def test_tools_offered_in_a_mode_are_those_the_gate_can_run(tmp_path):
+    offered_in = {mode: sorted(n for n in ARGS if offer(tmp_path, n, mode)) for mode in Mode}
+    assert offered_in[Mode.plan] == ["rf"]
+    assert offered_in[Mode.auto] == ["rf"]  # writes need a rule; unknown risk always asks
+    assert offered_in[Mode.default] == sorted(ARGS)
+    assert not offer(tmp_path, "rf", "default", [("batch", "deny", "rf")])
+    assert offer(tmp_path, "wf", "auto", [("batch", "allow", "wf(docs/**)")])
+    assert not offer(tmp_path, "wf", "default", trusted=False)
+    assert offer(tmp_path, "wf", "auto", [("org", "allow", "wf")], trusted=False)
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+@pytest.mark.parametrize("rules", OFFER_RULES)
+@pytest.mark.parametrize("trusted", [True, False])
+def test_a_tool_left_out_of_the_offer_is_one_the_gate_denies(tmp_path, mode, rules, trusted):
+    for name in ARGS:
+        if not offer(tmp_path, name, mode, rules, trusted=trusted):
+            decision = decide(tmp_path, name, mode, rules, trusted=trusted)
+            assert decision.effect is D, (name, decision)
+
+
+def test_definitions_in_plan_mode_offer_read_only_tools():
+    from runtime import adapters
+
+    names = [d["name"] for d in adapters.definitions(REG, "anthropic", mode="plan")]
+    assert names == ["rf"]
+    assert len(adapters.definitions(REG, "openai")) == len(ARGS)  # without a mode: every tool

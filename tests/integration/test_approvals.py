@@ -122,3 +122,38 @@ def test_only_the_first_answer_counts(runtime, workspace):
     assert handle.approve("w1", by="first")
     assert not handle.deny("w1", "too late", by="second")
     assert handle.results(timeout=60)[0].status is Status.ok
+
+
+CLOSE_WHILE_ASKING = """
+import sys
+from runtime.client import Runtime
+from runtime.types import Status
+
+rt = Runtime.from_env()
+handle = rt.submit([{"id": "w1", "name": "bump", "arguments": {"label": "asked"}},
+                    {"id": "w2", "name": "bump", "arguments": {"label": "later"}}],
+                   mode="default", workspace=sys.argv[1])
+for event in handle.stream(timeout=60):
+    if event.status is Status.awaiting_approval:
+        break
+rt.close()
+rt.close()
+for result in handle.results(timeout=30):
+    print(result.call_id, result.status.value, result.model_message)
+"""
+
+
+def test_closing_the_runtime_ends_its_pending_batches_without_a_traceback(stack, user_settings,
+                                                                          workspace):  # fmt: skip
+    env = {**os.environ, "TOOLRUN_HOME": str(stack.home), "TOOLRUN_REDIS_URL": stack.redis_url,
+           "TOOLRUN_DATABASE_URL": stack.database_url,
+           "TOOLRUN_TOOL_MODULES": "tests.support.tools",
+           "TOOLRUN_USER_SETTINGS_FILE": str(user_settings)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", CLOSE_WHILE_ASKING, str(workspace)], env=env,
+                          capture_output=True, text=True, timeout=90)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["w1", "cancelled"], ["w2", "cancelled"]]
+    assert "the runtime was closed" in lines[0]
+    assert marks(workspace, "bumps") == []

@@ -1,6 +1,8 @@
-"""Every call ends within its timeout plus a small grace, on both pools,
+"""Every call ends within its timeout plus a small grace, on both queues,
 whatever the tool does: spin, block on a socket, wait for a child that
-ignores SIGTERM, wait for a long subprocess.
+ignores SIGTERM, wait for a long subprocess, backtrack in `re`. A read ends
+`timeout`; a side effect `outcome_unknown` (it may have done part of its work).
+Tools that hold the GIL in C are `test_faults_stuck.py`'s.
 
 A stack of its own: what a timed-out tool leaves behind (a thread blocked in
 C, a child process) must not slow the other tests down."""
@@ -66,7 +68,8 @@ def test_every_stalling_tool_ends_timeout_on_time_on_both_pools(timeouts_stack, 
     took = time.monotonic() - began
 
     for result in results[:-1]:
-        assert result.status is Status.timeout, (result.call_id, result.model_message)
+        ended = Status.timeout if result.tool.endswith("_read") else Status.outcome_unknown
+        assert result.status is ended, (result.call_id, result.model_message)
         assert f"timed out after {TIMEOUT:g} s" in result.model_message
         assert result.duration_ms / 1000 <= TIMEOUT + GRACE, (result.call_id, result.duration_ms)
     assert results[-1].ok  # the worker that timed out still serves calls
@@ -85,9 +88,10 @@ def test_a_spinning_tool_stops_burning_cpu_once_its_call_timed_out(timeouts_stac
         for i, pool in enumerate(POOLS)
     ]
     handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW, timeout=30)
-    assert [r.status for r in handle.results(timeout=30)] == [Status.timeout] * len(POOLS)
-    processes = [w["pid"] for w in stack.record.workers if w["queue"] == "reads"]
-    processes += [pid for w in stack.workers("effects") for pid in stack.pool_processes(w)]
+    statuses = [r.status for r in handle.results(timeout=30)]
+    assert statuses == [Status.timeout, Status.outcome_unknown]
+    workers = stack.workers("reads") + stack.workers("effects")
+    processes = [pid for worker in workers for pid in stack.pool_processes(worker)]
     before = {pid: cpu_seconds(pid) for pid in processes}
     time.sleep(2.0)
     burnt = {pid: cpu_seconds(pid) - before[pid] for pid in processes}

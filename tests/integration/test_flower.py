@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +148,45 @@ def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
     for answer in answers:
         assert FILE_SECRET not in answer and ARG_SECRET not in answer
     assert "[REDACTED:" in "".join(answers)
+
+
+def test_no_corpus_secret_reaches_a_result_the_ledger_a_worker_log_or_flower(
+    flower_stack, flower_runtime, workspace
+):
+    """Each corpus file (tests/data/secrets) read through read_file, and sent as
+    an argument to a tool that prints it to the worker log and returns it."""
+    corpus = Path(__file__).resolve().parents[1] / "data" / "secrets"
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    calls = []
+    for n, name in enumerate(sorted(manifest)):
+        (workspace / name).write_text((corpus / name).read_text())
+        calls.append({"id": f"r{n}", "name": "read_file", "arguments": {"path": name}})
+        text = (corpus / name).read_text()
+        calls.append({"id": f"e{n}", "name": "echo", "arguments": {"text": text}})
+    handle = flower_runtime.submit(calls, mode="auto", workspace=workspace)
+    results = handle.results(timeout=60)
+    assert [r.status.value for r in results] == ["ok"] * len(calls), results
+    assert all("[REDACTED:" in r.model_dump_json() for r in results)
+
+    seen = {"results": " ".join(r.model_dump_json() for r in results)}
+    ledger = flower_runtime.ledger
+    seen["ledger"] = str([r.model_dump() for r in ledger.events(handle.batch_id)])
+    seen["ledger"] += str([r.model_dump() for r in ledger.calls(handle.batch_id)])
+    seen["worker logs"] = " ".join(Path(w["log"]).read_text() for w in flower_stack.workers)
+    assert "echo tool saw:" in seen["worker logs"]
+    deadline = time.monotonic() + 20
+    while True:
+        status, body = fetch(flower_stack.flower, "api/tasks")
+        tasks = json.loads(body).items()
+        ours = [t for t, task in tasks if handle.batch_id in (task.get("args") or "")]
+        if len(ours) == len(calls):
+            break
+        assert time.monotonic() < deadline, f"Flower shows {len(ours)} of {len(calls)} calls"
+        time.sleep(0.3)
+    pages = [body] + [fetch(flower_stack.flower, f"api/task/info/{t}")[1] for t in ours]
+    pages += [fetch(flower_stack.flower, f"task/{t}")[1] for t in ours[:4]]
+    seen["flower"] = " ".join(pages)
+    for where, text in seen.items():
+        for name, secrets in manifest.items():
+            for kind, value in secrets:
+                assert value not in text, (where, name, kind)

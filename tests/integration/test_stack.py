@@ -89,7 +89,12 @@ def test_the_stack_starts_every_part_and_stops_exactly_them(home):
     record = start_stack(settings)
     assert time.monotonic() - began < 30
 
-    assert redis.Redis.from_url(record.redis_url).ping()
+    server = redis.Redis.from_url(record.redis_url)
+    assert server.ping()
+    # Bounded memory; when full it refuses new writes rather than drop queued calls.
+    assert server.config_get("maxmemory")["maxmemory"] == str(settings.redis_maxmemory_mib << 20)
+    assert server.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+    server.close()
     port = redis.connection.parse_url(record.redis_url)["port"]
     with socket.create_connection(("127.0.0.1", port), timeout=5) as anonymous:
         anonymous.sendall(b"PING\r\n")
@@ -194,3 +199,34 @@ def test_extra_workers_join_a_running_stack_and_can_be_killed(home):
     assert processes_naming(extra["name"]) == []
     assert answering(settings, record.redis_url, [extra["name"]]) == set()
     assert stop_stack(home) is True
+
+
+@pytest.mark.timeout(90)
+def test_the_supervisor_replaces_a_worker_that_dies_or_stops_answering(home):
+    import os
+    import signal
+
+    settings = settings_for(home)
+    record = start_stack(settings, flower=False, supervise=True)
+    assert processes.is_alive(record.supervisor_pid)
+    queues = {worker["queue"]: worker for worker in record.workers}
+    dead, frozen = queues["reads"], queues["effects"]
+    stop_worker(dead, graceful=False)
+    os.kill(frozen["pid"], signal.SIGSTOP)  # alive, but answers no ping
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        now = load_record(home)
+        names = [w["name"] for w in now.workers]
+        if dead["name"] not in names and frozen["name"] not in names:
+            break
+        time.sleep(0.5)
+    assert sorted(w["queue"] for w in now.workers) == ["effects", "reads"], now.workers
+    assert dead["name"] not in names and frozen["name"] not in names
+    assert not processes.is_alive(frozen["pid"])  # killed, not left stopped
+    deadline = time.monotonic() + 30
+    while answering(settings, now.redis_url, names) != set(names):
+        assert time.monotonic() < deadline, "the replacements never answered"
+    assert stop_stack(home) is True
+    assert not processes.is_alive(record.supervisor_pid)
+    assert not any(processes.is_alive(w["pid"]) for w in now.workers)

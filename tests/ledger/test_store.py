@@ -158,7 +158,7 @@ def test_secrets_are_stored_redacted(ledger, ledger_url):
         assert secret not in stored
     assert "[REDACTED:anthropic_key]" in stored and "[REDACTED:url_password]" in stored
     (call,) = ledger.calls(batch.id)
-    assert call.arguments["api_key"] == "[REDACTED:field]"
+    assert call.arguments["api_key"] == "[REDACTED:api_key]"  # the marker names the field
     assert call.arguments["env"]["DATABASE_URL"] == "postgres://u:[REDACTED:url_password]@h/db"
     assert call.error_message == "auth failed for postgres://u:[REDACTED:url_password]@h/db"
 
@@ -375,3 +375,36 @@ def test_writes_fail_closed_when_the_database_is_gone():
         with pytest.raises(LedgerUnavailable):
             ledger.record_event("b", "a", EventKind.started)
         ledger.close()
+
+
+def test_a_writer_kept_from_the_lock_fails_clearly_within_its_bound(ledger_url):
+    """Another process holds the write lock (SQLite) or the batch's lock
+    (PostgreSQL) and never lets go: a write ends with LedgerUnavailable naming
+    the lock, within about its retry bound, and never hangs."""
+    from runtime.ledger.rows import lock_batches
+
+    ledger = Ledger(ledger_url, retry_seconds=1.0)
+    batch = _batch("a")
+    ledger.record_batch(batch)
+    holder = create_engine(make_url(ledger_url).set(drivername=_driver(ledger_url)))
+    try:
+        with holder.connect() as connection:
+            if connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("BEGIN EXCLUSIVE")
+            else:
+                connection.begin()
+                lock_batches(connection, {batch.id})
+            began = time.monotonic()
+            with pytest.raises(LedgerUnavailable, match="held its write lock for over 1 s"):
+                ledger.record_result(batch.id, _result("a"))
+            assert time.monotonic() - began < 5.0
+            connection.rollback()
+    finally:
+        holder.dispose()
+        ledger.close()
+    Ledger(ledger_url).record_result(batch.id, _result("a"))  # free again: it lands
+
+
+def _driver(url: str) -> str:
+    name = make_url(url).drivername
+    return "postgresql+psycopg" if name.startswith("postgres") else name

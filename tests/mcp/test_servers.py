@@ -114,20 +114,53 @@ def test_remote_names_are_prefixed_and_made_to_fit():
     assert len(long) == 64 and long != tool_name("notes", "x" * 81)
 
 
-def test_the_servers_file_is_checked_and_reads_claude_mcp_json(tmp_path):
+def test_the_servers_file_is_checked_and_reads_claude_mcp_json(tmp_path, caplog):
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"a": {"command": "python", "args": ["s.py"]}}}))
     assert load_servers(path)["a"].argv == ["python", "s.py"]
     for bad, fragment in [
         ({"servers": {"a": {"command": ["x"], "url": "http://h"}}}, "exactly one of"),
         ({"servers": {"a b": {"command": ["x"]}}}, "server name 'a b'"),
-        ({"servers": {"a": {"command": ["x"], "trust": True}}}, "trust"),
     ]:
         path.write_text(json.dumps(bad))
-        with pytest.raises(ConfigurationError, match=fragment):
+        caplog.clear()
+        assert load_servers(path) == {}  # that server is left out, and says why
+        assert fragment in caplog.text and "left out" in caplog.text
+    for bad in ("[1]", "not json"):
+        path.write_text(bad)
+        with pytest.raises(ConfigurationError, match=str(path)):
             load_servers(path)
     with pytest.raises(ConfigurationError, match="does not exist"):
         load_servers(tmp_path / "missing.json")
+
+
+def test_claude_mcp_json_is_read_as_claude_reads_it(tmp_path, caplog):
+    """Variables expand, an unsupported transport leaves out only its server,
+    and keys other clients write are warnings."""
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "fs": {"command": "npx", "args": ["-y", "server", "${HOME}/src", "${WHERE:-/srv}"],
+               "env": {"TOKEN": "${TOKEN}"}, "disabled": False, "autoApprove": ["read"]},
+        "events": {"type": "sse", "url": "https://example.com/sse"},
+        "web": {"type": "http", "url": "${BASE:-https://mcp.example.com}/mcp",
+                "headers": {"Authorization": "Bearer ${TOKEN}"}},
+        "lost": {"command": "x", "args": ["${NOT_SET_ANYWHERE}"]},
+        "fine": {"command": "python", "trust": True},
+    }}))  # fmt: skip
+    servers = load_servers(path, {"HOME": "/home/u", "TOKEN": "t0k"})
+    assert sorted(servers) == ["fine", "fs", "web"]
+    assert servers["fs"].argv == ["npx", "-y", "server", "/home/u/src", "/srv"]
+    assert servers["fs"].env == {"TOKEN": "t0k"}
+    assert servers["web"].url == "https://mcp.example.com/mcp"
+    assert servers["web"].headers == {"Authorization": "Bearer t0k"}
+    assert servers["fine"].trusted is False  # a misspelt key grants nothing
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("'events'" in m and "transport 'sse' is not supported" in m for m in errors)
+    assert any("'lost'" in m and "NOT_SET_ANYWHERE is not set" in m for m in errors)
+    assert any("'fs'" in m and "autoApprove" in m and "disabled" in m for m in warnings)
+    assert any("'fine'" in m and "trust" in m for m in warnings)
+    assert load_servers(path, {"TOKEN": "t", "HOME": "/h"})["fs"].argv[3] == "/h/src"
 
 
 def test_input_models_check_the_servers_schema_with_model_readable_messages():
@@ -146,7 +179,7 @@ def test_input_models_check_the_servers_schema_with_model_readable_messages():
     assert arguments_of(validate(model, '{"name": "x", "limit": "7"}')) == {"name": "x", "limit": 7}
     cases = {
         '{"limit": 99}': "name: is required; limit: 99 is greater than the maximum of 50",
-        '{"name": "x", "tags": ["c"]}': "tags: 0: 'c' is not one of ['a', 'b']",
+        '{"name": "x", "tags": ["c"]}': "tags[0]: 'c' is not one of ['a', 'b']",
         '{"name": "x", "extra": 1}': "extra: is not a known field",
         '{"name": null}': "name: must be a string (got null)",
     }
@@ -254,3 +287,77 @@ def test_a_streamable_http_server_is_registered_and_called(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+EDIT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "edits": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"oldText": {"type": "string"}, "newText": {"type": "string"}},
+                "required": ["oldText", "newText"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["path", "edits"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        ([{"oldText": "a"}], "edits[0].newText: is required"),
+        ([{"oldText": "a", "newText": "b"}, {"oldText": "a", "newText": 3}],
+         "edits[1].newText: must be a string (got a number)"),
+        ([{"oldText": "a", "newText": "b", "dryRun": True}],
+         "edits[0].dryRun: is not a known field"),
+        ("a", "edits: must be a list (got a string)"),
+    ],
+)  # fmt: skip
+def test_schema_messages_keep_the_servers_spelling_and_point_at_the_item(edits, expected):
+    from runtime.mcp.schema import input_model
+    from runtime.registry.validation import Invalid, validate
+
+    result = validate(input_model("fs__edit_file", EDIT_SCHEMA), {"path": "a", "edits": edits})
+    assert isinstance(result, Invalid)
+    assert result.message.startswith(expected), result.message
+    assert "(got a list)" not in result.message
+
+
+def test_pdfs_become_document_blocks_and_other_binaries_are_described():
+    import base64
+
+    from anthropic.types import MessageParam
+    from openai.types.responses.response_input_item_param import FunctionCallOutput
+
+    from runtime.mcp.session import output
+    from runtime.results import formatter as results
+    from tests.adapters.test_anthropic import same_after_validation
+
+    pdf = base64.b64encode(b"%PDF-1.4\n%%EOF\n").decode()
+    blob = base64.b64encode(b"\x00\x01 not a picture").decode()
+    answer = mcp.types.CallToolResult.model_validate({"content": [
+        {"type": "resource", "resource": {"uri": "file:///ws/a.pdf", "mimeType": "application/pdf",
+                                          "blob": pdf}},
+        {"type": "resource", "resource": {"uri": "file:///ws/a.bin", "blob": blob,
+                                          "mimeType": "application/octet-stream"}},
+        {"type": "audio", "data": blob, "mimeType": "audio/wav"},
+    ]})  # fmt: skip
+    done = output(answer)
+    assert [(m.kind, m.name) for m in done.media] == [("document", "a.pdf")]
+    assert pdf not in json.dumps(done.content) and blob not in json.dumps(done.content)
+    assert "[file file:///ws/a.bin: application/octet-stream, " in done.message
+    assert "[audio: audio/wav, " in done.message
+    result = results.success("c1", "fs__read", done, max_bytes=4096)
+    reply = adapters.reply("anthropic", [result])
+    assert same_after_validation(MessageParam, reply)
+    assert reply["content"][0]["content"][1]["type"] == "document"
+    [item] = adapters.reply("responses", [result])
+    assert same_after_validation(FunctionCallOutput, item)
+    assert item["output"][1]["type"] == "input_file" and item["output"][1]["filename"] == "a.pdf"
+    assert results.success("c1", "fs__read", done, max_bytes=4096, max_media_bytes=4).media == []

@@ -43,3 +43,28 @@ def test_every_bad_field_is_named_at_once():
     assert isinstance(result, Invalid)
     assert result.fields == ["path", "limit", "extra"]
     assert "Expected fields: path (string), limit (integer, optional)" in result.message
+
+
+@pytest.mark.parametrize("arguments", ["", "  ", None])
+def test_empty_arguments_are_an_empty_object(arguments):
+    """Providers send `arguments: ""` for a tool without parameters."""
+
+    class NoParameters(ToolInput):
+        pass
+
+    assert validate(NoParameters, arguments) == NoParameters()
+    assert isinstance(validate(ReadInput, arguments), Invalid)  # and required fields still count
+
+
+def test_nested_fields_are_named_by_their_path_as_spelled():
+    class Edit(ToolInput):
+        oldText: str
+        newText: str
+
+    class EditInput(ToolInput):
+        edits: list[Edit]
+
+    result = validate(EditInput, {"edits": [{"oldText": "a", "newText": "b"}, {"oldText": "a"}]})
+    assert isinstance(result, Invalid)
+    assert result.fields == ["edits[1].newText"]
+    assert result.message.startswith("edits[1].newText: is required")

@@ -10,6 +10,7 @@ including runs whose process died.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import socket
 import subprocess
@@ -25,8 +26,8 @@ from tests.support.tools import _mark
 
 FAULT_TOOLS = "tests.support.tools,tests.support.fault_tools"
 TIMEOUT = 0.5  # the misbehaving tools' own timeout, seconds
-# The pools: a `read` tool runs on the reads queue (threads pool), any other risk
-# on the effects queue (prefork). Each timeout tool exists once per pool.
+# The queues: a `read` tool runs on the reads queue, any other risk on the effects
+# queue (both prefork). Each timeout tool exists once per queue.
 POOLS = {"read": Risk.read, "write": Risk.write}
 
 
@@ -137,10 +138,48 @@ def _spawn(args: Label, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content=None, message="child ended", summary="child ended")
 
 
-STALLS = {"spin": _spin, "block": _block, "stubborn": _stubborn, "spawn": _spawn}
-for _stall, _body in STALLS.items():
-    for _pool, _risk in POOLS.items():
+def _backtrack(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A backtracking regular expression (about 2**40 steps) in C. `re` checks
+    for signals now and then, so an alarm in the process stops it; a thread's
+    timer does not."""
+    _run(ctx, "backtrack", args.label)
+    re.match(r"(a+)+$", "a" * 40 + "b")
+    _run(ctx, "backtrack_end", args.label)
+    return ToolOutput(content=None, message="matched", summary="matched")
+
+
+def _hold_gil(args: Label, ctx: ToolContext) -> ToolOutput:
+    """Holds the GIL in one C call for minutes without looking at signals: no
+    timer, alarm or thread inside the process runs until it returns."""
+    _run(ctx, "hold_gil", args.label)
+    sum(range(10**10))
+    _run(ctx, "hold_gil_end", args.label)
+    return ToolOutput(content=None, message="summed", summary="summed")
+
+
+# Stalls the process survives: its call ends at its timeout.
+STALLS = {"spin": _spin, "block": _block, "stubborn": _stubborn, "spawn": _spawn,
+          "backtrack": _backtrack}  # fmt: skip
+for _pool, _risk in POOLS.items():
+    for _stall, _body in STALLS.items():
         tool(name=f"{_stall}_{_pool}", risk=_risk, idempotent=True, timeout=TIMEOUT)(_body)
+    # The process does not survive this one: it is killed at the hard limit.
+    tool(name=f"hold_gil_{_pool}", risk=_risk, timeout=TIMEOUT)(_hold_gil)
+
+
+@tool(risk=Risk.write, timeout=TIMEOUT)
+def overrun_write(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A side effect that sleeps `seconds`, past its timeout: its start and the
+    moment it really stopped are stamped (pid included), so a test can see
+    whether ordered steps overlapped."""
+    _mark(ctx, "stamps", {"label": args.label, "edge": "start", "at": time.time(),
+                          "pid": os.getpid()})  # fmt: skip
+    try:
+        time.sleep(args.seconds)
+    finally:
+        _mark(ctx, "stamps", {"label": args.label, "edge": "end", "at": time.time(),
+                              "pid": os.getpid()})  # fmt: skip
+    return ToolOutput(content=None, message="slept", summary="slept")
 
 
 class Inner(BaseModel):

@@ -61,6 +61,7 @@ class FaultStack:
         database_url: str | None = None,
         relay: Relay | None = None,
         batch_timeout: float = 60.0,
+        kill_grace: float = 1.0,
     ) -> None:
         """`relay`: the TCP relay `database_url` goes through (PostgreSQL), which
         `ledger_cut` cuts; without one the ledger is SQLite and its file is locked."""
@@ -79,6 +80,7 @@ class FaultStack:
             reads_concurrency=reads_concurrency,
             effects_concurrency=effects_concurrency,
             batch_timeout=batch_timeout,
+            kill_grace=kill_grace,
         )
         self.counts = {"reads": reads_workers, "effects": effects_workers}
         self.env = {"TOOLRUN_TOOL_MODULES": FAULT_TOOLS}

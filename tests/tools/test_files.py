@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import runtime.tools  # noqa: F401  (registers the built-ins)
-from runtime.errors import PathOutsideWorkspace, ToolError
+from runtime.errors import PathOutsideWorkspace, ToolError, UnsupportedArgument
 from runtime.registry.capabilities import ToolContext, ToolOutput, registry
-from runtime.types import Risk
+from runtime.types import Risk, Status
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
@@ -314,6 +314,21 @@ def test_search_files_in_subpath_and_single_file(tree: Path) -> None:
 def test_search_files_invalid_regex(tree: Path) -> None:
     with pytest.raises(ToolError, match="not a valid regular expression: missing \\)"):
         run("search_files", tree, pattern="foo(")
+
+
+def test_search_files_catastrophic_pattern_answers_at_once(ws: Path) -> None:
+    # On a backtracking engine this line takes about 2**40 steps, in C, holding the GIL.
+    (ws / "a.txt").write_text("a" * 40 + "b\n" + "a" * 10 + "\n")
+    out = run("search_files", ws, pattern=r"(a+)+$")
+    assert [m["line"] for m in out.content["matches"]] == [2]
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"(?=a)b", r"(?<!x)y", r"foo\Z"])
+def test_search_files_unsupported_pattern_is_invalid_arguments(tree: Path, pattern: str) -> None:
+    with pytest.raises(UnsupportedArgument, match="does not support") as raised:
+        run("search_files", tree, pattern=pattern)
+    assert raised.value.status is Status.invalid_arguments
+    assert "rewrite the pattern" in str(raised.value)
 
 
 def test_search_files_bounded_by_count(ws: Path) -> None:

@@ -1,0 +1,155 @@
+"""Values found by the names they are assigned to: `AWS_SECRET_ACCESS_KEY=...`,
+`password = ...`, `"githubToken": "..."`, `AccountKey=...;`, `--token x`,
+`Authorization: Basic ...`.
+
+A name is secret when its last part is a secret noun, or its last two parts
+are. The nouns are detect-secrets' keyword denylist (`api_?key`, `db_?pass`,
+`password`, ...) and toolrun's additions (token, credentials, authorization,
+cookie, access key...). Parts split at `_`, `-`, `.` and camelCase, so
+`AWS_SECRET_ACCESS_KEY`, `githubToken`, `client-secret` and `db_pass` are
+secret, while `password_file`, `max_tokens`, `tokenizer` and `bypass` are not.
+
+A value is left alone when it reads as code rather than data: a type
+(`password: str`), a reference (`$DB_PASSWORD`, `settings.password`, a
+snake_case variable, a call), a literal (None, true), or a marker already.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from detect_secrets.plugins.keyword import DENYLIST
+
+from runtime.results.detectors import snake
+
+# `api_?key` -> ("api", "key"); `password` -> ("password",)
+_LIBRARY = [tuple(entry.split("_?")) for entry in DENYLIST]
+_OWN = [
+    ("token",), ("secret",), ("credential",), ("credentials",), ("passphrase",), ("pass",), ("pw",),
+    ("authorization",), ("cookie",), ("access", "key"), ("secret", "key"), ("signing", "key"),
+    ("encryption", "key"), ("master", "key"), ("session", "key"), ("app", "key"),
+    ("shared", "key"), ("storage", "key"), ("iam", "key"),
+]  # fmt: skip
+NOUNS = {parts for parts in _LIBRARY + _OWN}
+SINGLE = {parts[0] for parts in NOUNS if len(parts) == 1} | {"".join(p) for p in NOUNS}
+PAIRS = {parts for parts in NOUNS if len(parts) == 2}
+
+# The whole rest of the line is the secret after these (`Authorization: Basic x`).
+LINE_NOUNS = {"authorization", "cookie"}
+
+CODE_WORDS = {
+    "none", "null", "nil", "true", "false", "undefined", "str", "string", "int", "bool",
+    "bytes", "float", "dict", "list", "any", "optional", "secretstr", "required", "self",
+    "password", "secret", "token", "object", "number", "boolean", "void", "char",
+}  # fmt: skip
+
+# Where a secret noun ends a name and an assignment follows, looked for in the
+# lowered text: one pattern a last word, each starting with a literal that the
+# regex engine looks for as fast as str.find; the name is then read backwards in
+# the original text (in the one-byte copy redaction.py scans, `ñ` reads `x`).
+LAST_WORDS = ["key", "pass(?:word|wd|phrase)?", "pwd?", "secret", "token", "credentials?",
+              "authorization", "cookie", "contrase(?:ña|na|xa)"]  # fmt: skip
+_OPERATOR = (
+    r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
+    r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
+)
+ASSIGNMENTS = [re.compile(f"(?P<noun>{word}){_OPERATOR}") for word in LAST_WORDS]
+assert all(any(re.fullmatch(f".*{w}", "".join(n)) for w in LAST_WORDS) for n in NOUNS)
+FLAG = re.compile(r"--(?P<name>[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)(?:=|[ \t]+)(?=[^\s-])")
+VALUE = re.compile(r"(?P<q>\\?[\"'`])(?P<quoted>.*?)(?P=q)|(?P<bare>[^\s\"'`,;&<>()\[\]{}]+)")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z\u00f1]+|[0-9]+")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest)[ \t]+")
+_PLACEHOLDER = re.compile(r"(?i)change[-_ ]?me|your[-_ ]|x{4,}|\*{3,}|\.\.\.|<")
+_VERSION = re.compile(r"[~^<>=v]*\d+(?:\.[\dx*]+)+(?:[-+.][\w.]+)*")
+_REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
+
+
+@lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """Whether `name` (a key, a variable, a header, a flag) names a secret."""
+    parts = [part.lower() for part in _PARTS.findall(name)]
+    return bool(parts) and (parts[-1] in SINGLE or tuple(parts[-2:]) in PAIRS)
+
+
+def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
+    """(start, end, kind) of every value assigned to a secret name in `text`;
+    `lowered` is `text` lowered, non-ASCII characters read as `x` (same length)."""
+    if "=" not in lowered and ":" not in lowered and "--" not in lowered:
+        return  # no assignment, no flag
+    for match in (m for pattern in ASSIGNMENTS for m in pattern.finditer(lowered)):
+        noun_end = match.end("noun")
+        if noun_end < len(text) and (text[noun_end].isalnum() or text[noun_end] in "_.-"):
+            continue  # the name goes on (`password_file`)
+        start, limit = match.start("noun"), max(0, noun_end - 80)
+        while start > limit and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        name = text[start:noun_end]
+        if not is_secret_name(name) or not _whole_key(text, start, match.group("close")):
+            continue
+        found = _value(text, match.end(), name, line=True)
+        if found is not None:
+            yield found
+    for match in FLAG.finditer(text):
+        before = text[match.start() - 1] if match.start() else " "
+        if before.isalnum() or before in "-_":
+            continue
+        if is_secret_name(match.group("name")):
+            found = _value(text, match.end(), match.group("name"), line=False)
+            if found is not None:
+                yield found
+
+
+def _whole_key(text: str, start: int, close: str | None) -> bool:
+    """A quoted key is the whole quoted string (`"client_secret":`, not the end
+    of `"Basic Auth Credentials":`), and `${DB_PASSWORD:-x}` is a reference."""
+    before = text[max(0, start - 2) : start]
+    if before.endswith("$") or before == "${":
+        return False
+    return close is None or before.endswith(close[-1])
+
+
+def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str] | None:
+    match = VALUE.match(text, at)
+    if match is None:
+        return None
+    kind = name.strip("-_.")
+    if match.group("quoted") is not None:
+        start, end = match.span("quoted")
+        if not _is_data(match.group("quoted"), name, quoted=True):
+            return None
+        return start, end, snake(kind)
+    start, end = match.span("bare")
+    value = match.group("bare")
+    if line and _PARTS.findall(name)[-1].lower() in LINE_NOUNS:
+        end = _REST_OF_LINE.match(text, start).end()
+        while end > start and text[end - 1] in " \t":
+            end -= 1
+    elif end < len(text) and text[end] in "([.":  # a call or an attribute
+        return None
+    if not _is_data(value, name, quoted=False) or not _is_data(text[start:end], name, quoted=True):
+        return None
+    return start, end, snake(kind)
+
+
+def _is_data(value: str, name: str, *, quoted: bool) -> bool:
+    """Whether `value` reads as a secret's value rather than as code, a reference,
+    a placeholder (`change-me`, `...`, `<token>`) or a version (`^0.7.1`)."""
+    value = _SCHEME.sub("", value, count=1)
+    if len(value) < 3 or value.startswith(("$", "%(", "{{", "[REDACTED")):
+        return False
+    if (
+        not any(c.isalnum() for c in value)
+        or _PLACEHOLDER.match(value)
+        or _VERSION.fullmatch(value)
+    ):
+        return False
+    if quoted:
+        return True
+    bare = value.strip(":")
+    if bare.lower() in CODE_WORDS or snake(bare) == snake(name):
+        return False
+    return not _DOTTED.fullmatch(bare)
