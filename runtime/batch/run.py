@@ -83,6 +83,11 @@ class BatchRun:
             self.cancel()
         return self.cancelled
 
+    def _over(self) -> bool:
+        """Cancelled, or past a deadline that `end_now` brought forward while a
+        call waited for its approval."""
+        return self._check_cancelled() or time.monotonic() >= self.deadline
+
     def run(self) -> None:
         inbox = self.services.transport.watch(self.batch.id)  # before anything is sent
         try:
@@ -170,8 +175,7 @@ class BatchRun:
             return self._deny(admission, "the approval could not be stored, so nobody can answer")
         self.notify(endings.awaiting_approval(call.id, spec.name, admission.decision.reason))
         limit = min(self.deadline, time.monotonic() + self.services.approval_timeout)
-        answer = approvals.wait(self.batch.id, call.id, deadline=limit,
-                                stop=self._check_cancelled)  # fmt: skip
+        answer = approvals.wait(self.batch.id, call.id, deadline=limit, stop=self._over)
         if self.cancelled:
             self._skip(call, None)
             return None
