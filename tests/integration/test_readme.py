@@ -6,9 +6,10 @@ bash (`toolrun up`, `toolrun trust .`, ..., `toolrun down`: a real stack), each
 ```python block as a script in that directory; a ```text block right after a
 Python block is what the script prints (digits compared as "some number").
 Each ```json block must parse, and one holding `permissions` must load as an
-org policy file. A block tagged `notest` (```python notest) cannot run here, a
-provider SDK call that needs an API key say: it is reported as skipped, with
-its line. Blocks without a language are diagrams and synopses, not examples.
+org policy file. A block that cannot run here (a provider SDK call needs an API
+key; the MCP servers do not exist) is tagged `notest`, as in ```python notest,
+and reported as skipped with its line. Blocks without a language are diagrams,
+synopses and output, not examples.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from tests.support.cli import REPO
 pytestmark = pytest.mark.timeout(180)
 
 README = REPO / "README.md"
-FENCE = re.compile(r"^```(\w+)(?:[ \t]+([\w ]+))?\n(.*?)^```$", re.S | re.M)
 RUNS = {"sh", "python", "json"}
 
 
@@ -48,20 +48,33 @@ class Block:
         return f"README.md:{self.line} {self.language}"
 
 
+def fenced(text: str) -> list[tuple[int, str, list[str], str]]:
+    """Every fenced block: (line of its opening fence, language, tags, code);
+    the language is "" for a block without one."""
+    found, opened, lines = [], None, []
+    for number, line in enumerate(text.splitlines(), 1):
+        fence = re.match(r"```(?!`)([^`]*)$", line)  # an info string holds no backtick
+        if fence is None:
+            lines.append(line)
+        elif opened is None:
+            words = fence.group(1).split()
+            opened, lines = (number, words[0] if words else "", words[1:]), []
+        else:
+            found.append((*opened, "\n".join(lines) + "\n"))
+            opened, lines = None, []
+    return found
+
+
 def blocks(text: str) -> list[Block]:
     found: list[Block] = []
-    previous_end = 0
-    for match in FENCE.finditer(text):
-        language, tags, code = match.group(1), (match.group(2) or "").split(), match.group(3)
-        line = text.count("\n", 0, match.start()) + 1
-        between = text[previous_end : match.start()]
-        previous_end = match.end()
-        if language == "text" and found and found[-1].language == "python":
-            if between.count("\n") <= 4:  # a line such as "prints" between the two
-                found[-1] = dataclasses.replace(found[-1], prints=code)
-            continue
-        if language in RUNS:
+    previous = None  # (line of its closing fence, language) of the block before
+    for line, language, tags, code in fenced(text):
+        after_python = previous is not None and previous[1] == "python"
+        if language == "text" and after_python and line - previous[0] <= 4:
+            found[-1] = dataclasses.replace(found[-1], prints=code)  # "prints" between the two
+        elif language in RUNS:
             found.append(Block(language, line, code, "notest" in tags))
+        previous = (line + code.count("\n") + 1, language)
     return found
 
 
@@ -118,10 +131,12 @@ def numbers_as_such(text: str) -> list[str]:
     return [re.sub(r"\d+", "N", line.rstrip()) for line in text.strip().splitlines()]
 
 
-def test_the_readme_runs_its_quick_start_and_says_what_it_skips():
+def test_the_readme_keeps_its_quick_start_runnable():
     """The blocks this module runs hold the stack's shell lines and the first
-    Python example with the output it must print: a README that drops them
-    does not pass by running less."""
+    Python example with the output it must print, and no Python hides in a
+    block without a language: a README does not pass by running less."""
+    untagged = [code for _, language, _, code in fenced(README.read_text()) if not language]
+    assert not [code for code in untagged if re.match(r"(from|import) \w", code)]
     runs = [b for b in BLOCKS if not b.notest]
     shell = "\n".join(b.code for b in runs if b.language == "sh")
     for line in ("toolrun up", "toolrun trust .", "toolrun down"):
