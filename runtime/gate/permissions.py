@@ -102,8 +102,9 @@ def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Dec
         org_allow = next((r for r in hits if r.effect is A and r.level is Level.org), None)
         if org_allow is None:
             return Decision.deny(
-                f"workspace {policy.workspace} is not trusted, so only read-only tools run; "
-                "the user can trust it with `toolrun trust`",
+                # The advice first: a screen's one-line summary keeps it whatever the path.
+                "untrusted workspace, so only read-only tools run; the user can trust it "
+                f"with `toolrun trust DIR` (workspace {policy.workspace})",
                 rule="workspace-trust",
                 source="trust",
             )

@@ -134,8 +134,15 @@ def _cut_note(max_bytes: int) -> str:
 
 
 def _line(text: str) -> str:
+    """One line of at most `SUMMARY_CHARS`, cut after a whole word (a word longer
+    than half the line, such as a path, is cut itself) and marked with "…"."""
     line = " ".join(str(text).split())
-    return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
+    if len(line) <= SUMMARY_CHARS:
+        return line
+    head = line[: SUMMARY_CHARS - 1]
+    if line[SUMMARY_CHARS - 1] != " " and " " in head[SUMMARY_CHARS // 2 :]:
+        head = head[: head.rindex(" ")]
+    return head.rstrip(" ,;:") + "…"
 
 
 def _json(value: Any) -> str:

@@ -7,17 +7,9 @@ and worker processes."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 
-import pytest
-
-from runtime.client import Runtime
-from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
-from runtime.settings import Settings
-from runtime.transport.memory import MemoryTransport
 from runtime.types import Status
 from tests.support.tools import marks
 
@@ -26,32 +18,6 @@ WRITES = {"allow": ["bump", "slow_write", "explode", "obliterate"]}
 
 def call(call_id: str, name: str, **arguments) -> dict:
     return {"id": call_id, "name": name, "arguments": arguments}
-
-
-@pytest.fixture(scope="module")
-def ledger(tmp_path_factory):
-    ledger = Ledger(f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.db'}")
-    yield ledger
-    ledger.close()
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
-def rt(tmp_path, ledger, workspace):
-    user = tmp_path / "user.json"
-    user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
-    settings = Settings(home=tmp_path / "home", user_settings_file=user, approval_timeout=30)
-    registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings)
-    runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
-    yield runtime
-    transport.close()
 
 
 def labels(workspace) -> list[str]:

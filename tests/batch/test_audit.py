@@ -1,0 +1,93 @@
+"""The client's rows of a batch on a real SQLite ledger: the batch, its calls
+and every decision in one transaction before anything runs; when the ledger is
+down, False (the batch fails closed) and the rows wait in its buffer."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from runtime.batch.audit import BatchAudit
+from runtime.gate.admission import admit
+from runtime.ledger.store import EventKind, Ledger
+from runtime.registry.loading import load_tools
+from runtime.results import endings
+from runtime.types import Batch, Mode, ToolCall
+from tests.support.faults import locked_sqlite
+from tests.support.messages import policy
+
+REGISTRY = load_tools(["tests.support.tools"], mcp_servers_file=None)
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    # One quick attempt: a locked SQLite is "unavailable" at once, not after 10 s of retries.
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", retry_seconds=0.1, retry_attempts=1)
+    yield ledger
+    ledger.close()
+
+
+@pytest.fixture
+def audited(tmp_path):
+    """A batch of a read, a write allowed by a rule, an unknown tool and a
+    denied destructive call, admitted as the client admits them."""
+    calls = [ToolCall(id="r", name="nap", arguments={"label": "a"}),
+             ToolCall(id="w", name="bump", arguments={"label": "b"}),
+             ToolCall(id="u", name="nope", arguments={}),
+             ToolCall(id="d", name="obliterate", arguments={"label": "c"})]  # fmt: skip
+    batch = Batch(calls=calls, mode=Mode.auto, workspace=str(tmp_path))
+    rules = policy(tmp_path, allow=["bump"])
+    admissions = [admit(call, registry=REGISTRY, mode=batch.mode, workspace=tmp_path,
+                        policy=rules) for call in calls]  # fmt: skip
+    return batch, rules, admissions
+
+
+def commits_during(work) -> int:
+    seen = []
+    listener = lambda connection: seen.append(connection)  # noqa: E731
+    event.listen(Engine, "commit", listener)
+    try:
+        work()
+    finally:
+        event.remove(Engine, "commit", listener)
+    return len(seen)
+
+
+def test_the_batch_its_calls_and_every_decision_land_in_one_transaction(ledger, audited):
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules)
+    assert commits_during(lambda: audit.admissions(admissions)) == 1
+    assert ledger.batch(batch.id).policy_version == rules.version
+    calls = {row.call_id: row for row in ledger.calls(batch.id)}
+    assert {k: (c.status, c.risk) for k, c in calls.items()} == {
+        "r": ("pending", "read"), "w": ("pending", "write"),
+        "u": ("unknown_tool", None), "d": ("denied", "destructive")}  # fmt: skip
+    rows = {(e.call_id, e.kind): e for e in ledger.events(batch.id)}
+    allowed = rows["w", EventKind.decision]
+    assert (allowed.effect, allowed.rule, allowed.mode, allowed.policy_version) == (
+        "allow", "bump", "auto", rules.version)  # fmt: skip
+    assert rows["d", EventKind.decision].effect == "deny"  # a refusal's end carries its decision
+    assert ("u", EventKind.lookup_failed) in rows
+
+
+def test_an_unavailable_ledger_is_false_and_the_rows_wait_in_the_buffer(ledger, audited, tmp_path):
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules)
+    with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
+        assert audit.admissions(admissions) is False
+        assert len(ledger._buffer) == 1
+    assert ledger.batch(batch.id) is None
+    assert ledger._buffer.flush()  # what the buffer's thread does once the ledger is back
+    assert len(ledger.calls(batch.id)) == 4
+
+
+def test_an_end_decided_by_the_client_is_recorded_with_the_batch_s_mode(ledger, audited):
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules)
+    audit.admissions(admissions)
+    audit.end(endings.skipped_at_deadline("w", "bump"), EventKind.skipped)
+    [call] = [c for c in ledger.calls(batch.id) if c.call_id == "w"]
+    assert call.status == "skipped"
+    [row] = [e for e in ledger.events(batch.id, "w") if e.kind == EventKind.skipped]
+    assert (row.mode, row.policy_version) == ("auto", rules.version)

@@ -1,0 +1,136 @@
+"""One invocation of a tool, in process: every outcome becomes a `ToolResult`
+(a timeout, a `ToolError`, any other exception, output that cannot be
+formatted), and transient failures of safe tools are retried (tenacity)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from runtime.errors import CallTimedOut, ToolError
+from runtime.execution.invocation import invoke
+from runtime.gate.admission import Admitted
+from runtime.gate.decision import Decision
+from runtime.registry.capabilities import Registry, ToolInput, ToolOutput, tool
+from runtime.settings import Settings
+from runtime.types import CallMessage, Mode, Risk, Status, ToolCall
+
+TOOLS = Registry()
+
+
+class Times(ToolInput):
+    failures: int = 0
+
+
+class Flaky(ConnectionError):
+    pass
+
+
+interrupted = threading.Event()
+tries: list[int] = []
+
+
+@tool(risk=Risk.read, timeout=0.1, into=TOOLS)
+def spin(args: Times, ctx) -> ToolOutput:
+    """Busy until interrupted."""
+    try:
+        while True:
+            time.sleep(0.001)
+    except CallTimedOut:
+        interrupted.set()
+        raise
+
+
+class NoSuchBranch(ToolError):
+    status = Status.invalid_arguments
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def checkout(args: Times, ctx) -> ToolOutput:
+    raise NoSuchBranch("no branch 'mian'; did you mean 'main'?")
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def crash(args: Times, ctx) -> ToolOutput:
+    raise KeyError("missing")
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def odd_output(args: Times, ctx) -> dict:
+    return {(1, 2): "a tuple is no JSON key"}
+
+
+@tool(risk=Risk.read, transient=[Flaky], retry_max_delay=1.0, into=TOOLS)
+def flaky_read(args: Times, ctx) -> str:
+    tries.append(1)
+    if len(tries) <= args.failures:
+        raise Flaky(f"try {len(tries)}")
+    return "fine"
+
+
+@tool(risk=Risk.write, transient=[Flaky], into=TOOLS)
+def flaky_write(args: Times, ctx) -> str:
+    tries.append(1)
+    raise Flaky("the write may have happened")
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tries.clear()
+    interrupted.clear()
+
+
+def run(tmp_path, name, *, delivery=1, retries: list | None = None, **arguments):
+    spec = TOOLS.get(name)
+    call = ToolCall(id="c1", name=name, arguments=arguments)
+    admitted = Admitted(call, spec, spec.input_model(**arguments), Decision.allow("t", rule="t"))
+    message = CallMessage(batch_id="b1", call_id="c1", tool=name, arguments=arguments,
+                          mode=Mode.auto, workspace=str(tmp_path), position=0, policy={},
+                          decision=admitted.decision.as_dict())  # fmt: skip
+    seen = [] if retries is None else retries
+    return invoke(admitted, message, Settings(home=tmp_path), delivery=delivery, worker="w@h",
+                  on_retry=lambda attempt, error: seen.append((attempt, str(error))))  # fmt: skip
+
+
+def test_a_tool_past_its_timeout_ends_timeout_and_its_thread_is_interrupted(tmp_path):
+    result = run(tmp_path, "spin")
+    assert result.status is Status.timeout and "timed out after 0.1 s" in result.model_message
+    assert interrupted.wait(5)  # a guard: the tool's thread got CallTimedOut
+
+
+def test_a_tool_error_is_read_by_the_model_with_its_own_status_and_kind(tmp_path):
+    result = run(tmp_path, "checkout")
+    assert (result.status, result.error.kind) == (Status.invalid_arguments, "NoSuchBranch")
+    assert result.model_message == "checkout: no branch 'mian'; did you mean 'main'?"
+
+
+def test_any_other_exception_is_an_error_whose_kind_is_its_type(tmp_path):
+    result = run(tmp_path, "crash")
+    assert (result.status, result.error.kind) == (Status.error, "KeyError")
+    assert result.model_message == "crash: KeyError: 'missing'" and result.worker == "w@h"
+
+
+def test_output_that_cannot_be_formatted_is_an_error_not_a_crash(tmp_path):
+    result = run(tmp_path, "odd_output")
+    assert (result.status, result.error.kind) == (Status.error, "format")
+    assert "could not be formatted: TypeError" in result.model_message
+
+
+def test_a_transient_failure_of_a_read_is_retried_and_counted(tmp_path):
+    retries = []
+    result = run(tmp_path, "flaky_read", failures=2, retries=retries)
+    assert (result.status, result.model_message, result.attempts) == (Status.ok, "fine", 3)
+    assert retries == [(1, "try 1"), (2, "try 2")]
+
+
+def test_retries_stop_at_the_spec_s_attempts(tmp_path):
+    result = run(tmp_path, "flaky_read", failures=10, delivery=2)
+    assert (result.status, result.error.kind) == (Status.error, "Flaky")
+    assert len(tries) == 3 and result.attempts == 4  # this delivery's 3 tries, one before it
+
+
+def test_a_side_effect_that_is_not_idempotent_is_never_retried(tmp_path):
+    result = run(tmp_path, "flaky_write")
+    assert (result.status, result.attempts, len(tries)) == (Status.error, 1, 1)

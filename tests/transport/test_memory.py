@@ -1,0 +1,69 @@
+"""The in-memory transport as a worker sees it: it runs what a client signed and
+nothing else, counts deliveries and keeps results for the batch to read, and
+hands a chain on step by step. (tests/batch/ runs whole batches on it.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.ledger.store import Ledger
+from runtime.registry.loading import load_tools
+from runtime.settings import Settings
+from runtime.transport import chain
+from runtime.transport.memory import MemoryTransport
+from runtime.types import Batch, Mode, Status, ToolCall
+from tests.support.messages import KEY, message
+from tests.support.tools import marks
+
+
+@pytest.fixture
+def transport(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
+    transport = MemoryTransport(registry=registry, ledger=ledger, settings=Settings(home=tmp_path),
+                                key=KEY)  # fmt: skip
+    yield transport
+    transport.close()
+    ledger.close()
+
+
+def recorded(transport, workspace, *calls: tuple[str, str]) -> str:
+    """A batch the ledger knows, as a client records it before sending."""
+    batch = Batch(calls=[ToolCall(id=i, name=n, arguments={}) for i, n in calls],
+                  mode=Mode.auto, workspace=str(workspace))  # fmt: skip
+    transport.ledger.record_batch(batch)
+    return batch.id
+
+
+def test_a_signed_message_runs_and_its_result_waits_for_the_batch(transport, tmp_path):
+    batch_id = recorded(transport, tmp_path, ("r", "nap"))
+    raw = message("r", "nap", {"label": "a"}, workspace=tmp_path, batch_id=batch_id)
+    transport.enqueue(raw, parallel=True)
+    [result] = transport.watch(batch_id).results({"r"}, timeout=10)
+    assert (result.status, result.worker) == (Status.ok, "memory")
+    assert transport.recall(batch_id, "r") == result and transport.sent == [raw]
+
+
+def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport, tmp_path):
+    batch_id = recorded(transport, tmp_path, ("w", "bump"))
+    raw = message("w", "bump", {"label": "x"}, workspace=tmp_path, batch_id=batch_id,
+                  key=b"another key", rules={"allow": ["bump"]})  # fmt: skip
+    transport.enqueue(raw, parallel=False)
+    [result] = transport.arrived(batch_id, {"w"}, timeout=10)
+    assert result.status is Status.denied and "signature" in result.model_message
+    assert marks(tmp_path, "effects") == []
+
+
+def test_a_worker_hands_a_chain_on_and_a_cancel_stops_what_has_not_started(transport, tmp_path):
+    batch_id = recorded(transport, tmp_path, ("a", "bump"), ("b", "bump"))
+    steps = [message(i, "bump", {"label": i}, workspace=tmp_path, batch_id=batch_id,
+                     rules={"allow": ["bump"]}) for i in ("a", "b")]  # fmt: skip
+    transport.enqueue(chain.link(steps), parallel=False)
+    inbox, done = transport.watch(batch_id), []
+    while len(done) < 2 and (fresh := inbox.results({"a", "b"} - {r.call_id for r in done}, 10)):
+        done += fresh
+    assert [r.status for r in done] == [Status.ok, Status.ok]
+    assert [m["call_id"] for m in transport.sent] == ["a", "b"]
+    assert [m["label"] for m in marks(tmp_path, "effects")] == ["a", "b"]
+    transport.cancel(batch_id, by="test")
+    assert inbox.cancelled and transport.look(batch_id, "c").cancelled
