@@ -13,7 +13,6 @@ import pytest
 
 from runtime.batch import run
 from runtime.errors import InvalidBatch
-from runtime.ledger import approvals
 from runtime.types import Status
 
 ALLOW = {"allow": ["bump"]}
@@ -51,7 +50,6 @@ def prompt(monkeypatch):
     """The batch looks at a deadline brought forward by a handle's timeout when
     it next wakes (every second); here at once, to keep the tests short."""
     monkeypatch.setattr(run, "WAKE_SECONDS", 0.02)
-    monkeypatch.setattr(approvals, "POLL_SECONDS", 0.02)
 
 
 def test_a_stream_s_timeout_ends_the_batch_and_still_yields_every_call(rt, workspace, prompt):

@@ -1,115 +1,88 @@
-"""Approvals in a real SQLite ledger, with the memory transport as the doorbell:
-request, answer (the first answer wins), wait, expire, and what is pending."""
+"""Approvals in a real SQLite ledger: request (once), answer (the first answer
+wins, an expired one cannot be answered), the seal over what was answered,
+expiry, and what is pending. Nothing waits: the batch is carried on by
+whoever answers (tests/batch/test_run.py)."""
 
 from __future__ import annotations
 
-import threading
+import json
 import time
 
 import pytest
+from sqlalchemy import text
 
-from runtime.ledger import approvals as approvals_module
-from runtime.ledger.approvals import Approvals
+from runtime.ledger.approvals import Approvals, sealed
 from runtime.ledger.store import EventKind, Ledger
-from runtime.registry.loading import load_tools
-from runtime.settings import Settings
-from runtime.transport.memory import MemoryTransport
 
 SECRET = "sk-ant-api03-" + "S3cr3t" * 6
+KEY = b"k" * 32
 FAR = 3600.0  # an approval timeout no test reaches
 
 
 @pytest.fixture
 def approvals(tmp_path):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    transport = MemoryTransport(registry=load_tools(mcp_servers_file=None), ledger=ledger,
-                                settings=Settings(home=tmp_path))  # fmt: skip
-    yield Approvals(ledger, transport)
-    transport.close()
+    yield Approvals(ledger, KEY)
     ledger.close()
 
 
-def ask(approvals, call_id="c1", batch_id="b1", timeout=FAR, **arguments):
+def ask(approvals, call_id="c1", batch_id="b1", timeout=FAR, **arguments) -> bool:
     return approvals.request(batch_id, call_id, tool="bump", arguments=arguments or {"label": "x"},
                              reason="write tools need approval", timeout=timeout)  # fmt: skip
 
 
-def test_a_request_is_pending_with_redacted_arguments_and_an_event(approvals):
-    row = ask(approvals, token=SECRET)
+def test_a_request_is_stored_once_with_redacted_arguments_and_an_event(approvals):
+    assert ask(approvals, token=SECRET) is True
+    assert ask(approvals, token=SECRET) is False  # a second mover asks nothing more
+    row = approvals.get("b1", "c1")
     assert (row.status, row.tool, row.reason) == ("pending", "bump", "write tools need approval")
-    stored = approvals.get("b1", "c1")
-    assert stored.status == "pending" and SECRET not in str(stored.arguments)
-    assert [e.kind for e in approvals.ledger.events("b1", "c1")] == [EventKind.approval_asked]
+    assert SECRET not in json.dumps(row.arguments)
+    kinds = [e.kind for e in approvals.ledger.events("b1", "c1")]
+    assert kinds == [EventKind.approval_asked.value]
 
 
-def test_the_first_answer_wins(approvals):
+def test_the_first_answer_wins_and_is_sealed(approvals):
     ask(approvals)
     assert approvals.answer("b1", "c1", approve=True, by="alice")
-    assert not approvals.answer("b1", "c1", approve=False, by="bob", reason="too late")
+    assert not approvals.answer("b1", "c1", approve=False, by="bob", reason="late")
     row = approvals.get("b1", "c1")
-    assert (row.status, row.answered_by, row.answer) == ("approved", "alice", None)
-    given = [e for e in approvals.ledger.events("b1", "c1") if e.kind == EventKind.approval_given]
-    assert [e.approver for e in given] == ["alice"]
+    assert (row.status, row.answered_by) == ("approved", "alice") and sealed(KEY, row)
+    assert not sealed(b"another key" * 3, row)
 
 
 def test_an_unknown_call_cannot_be_answered(approvals):
-    assert not approvals.answer("b1", "nobody", approve=True, by="alice")
+    assert not approvals.answer("b1", "nope", approve=True, by="alice")
 
 
-def test_a_refusal_carries_its_reason(approvals):
+def test_updated_arguments_live_only_in_the_sealed_row(approvals):
     ask(approvals)
-    assert approvals.answer("b1", "c1", approve=False, by="bob", reason="not this one")
-    answer = approvals.wait("b1", "c1", deadline=time.monotonic() + FAR)
-    assert (answer.status, answer.by, answer.reason) == ("denied", "bob", "not this one")
+    assert approvals.answer("b1", "c1", approve=True, by="alice",
+                            updated_arguments={"label": "edited", "token": SECRET})  # fmt: skip
+    row = approvals.get("b1", "c1")
+    assert row.updated_arguments and row.arguments_given == {"label": "edited", "token": SECRET}
+    assert sealed(KEY, row)
+    given = [e for e in approvals.ledger.events("b1", "c1") if e.kind == "approval_given"]
+    assert SECRET not in json.dumps(given[0].detail)  # the event keeps them redacted
+    forged = json.dumps({"label": "evil"})
+    approvals.ledger.transaction(lambda c: c.execute(text(
+        "UPDATE toolrun_approval SET arguments_given = :a"), {"a": forged}), core=True)  # fmt: skip
+    assert not sealed(KEY, approvals.get("b1", "c1"))
 
 
-def test_updated_arguments_reach_the_waiter_through_the_doorbell_not_the_ledger(approvals):
-    ask(approvals)
-    updated = {"label": "edited", "token": SECRET}
-    assert approvals.answer("b1", "c1", approve=True, by="alice", updated_arguments=updated)
-    answer = approvals.wait("b1", "c1", deadline=time.monotonic() + FAR)
-    assert (answer.status, answer.arguments, answer.updated) == ("approved", updated, True)
-    rows = approvals.ledger.events("b1", "c1")
-    assert SECRET not in str([r.detail for r in rows])
-    assert approvals.get("b1", "c1").updated_arguments  # the row says only that they changed
-
-
-def test_the_doorbell_wakes_a_waiting_batch(approvals, monkeypatch):
-    monkeypatch.setattr(approvals_module, "POLL_SECONDS", FAR)  # only the bell can wake it now
-    ask(approvals)
-    waiting, answers = threading.Event(), []
-
-    def stop() -> bool:  # called right before each wait: the waiter is listening by now
-        waiting.set()
-        return False
-
-    waiter = threading.Thread(target=lambda: answers.append(approvals.wait(
-        "b1", "c1", deadline=time.monotonic() + FAR, stop=stop)), daemon=True)  # fmt: skip
-    waiter.start()
-    waiting.wait()
-    approvals.answer("b1", "c1", approve=True, by="alice")
-    waiter.join(10)  # a guard only: without the bell it would sleep for an hour
-    assert [a.status for a in answers] == ["approved"]
-
-
-def test_an_unanswered_approval_expires_and_cannot_be_answered_then(approvals):
-    ask(approvals)
-    answer = approvals.wait("b1", "c1", deadline=time.monotonic() - 1)
-    assert (answer.status, answer.by, answer.reason) == ("expired", None, "approval timed out")
+def test_an_expired_approval_cannot_be_answered_and_leaves_the_pending_list(approvals):
+    ask(approvals, timeout=0.05)
+    time.sleep(0.1)
+    assert approvals.pending() == []
+    assert approvals.expired() == [("b1", "c1")]
     assert not approvals.answer("b1", "c1", approve=True, by="late")
-
-
-def test_a_batch_that_ends_stops_its_wait_and_the_approval_expires(approvals):
-    ask(approvals)
-    answer = approvals.wait("b1", "c1", deadline=time.monotonic() + FAR, stop=lambda: True)
-    assert answer.status == "expired"
+    assert approvals.expire("b1", "c1")
+    assert approvals.get("b1", "c1").status == "expired"
 
 
 def test_pending_lists_only_unanswered_calls_oldest_first(approvals):
-    for call_id in ("a", "b", "c"):
-        ask(approvals, call_id)
-    ask(approvals, "z", batch_id="b2")
-    approvals.answer("b1", "b", approve=True, by="alice")
-    assert [(r.batch_id, r.call_id) for r in approvals.pending()] == [
-        ("b1", "a"), ("b1", "c"), ("b2", "z")]  # fmt: skip
-    assert [r.call_id for r in approvals.pending("b2")] == ["z"]
+    ask(approvals, "c1")
+    ask(approvals, "c2")
+    ask(approvals, "c3", batch_id="b2")
+    approvals.answer("b1", "c2", approve=False, by="bob", reason="no")
+    assert [(r.batch_id, r.call_id) for r in approvals.pending()] == [("b1", "c1"), ("b2", "c3")]
+    assert [r.call_id for r in approvals.pending("b2")] == ["c3"]
