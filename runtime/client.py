@@ -10,6 +10,7 @@ results as they finish and returns them in the model's order.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -188,6 +189,10 @@ class Runtime:
         turn = adapters.parse(message, format)
         if not turn.calls:
             raise InvalidBatch("the message holds no tool calls to run")
+        if options.get("key") is None:  # the provider's call ids: the same turn again attaches
+            calls = json.dumps([c.model_dump(mode="json") for c in turn.calls], sort_keys=True)
+            where = Path(options.get("workspace") or ".").resolve()
+            options["key"] = f"{turn.format}:{where}:{hashlib.sha256(calls.encode()).hexdigest()}"
         handle = self.submit(turn.calls, **options)
         handle.format = turn.format
         return handle

@@ -282,3 +282,24 @@ def cancel(
     """Cancel a batch: calls not started end cancelled, running ones finish or are abandoned."""
     runtime_for().cancel(batch_id, by=by)
     out.print(f"cancelled batch {batch_id}")
+
+
+@app.command()
+def watch(
+    batch_id: str,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {batch_id, results} as JSON.")
+    ] = False,
+) -> None:
+    """Follow a batch submitted from any process, alive or not: the results that
+    have ended, then those still to come."""
+    from runtime.errors import InvalidBatch
+
+    try:
+        handle = runtime_for().attach(batch_id)
+    except InvalidBatch as error:
+        fail(str(error))
+    results = _follow(handle, quiet=as_json)
+    if as_json:
+        payload = {"batch_id": batch_id, "results": [r.model_dump(mode="json") for r in results]}
+        print(json.dumps(payload, indent=2))
