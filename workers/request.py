@@ -1,4 +1,4 @@
-"""The worker's side of a call's hard time limit (`runtime.time_limits`).
+"""The worker's side of a call's hard time limit (`runtime.execution.time_limits`).
 
 Celery's prefork pool kills a pool process whose task passes its hard time
 limit and starts another in its place. This request class sets that limit

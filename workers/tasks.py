@@ -1,7 +1,7 @@
 """Thin Celery adapters: decode the message, call the executor, and if this
 delivery ended the call, announce its result and carry the batch on. All logic
-lives in `runtime/`; results travel on toolrun's own channel, so the task
-returns nothing (Celery would discard it)."""
+lives in `runtime/`; results travel on toolrun's own channel, and what the task
+returns is only what Flower shows of it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from runtime.execution import executor, time_limits
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.loading import load_tools
+from runtime.results.formatter import ledger_summary
 from runtime.settings import get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
 from runtime.transport import channel, outbox
@@ -62,7 +63,7 @@ def resources() -> Resources:
 
 
 @app.task(name=TASK, bind=True, Request="workers.request:CallRequest")
-def execute_call(self, message: dict) -> None:
+def execute_call(self, message: dict) -> dict | None:
     here = resources()
     outcome = executor.execute(
         message,
@@ -73,8 +74,15 @@ def execute_call(self, message: dict) -> None:
         worker=self.request.hostname,
         board=channel.Board(here.client),
     )
-    if outcome is not None:
-        finish(here, message, outcome.result, outcome.ended)
+    if outcome is None:  # too malformed to name a call: nobody to answer
+        return None
+    finish(here, message, outcome.result, outcome.ended)
+    # Results travel on toolrun's channel and the backend keeps none; this value is
+    # what Flower shows of the task (its task-succeeded event), redacted and short.
+    return ledger_summary(outcome.result) | {
+        "call_id": outcome.result.call_id,
+        "status": outcome.result.status.value,
+    }
 
 
 def finish(here: Resources, message: dict, result: ToolResult, ended: bool | None) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import Answer, End, Steps, View, next_steps
+from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
@@ -48,7 +49,10 @@ class Advancer:
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
         deadline had passed); True once every call has ended."""
-        body = batches.plan(self.ledger, batch_id)
+        try:
+            body = batches.plan(self.ledger, batch_id)
+        except LedgerUnavailable:  # the copy Redis keeps lets reads and sends go on
+            body = self.transport.plan(batch_id)
         if body is None:
             return True  # ended (its plan is gone), or never recorded
         plan = BatchPlan.model_validate(body)
@@ -56,7 +60,10 @@ class Advancer:
             steps = next_steps(plan, self._view(plan, expire))
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)
-                batches.mark_ended(self.ledger, batch_id)
+                try:
+                    batches.mark_ended(self.ledger, batch_id)
+                except LedgerUnavailable:  # the sweep marks it once the ledger is back
+                    pass
                 return True
             if not ended:
                 return False
@@ -110,6 +117,22 @@ class Advancer:
         return won
 
     def _view(self, plan: BatchPlan, expire: bool) -> View:
+        try:
+            return self._known(plan, expire)
+        except LedgerUnavailable as error:
+            # Without the ledger, what Redis holds: ends announced (the buffered rows
+            # land later), marks of what was sent. Side effects fail closed at the
+            # worker, whose claim needs the ledger; reads go on.
+            log.warning("batch %s: ledger unavailable, going on from Redis: %s",
+                        plan.batch.id, error)  # fmt: skip
+            now = max(time.time(), plan.deadline) if expire else time.time()
+            return View(ends=self.transport.ends(plan.batch.id),
+                        sent=self.transport.sent(plan.batch.id),
+                        started=self.transport.started(plan.batch.id), approvals={},
+                        cancelled_at=time.time() if self.transport.cancelled(plan.batch.id)
+                        else None, now=now)  # fmt: skip
+
+    def _known(self, plan: BatchPlan, expire: bool) -> View:
         batch_id = plan.batch.id
         try:
             sent, started = self.transport.sent(batch_id), self.transport.started(batch_id)
@@ -123,10 +146,19 @@ class Advancer:
             cancelled = batches.mark_cancelled(self.ledger, batch_id, by="flag").timestamp()
         now = max(time.time(), plan.deadline) if expire else time.time()
         closed = row is not None and row.cancelled_by == CLOSED_BY
-        return View(ends=batches.ends(self.ledger, batch_id), sent=sent,
+        # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
+        # while the ledger was locked) count too; the ledger's own wins over them.
+        ends = {**self._announced(batch_id), **batches.ends(self.ledger, batch_id)}
+        return View(ends=ends, sent=sent,
                     started=started | batches.claimed(self.ledger, batch_id),
                     approvals=self._answers(plan, now), cancelled_at=cancelled, now=now,
                     cause="the runtime was closed" if closed else endings.CANCELLED)  # fmt: skip
+
+    def _announced(self, batch_id: str) -> dict[str, ToolResult]:
+        try:
+            return self.transport.ends(batch_id)
+        except LOST:
+            return {}
 
     def _answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
         if not any(call.effect == "ask" for call in plan.calls.values()):

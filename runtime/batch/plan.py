@@ -83,8 +83,12 @@ def build(
         where = (index, len(stage.calls), index == len(stages) - 1)
         for admission in stage.calls:
             calls[admission.call.id] = _planned(admission, where, sign)
+    refused = {a.call.id for a in admissions if isinstance(a, Refused)}
+    kept = batch.model_copy(update={"calls": [  # a refused call's arguments are never needed
+        call.model_copy(update={"arguments": {}}) if call.id in refused else call
+        for call in batch.calls]})  # fmt: skip
     return BatchPlan(
-        batch=batch, policy=policy, reply_to=reply_to, deadline=deadline,
+        batch=kept, policy=policy, reply_to=reply_to, deadline=deadline,
         approval_timeout=approval_timeout, calls=calls,
         stages=[PlannedStage(parallel=s.parallel, calls=[a.call.id for a in s.calls])
                 for s in stages],

@@ -51,10 +51,18 @@ class Services:
 
 
 def fingerprint(batch: Batch) -> str:
-    """What a submit key stands for: the calls, their arguments and the batch's policy."""
+    """What a submit key stands for: the calls, their arguments and the batch's policy.
+    Arguments no JSON can carry (refused at admission anyway) count by their call."""
     body = [batch.mode.value, batch.workspace, batch.on_error,
-            [call.model_dump(mode="json") for call in batch.calls]]  # fmt: skip
-    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+            [[call.id, call.name, _json(call.arguments)] for call in batch.calls]]  # fmt: skip
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _json(value: object) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return "(not serializable)"
 
 
 class BatchRun:
@@ -98,6 +106,7 @@ class BatchRun:
             self._without_ledger(plan, admissions, audit)
             return
         try:
+            services.transport.keep_plan(batch.id, plan.model_dump(mode="json"))
             services.advancer.begin(plan, refusals)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)

@@ -7,7 +7,7 @@ blocked system calls (a socket read, waiting for a child) are interrupted
 with `CallTimedOut` and unwind, so when the result is handed over the tool
 has stopped, and the next ordered step cannot overlap it. C code that holds
 the GIL cannot be interrupted: the worker kills the process at the hard
-limit (`runtime.time_limits`). Off the main thread (a threads pool) the tool
+limit (`runtime.execution.time_limits`). Off the main thread (a threads pool) the tool
 runs in a watched thread that gets `CallTimedOut` at the timeout; one blocked
 in C runs on unreported, which is why effects run on prefork. A read past its
 timeout ends `timeout`; a side effect `outcome_unknown`, since it may have

@@ -206,7 +206,7 @@ class Ledger:
 
     def quiet(self):
         """A context in which this process's other threads begin no ledger
-        write: a tool runs (`runtime.ledger_gate`)."""
+        write: a tool runs (`runtime.ledger.gate`)."""
         return self._gate.quiet()
 
     def later(self, work: Callable[[], object]) -> None:

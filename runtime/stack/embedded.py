@@ -166,7 +166,7 @@ def start_stack(
 ) -> StackRecord:
     """Migrate the ledger, then start Redis (unless TOOLRUN_REDIS_URL names one),
     workers and Flower; record them. `supervise`: and a supervisor that
-    restarts a worker that dies or stops answering (`runtime.supervisor`).
+    restarts a worker that dies or stops answering (`runtime.stack.supervisor`).
 
     Returns once every part answers. If a part fails, what was started is
     stopped again and StackError says which part and quotes its log.
@@ -211,7 +211,7 @@ def start_stack(
         record.save()
         if supervise:
             log = home / "logs" / "supervisor.log"
-            argv = [sys.executable, "-m", "runtime.supervisor", str(home)]
+            argv = [sys.executable, "-m", "runtime.stack.supervisor", str(home)]
             record.supervisor_pid = spawn(argv, log=log, env=_child_env(settings, redis_url,
                                                                         extra_env))  # fmt: skip
             started.append((record.supervisor_pid, _supervisor_needles(home)))
@@ -259,7 +259,7 @@ def _worker_needles(worker: WorkerInfo) -> tuple[str, ...]:
 
 
 def _supervisor_needles(home: Path) -> tuple[str, ...]:
-    return ("runtime.supervisor", str(home))
+    return ("runtime.stack.supervisor", str(home))
 
 
 def _flower_needles(flower: FlowerInfo) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ class StackRecord:
     workers: list[WorkerInfo] = field(default_factory=list)
     flower: FlowerInfo | None = None
     signing_key: str | None = None  # HMAC key shared by this stack's client and workers
-    supervisor_pid: int | None = None  # `runtime.supervisor`, which restarts lost workers
+    supervisor_pid: int | None = None  # `runtime.stack.supervisor`, which restarts lost workers
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)

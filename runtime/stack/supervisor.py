@@ -1,6 +1,6 @@
 """Keeps the workers of an embedded stack alive, as a container restart policy
 and healthcheck would: `toolrun up` starts this as one more process of its
-stack (`python -m runtime.supervisor HOME`).
+stack (`python -m runtime.stack.supervisor HOME`).
 
 Every few seconds it pings the recorded workers through Celery. A worker
 whose process is gone is started again; one whose process lives but has

@@ -55,6 +55,16 @@ class Transport(Protocol):
         """Calls a worker has taken (reads and idempotent calls count here)."""
         ...
 
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        """A copy of the batch's plan, so it goes on while the ledger is away."""
+        ...
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None: ...
+
+    def ends(self, batch_id: str) -> dict[str, ToolResult]:
+        """The ends announced so far (the ledger holds them once it is there)."""
+        ...
+
     def watch(self, batch_id: str) -> Inbox:
         """Start hearing a batch's results; call before sending anything."""
         ...

@@ -5,6 +5,7 @@ the marks of what was sent and taken, and cancel flags, in Redis."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -14,7 +15,7 @@ from celery import Celery
 from runtime.transport import channel
 from runtime.transport.base import Inbox
 from runtime.transport.listener import Listener
-from runtime.transport.names import cancel_key
+from runtime.transport.names import TTL_SECONDS, cancel_key, plan_key, results_key
 from runtime.transport.outbox import post
 from runtime.types import ToolResult
 
@@ -49,6 +50,17 @@ class CeleryTransport:
 
     def started(self, batch_id: str) -> set[str]:
         return channel.started(self.client, batch_id)
+
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        self.client.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None:
+        stored = self.client.get(plan_key(batch_id))
+        return json.loads(stored) if stored else None
+
+    def ends(self, batch_id: str) -> dict[str, ToolResult]:
+        stored = self.client.hgetall(results_key(batch_id))
+        return {k.decode(): ToolResult.model_validate_json(v) for k, v in stored.items()}
 
     def watch(self, batch_id: str) -> Inbox:
         return self.listener.watch(batch_id)

@@ -57,6 +57,7 @@ class MemoryTransport:
         self._sent: dict[str, dict[str, float]] = defaultdict(dict)
         self._stages: dict[tuple[str, int], int] = defaultdict(int)
         self._cancelled: dict[str, str] = {}
+        self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
         self._effects = ThreadPoolExecutor(1, thread_name_prefix="memory-effects")
@@ -95,6 +96,15 @@ class MemoryTransport:
 
     def started(self, batch_id: str) -> set[str]:
         return set(self._deliveries[batch_id])
+
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        self._plans[batch_id] = plan
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None:
+        return self._plans.get(batch_id)
+
+    def ends(self, batch_id: str) -> dict[str, ToolResult]:
+        return dict(self._results[batch_id])
 
     def watch(self, batch_id: str) -> MemoryInbox:
         return MemoryInbox(self, batch_id)

@@ -56,6 +56,11 @@ def sent_key(batch_id: str) -> str:
     return f"{_BATCH}{batch_id}:sent"
 
 
+def plan_key(batch_id: str) -> str:
+    """A copy of the batch's plan, for while the ledger is away."""
+    return f"{_BATCH}{batch_id}:plan"
+
+
 def stages_key(batch_id: str) -> str:
     """How many calls of each stage have ended: the worker that ends a stage's
     last call moves the batch on."""

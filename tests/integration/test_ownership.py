@@ -33,9 +33,10 @@ def call(call_id: str, name: str, **arguments) -> dict:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-@pytest.fixture
-def owned(tmp_path, user_settings):
-    with FaultStack(tmp_path / "home", user_settings=user_settings) as stack:
+@pytest.fixture(scope="module")
+def owned(tmp_path_factory, user_settings):
+    """One stack for the module: the tests kill submitters, never its workers."""
+    with FaultStack(tmp_path_factory.mktemp("owned"), user_settings=user_settings) as stack:
         with stack.client() as runtime:
             yield stack, runtime
 
