@@ -1,6 +1,7 @@
 """Soak: batches run without pause on a stack of their own while faults are
 injected at random (SIGKILL of a reads worker, of an effects worker or of one
-of its pool processes, a Redis restart, a ledger cut); a supervisor starts a
+of its pool processes, a Redis restart, a ledger cut, and the process that
+submitted a batch, which then goes on in the cluster); a supervisor starts a
 replacement for every worker killed, as a restart policy would. Some calls
 are stuck on purpose: C code holding the GIL on either queue (its process is
 killed at the hard limit), a backtracking `re`, a side effect sleeping past
@@ -20,6 +21,7 @@ import argparse
 import json
 import logging
 import random
+import signal
 import sys
 import tempfile
 import threading
@@ -29,6 +31,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from tests.support.faults import FaultStack, Relay
+from tests.support.submitter import spawn
 from tests.support.tools import marks
 
 WRITES = {"allow": ["bump", "slow_bump", "hold_gil_write", "overrun_write"]}
@@ -36,6 +39,7 @@ STUCK = ["hold_gil_read", "hold_gil_write", "backtrack_read", "overrun_write"]
 SUBMITTERS = 3
 FAULTS = ["kill reads worker", "kill effects worker", "kill pool process", "restart redis",
           "cut ledger"]  # fmt: skip
+KILLED_SUBMITTERS = 0.2  # the share of batches whose submitting process is SIGKILLed
 
 
 class Tally:
@@ -84,8 +88,11 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
         workspace = Path(tempfile.mkdtemp(dir=base, prefix=f"b{number}-"))
         try:
             on_error = rng.choice(["stop", "continue"])
-            handle = runtime.submit(calls, mode="auto", workspace=workspace, rules=WRITES,
-                                    on_error=on_error, timeout=30)  # fmt: skip
+            if rng.random() < KILLED_SUBMITTERS:  # the batch must go on without its submitter
+                handle = killed_submitter(stack, runtime, tally, rng, calls, workspace, on_error)
+            else:
+                handle = runtime.submit(calls, mode="auto", workspace=workspace, rules=WRITES,
+                                        on_error=on_error, timeout=30)  # fmt: skip
         except Exception as error:  # noqa: BLE001 - counted, and the soak goes on
             with tally.lock:
                 tally.errors.append(f"submit: {type(error).__name__}: {error}")
@@ -113,6 +120,20 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
             tally.twice += sum(1 for count in ran.values() if count > 1)
             tally.overlapped += overlaps(workspace)
             tally.in_flight -= sum(1 for call in calls if seen[call["id"]] == 0)
+
+
+def killed_submitter(stack: FaultStack, runtime, tally: Tally, rng: random.Random,
+                     calls: list[dict], workspace: Path, on_error: str):  # fmt: skip
+    """Submit from a process of its own, SIGKILL it soon after, and attach."""
+    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": WRITES,
+            "on_error": on_error, "timeout": 30}  # fmt: skip
+    process, batch_id = spawn(stack, spec)
+    time.sleep(rng.uniform(0, 1.0))
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    with tally.lock:
+        tally.faults["kill submitter"] += 1
+    return runtime.attach(batch_id)
 
 
 def overlaps(workspace: Path) -> int:

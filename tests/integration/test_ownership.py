@@ -7,13 +7,9 @@ with no client alive. Real Redis, real workers, real processes."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -21,11 +17,11 @@ from sqlalchemy import text
 from runtime.errors import InvalidBatch
 from runtime.ledger import batches
 from runtime.types import Status
-from tests.support.faults import FAULT_TOOLS, FaultStack
+from tests.support.faults import FaultStack
+from tests.support.submitter import spawn
 from tests.support.tools import marks
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
-REPO = Path(__file__).resolve().parents[2]
 ALLOW = {"allow": ["bump", "slow_bump"]}
 
 
@@ -44,15 +40,7 @@ def owned(tmp_path_factory, user_settings):
 def submit_and_kill(stack: FaultStack, spec: dict, until) -> str:
     """Submit from a process of its own, SIGKILL it once `until()` holds, and
     return the batch id it printed."""
-    settings = stack.settings
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
-    env |= {"TOOLRUN_HOME": str(settings.home), "TOOLRUN_REDIS_URL": stack.redis_url,
-            "TOOLRUN_DATABASE_URL": settings.ledger_url, "TOOLRUN_TOOL_MODULES": FAULT_TOOLS,
-            "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
-            "PYTHONPATH": str(REPO)}  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
-                               env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)  # fmt: skip
-    batch_id = process.stdout.readline().strip()
+    process, batch_id = spawn(stack, spec)
     give_up = time.monotonic() + 30
     while not until(batch_id):
         assert time.monotonic() < give_up and process.poll() is None, (
