@@ -121,11 +121,13 @@ class BatchRun:
     def pump(self) -> None:
         """Hand each result to the handle as it arrives, until every call has one."""
         ids = {call.id for call in self.batch.calls}
+        order = {call.id: index for index, call in enumerate(self.batch.calls)}
         wakes = 0
         try:
             while len(self.done) < len(ids):
                 waiting = ids - set(self.done)
-                for result in self.inbox.results(waiting, WAKE_SECONDS):
+                arrived = self.inbox.results(waiting, WAKE_SECONDS)  # those that ended at once
+                for result in sorted(arrived, key=lambda r: order[r.call_id]):  # in model order
                     if result.status is Status.awaiting_approval:
                         self._notice(result)
                     else:
