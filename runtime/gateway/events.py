@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import string
 from collections.abc import AsyncIterator, Callable
 
 from runtime.batch.handle import BatchHandle
@@ -27,16 +28,13 @@ MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not
 def cursor(text: str | None) -> int:
     if not text:
         return 0
-    try:
-        if len(text) > MAX_CURSOR:
-            raise ValueError
-        return int(text, 16)
-    except ValueError:
+    if len(text) > MAX_CURSOR or not all(c in string.hexdigits for c in text):
         raise Problem(
             400,
             "invalid Last-Event-ID",
             "Last-Event-ID must be the id of an event this stream sent",
-        ) from None
+        )
+    return int(text, 16)
 
 
 def body(result: ToolResult) -> dict:
