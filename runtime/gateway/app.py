@@ -55,6 +55,8 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         version="1",
         lifespan=lifespan,
         default_response_class=RedactedJSON,
+        docs_url=None,  # no HTML pages (they load scripts from a CDN); /openapi.json stays
+        redoc_url=None,
         description="Runs AI agents' tool calls: batches, events, approvals.",
     )
     app.state.gateway = gateway
