@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         yield
-        runtime.close()
+        runtime.close(cancel=False)  # the batches are the clients', and go on in the cluster
 
     app = FastAPI(
         title="toolrun",

@@ -3,6 +3,8 @@ stored, and a wrong, malformed or revoked token finds no key."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from runtime.errors import ConfigurationError
@@ -10,13 +12,22 @@ from runtime.gateway.keys import Role, authenticate, mint
 from runtime.ledger.keys import Keys
 from runtime.ledger.store import Ledger
 from runtime.types import Mode
+from tests.conftest import postgres_url
+from tests.support.postgres import fresh_database
 
 
-@pytest.fixture
-def keys(tmp_path):
-    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    yield Keys(ledger)
-    ledger.close()
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def keys(request, tmp_path):
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path / 'ledger.db'}"
+        else:
+            if not postgres_url():
+                pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL key tests skipped")
+            url = stack.enter_context(fresh_database(postgres_url()))
+        ledger = Ledger(url)
+        stack.callback(ledger.close)
+        yield Keys(ledger)
 
 
 def test_a_token_finds_its_key_and_only_its_digest_is_stored(keys, tmp_path):
