@@ -40,7 +40,10 @@ def workspace_for(key: Key, asked: str | None) -> str:
         if not key.roots:
             raise Problem(422, "workspace required", "give the batch's workspace directory")
         return key.roots[0]
-    workspace = Path(asked).expanduser().resolve()
+    try:
+        workspace = Path(asked).expanduser().resolve()
+    except (ValueError, OSError, RuntimeError):  # a NUL, a lone surrogate, a symlink loop
+        raise Problem(422, "invalid workspace", "the workspace is not a usable path") from None
     if key.roots is not None and not within(workspace, key.roots):
         raise Forbidden(f"workspace {asked!r} is outside the roots of key {key.name!r}")
     return str(workspace)

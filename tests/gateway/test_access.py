@@ -106,6 +106,25 @@ def test_bad_input_is_a_4xx_problem(gateway, keys, content, status):
         _problem(response, status)
 
 
+def test_unusable_paths_and_strings_are_4xx_or_results(gateway, keys, space):
+    with gateway.client(keys["admin"]) as admin:
+        for workspace in ("a\u0000b", "\ud800", "~nobody-here/x", str(space / "missing")):
+            content = json.dumps(_batch(space) | {"workspace": workspace}).encode()
+            response = admin.post("/v1/batches", content=content,
+                                  headers={"Content-Type": "application/json"})  # fmt: skip
+            _problem(response, 422)
+        _problem(admin.get("/v1/tools", params={"mode": "auto", "workspace": "a\x00b"}), 422)
+    with gateway.client(keys["submitter"]) as alice:
+        odd = '{"calls": [{"id": "s", "name": "echo", "arguments": {"text": "\\ud800"}}], '
+        odd += '"mode": "auto"}'
+        response = alice.post("/v1/batches", content=odd.encode(),
+                              headers={"Content-Type": "application/json"})  # fmt: skip
+        assert response.status_code == 202, response.text
+        batch_id = response.json()["batch_id"]
+        state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
+        assert [r["status"] for r in state["results"]] == ["invalid_arguments"]
+
+
 def test_bad_requests_elsewhere_are_4xx_problems(gateway, keys):
     big = b'{"calls": [], "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}'
     with gateway.client(keys["admin"]) as admin:
