@@ -69,3 +69,17 @@ def test_approvals_are_seen_by_their_submitter_and_approvers_in_reach(gateway, k
         assert far.post(f"/v1/batches/{batch_id}/calls/w/approve").status_code == 404
     with gateway.client(keys["approver"]) as bob:
         assert bob.post(f"/v1/batches/{batch_id}/calls/w/deny").status_code == 200
+
+
+def test_updated_arguments_the_tool_cannot_take_end_the_call_not_the_gateway(gateway, keys, space):
+    batch_id = _waiting(gateway, keys["submitter"], space)
+    with gateway.client(keys["approver"]) as bob:
+        body = b'{"arguments": {"path": "w.txt", "content": "\\ud800", "extra": 1}}'
+        answer = bob.post(f"/v1/batches/{batch_id}/calls/w/approve", content=body,
+                          headers={"Content-Type": "application/json"})  # fmt: skip
+        assert answer.status_code in (200, 409, 422), answer.text
+    with gateway.client(keys["submitter"]) as alice:
+        state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
+    assert state["state"] == "ended"
+    assert [r["status"] for r in state["results"]] != ["ok"]
+    assert not (space / "w.txt").exists()
