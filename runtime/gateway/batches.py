@@ -119,7 +119,7 @@ async def stream(
         finally:
             gateway.metrics.streams.dec()
 
-    return EventSourceResponse(counted(), ping=15)
+    return EventSourceResponse(counted(), ping=15, sep="\n")  # plain LF: the simplest parsers cope
 
 
 @router.get("/{batch_id}/reply")
