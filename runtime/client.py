@@ -202,18 +202,20 @@ class Runtime:
     ) -> AsyncBatchHandle:
         return AsyncBatchHandle(self.submit_message(message, format, **options))
 
-    def close(self) -> None:
+    def close(self, *, cancel: bool = True) -> None:
         """End this runtime's open batches, then let go of Redis and the ledger.
 
         A batch whose submitter simply dies goes on in the cluster; closing says
         this process is done with its batches. Calls not yet started (a call
         waiting for approval too) end `cancelled`, saying the runtime was
         closed; calls running get a cancel's grace to end with their own result.
-        Closing again does nothing."""
+        `cancel=False` leaves them to the cluster instead: a process that
+        submits for others (the HTTP gateway) stops without ending their
+        batches. Closing again does nothing."""
         if self._closed:
             return
         self._closed = True
-        open_handles = [handle for handle in self._handles if not handle.done]
+        open_handles = [handle for handle in self._handles if not handle.done] if cancel else []
         for handle in open_handles:
             try:
                 self.services.advancer.cancel(handle.batch_id, by=CLOSED_BY)

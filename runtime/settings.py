@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     redis_maxmemory_mib: int = Field(
         256, ge=16, description="maxmemory of the embedded Redis (noeviction)."
     )
+    gateway_host: str = Field("127.0.0.1", description="Address `toolrun serve` listens on.")
+    gateway_port: int = Field(8000, ge=0, description="Port of `toolrun serve`; 0: a free one.")
+    gateway_max_body_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Bound on one request body to the gateway."
+    )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
     redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,

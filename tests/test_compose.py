@@ -16,7 +16,7 @@ import pytest
 from runtime.settings import PREFIX, Settings
 from tests.support import compose
 
-SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower"}
+SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower", "gateway"}
 WORKERS = {"reads": ("prefork", "reads@%h"), "effects": ("prefork", "effects@%h")}
 SECRET = re.compile(r"PASSWORD|SECRET|SIGNING_KEY|TOKEN|BASIC_AUTH|REDISCLI_AUTH", re.I)
 
@@ -90,6 +90,18 @@ def test_the_start_order_waits_on_health_and_on_the_migration(spec):
             "migrate": {"condition": "service_completed_successfully"},
         }
     assert services["flower"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+
+
+def test_the_gateway_serves_after_the_migration_on_loopback_by_default(spec, env):
+    gateway = compose.service("gateway", env)
+    assert gateway["command"][:2] == ["toolrun", "serve"]
+    assert option(gateway["command"], "--port") == "8000"
+    assert spec["services"]["gateway"]["depends_on"]["migrate"] == {
+        "condition": "service_completed_successfully"
+    }
+    assert gateway["ports"] == ["127.0.0.1:8000:8000"]
+    assert "/readyz" in " ".join(gateway["healthcheck"]["test"])
+    assert compose.environment(gateway)["TOOLRUN_SIGNING_KEY"] == env["TOOLRUN_SIGNING_KEY"]
 
 
 def test_the_migration_service_runs_toolrun_db_upgrade(spec):

@@ -125,6 +125,24 @@ class BatchHandle:
             self._listeners.append(listener)
             return list(self._events)
 
+    def _unlisten(self, listener: Callable[[ToolResult], None]) -> None:
+        """Stop calling `listener` (a gateway's event stream that was closed)."""
+        with self._changed:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def so_far(self) -> tuple[list[ToolResult], list[ToolResult]]:
+        """The final results in, in the model's order, and the notices of calls
+        still waiting for approval: a batch's state without waiting."""
+        with self._changed:
+            finals = [self._final[c.id] for c in self.batch.calls if c.id in self._final]
+            waiting = {
+                e.call_id: e
+                for e in self._events
+                if e.status is Status.awaiting_approval and e.call_id not in self._final
+            }
+        return finals, list(waiting.values())
+
 
 class AsyncBatchHandle:
     """The same handle for asyncio: results arrive on the event loop without a

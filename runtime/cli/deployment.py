@@ -18,7 +18,7 @@ from runtime.settings import get_settings
 
 @app.command()
 def up() -> None:
-    """Start a private Redis, a reads and an effects worker, and Flower."""
+    """Start a private Redis, a reads and an effects worker, Flower and the HTTP gateway."""
     from runtime.stack import embedded as stack
 
     settings = get_settings()
@@ -29,7 +29,7 @@ def up() -> None:
             markup=False,
         )
         return
-    record = stack.start_stack(settings, supervise=True)
+    record = stack.start_stack(settings, supervise=True, gateway=True)
     out.print(
         f"redis   {address(record.redis_url)} (password in {settings.home / stack.RECORD})",
         markup=False,
@@ -51,6 +51,9 @@ def up() -> None:
             f"password in {settings.home / stack.RECORD})",
             markup=False,
         )
+    if record.gateway:
+        out.print(f"gateway {record.gateway['url']} (keys: `toolrun keys create NAME --role ...`)",
+                  markup=False)  # fmt: skip
 
 
 @app.command()

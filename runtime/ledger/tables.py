@@ -170,8 +170,38 @@ class PlanRow(SQLModel, table=True):
     body: Any = _json_column()
 
 
+class ApiKeyRow(SQLModel, table=True):
+    """A key of the HTTP gateway (docs/architecture.md, "The HTTP gateway").
+    Only a SHA-256 of the secret is kept: the secret is shown once, at creation,
+    and is long and random enough that a slow hash would add nothing."""
+
+    __tablename__ = "toolrun_api_key"
+
+    id: str = Field(primary_key=True)  # the public part of the token, which finds the row
+    name: str = Field(unique=True, index=True)  # recorded as the approver, the canceller
+    role: str  # submitter, approver, admin
+    secret_hash: str
+    workspace_roots: Any = _json_column()  # list of directories; None: no confinement (admin)
+    max_mode: str | None = None  # the most permissive mode a submitter may ask for
+    created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class BatchOwnerRow(SQLModel, table=True):
+    """Which gateway key submitted a batch: a key sees only its own batches."""
+
+    __tablename__ = "toolrun_batch_owner"
+
+    batch_id: str = Field(primary_key=True)
+    key_id: str = Field(index=True)
+    key_name: str
+    format: str | None = None  # the provider dialect of a submitted message, for its reply
+    at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+
+
 TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__, ApprovalRow.__table__,
-          EndRow.__table__, PlanRow.__table__]  # fmt: skip
+          EndRow.__table__, PlanRow.__table__, ApiKeyRow.__table__,
+          BatchOwnerRow.__table__]  # fmt: skip
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {
     "mode", "risk", "effect", "rule", "source", "reason", "policy_version", "approver",

@@ -22,6 +22,8 @@ from pydantic import SecretStr
 from runtime.errors import StackError
 from runtime.ledger import schema
 from runtime.settings import PREFIX, Settings
+from runtime.stack.gateway import needles as gateway_needles
+from runtime.stack.gateway import start_gateway
 from runtime.stack.processes import (
     Target,
     free_port,
@@ -163,10 +165,12 @@ def start_stack(
     extra_env: dict[str, str] | None = None,
     redis_server: str | None = None,
     supervise: bool = False,
+    gateway: bool = False,
 ) -> StackRecord:
     """Migrate the ledger, then start Redis (unless TOOLRUN_REDIS_URL names one),
     workers and Flower; record them. `supervise`: and a supervisor that
-    restarts a worker that dies or stops answering (`runtime.stack.supervisor`).
+    restarts a worker that dies or stops answering (`runtime.stack.supervisor`);
+    `gateway`: and the HTTP gateway (`toolrun serve`) on loopback.
 
     Returns once every part answers. If a part fails, what was started is
     stopped again and StackError says which part and quotes its log.
@@ -208,6 +212,10 @@ def start_stack(
             record.flower = start_flower(settings, redis_url=redis_url)
             started.append((record.flower["pid"], _flower_needles(record.flower)))
         _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
+        if gateway:
+            env = _child_env(settings, redis_url, extra_env)
+            record.gateway = start_gateway(settings, env=env, timeout=STARTUP_TIMEOUT)
+            started.append((record.gateway["pid"], gateway_needles(record.gateway)))
         record.save()
         if supervise:
             log = home / "logs" / "supervisor.log"
@@ -242,12 +250,14 @@ def stop_stack(home: Path) -> bool:
 
 
 def _targets(record: StackRecord) -> list[Target]:
-    """Flower, the workers, then Redis, each with what its command line must show."""
+    """Flower, the gateway, the workers, then Redis, each with what its command line must show."""
     targets: list[Target] = []
     if record.supervisor_pid:
         targets.append((record.supervisor_pid, _supervisor_needles(Path(record.home).resolve())))
     if record.flower:
         targets.append((record.flower["pid"], _flower_needles(record.flower)))
+    if record.gateway:
+        targets.append((record.gateway["pid"], gateway_needles(record.gateway)))
     targets += [(worker["pid"], _worker_needles(worker)) for worker in record.workers]
     if record.redis_pid:
         targets.append((record.redis_pid, redis_needles(record.redis_url)))

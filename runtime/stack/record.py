@@ -32,6 +32,11 @@ class FlowerInfo(TypedDict):
     pid: int
 
 
+class GatewayInfo(TypedDict):
+    url: str
+    pid: int
+
+
 @dataclass
 class StackRecord:
     home: Path
@@ -42,6 +47,7 @@ class StackRecord:
     flower: FlowerInfo | None = None
     signing_key: str | None = None  # HMAC key shared by this stack's client and workers
     supervisor_pid: int | None = None  # `runtime.stack.supervisor`, which restarts lost workers
+    gateway: GatewayInfo | None = None  # `toolrun serve`, when `toolrun up` started it
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)

@@ -28,7 +28,7 @@ from typing import Any
 import celery
 from rich.console import Console
 
-from tests.benchmarks import baseline, compare, redaction_time, report
+from tests.benchmarks import baseline, compare, gateway, redaction_time, report
 from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 
@@ -46,6 +46,8 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "p5_calls": (64, 16, "P5: sleeping reads in the batch (more than one worker's slots)"),
     "p5_sleep": (0.1, 0.05, "P5: seconds each read sleeps"),
     "p6_calls": (10_000, 200, "P6: calls each reads worker has run when its peak RSS is read"),
+    "g1_samples": (100, 5, "G1: one-call batches over HTTP per repetition"),
+    "g2_calls": (1000, 40, "G2: no-op reads through the gateway per repetition"),
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
 }
 
@@ -104,6 +106,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))
         console.log(f"R1: a 32 KiB result redacted {options.r1_samples} times x {options.repeats}")
         found.append(redaction_time.figure(options))
+        found += gateway.measure(options, bench, console)
         pools = {
             "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second "
             "half)",

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1")
+FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1", "G1", "G2")
 
 
 @dataclass(frozen=True)

@@ -250,3 +250,38 @@ def test_the_flower_service_answers_behind_basic_auth(started, deployment, env):
         assert error.code == 401
     with urllib.request.urlopen(url + "healthcheck", timeout=5) as answer:
         assert answer.read() == b"OK"
+
+
+def test_the_gateway_service_serves_a_batch_to_a_key(started, deployment, env, workspace):
+    gateway = compose.service("gateway", env)
+    environment = service_env(
+        "gateway", env, deployment["redis_url"], deployment["database"], deployment["home"]
+    )
+    port = str(processes.free_port())
+    argv = [port if arg == "8000" else arg for arg in compose.local_argv(gateway["command"])]
+    argv[argv.index("0.0.0.0")] = "127.0.0.1"
+    made = subprocess.run(
+        [*compose.local_argv(["toolrun"]), "keys", "create", "orchestrator", "--role",
+         "submitter", "--workspace-root", str(workspace)],
+        env=environment, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    pid, log = started(argv, "gateway", environment)
+    check = gateway["healthcheck"]["test"][-1].replace("8000", port)
+    deadline = time.monotonic() + 40
+    while subprocess.run([sys.executable, "-c", check], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline and processes.is_alive(pid), log.read_text()[-2000:]
+        time.sleep(0.2)
+    (workspace / "g.txt").write_text("through the gateway\n")
+    body = json.dumps({"calls": [{"id": "g", "name": "read_file", "arguments": {"path": "g.txt"}}],
+                       "workspace": str(workspace), "mode": "auto"}).encode()  # fmt: skip
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    url = f"http://127.0.0.1:{port}/v1/batches"
+    with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=30) as answer:
+        batch_id = json.loads(answer.read())["batch_id"]
+    request = urllib.request.Request(f"{url}/{batch_id}?wait=30", headers=headers)
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        state = json.loads(answer.read())
+    assert [r["status"] for r in state["results"]] == ["ok"]
+    assert "through the gateway" in json.dumps(state["results"][0])

@@ -1,0 +1,50 @@
+"""Which batches and approvals a key may see (docs/architecture.md, "The HTTP
+gateway"): its own batches, every batch for an admin key; approvals of any
+batch in its roots for an approver key. A batch a key may not see is a 404,
+as one that does not exist, so ids cannot be probed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.batch.handle import BatchHandle
+from runtime.gateway.keys import Key, Role
+from runtime.gateway.problems import NotFound
+from runtime.gateway.roles import within
+from runtime.ledger.tables import BatchOwnerRow
+
+
+@dataclass(frozen=True)
+class Seen:
+    handle: BatchHandle
+    owner: BatchOwnerRow | None
+
+
+def batch(gateway: Any, key: Key, batch_id: str) -> Seen:
+    owner = gateway.keys.owner(batch_id)
+    if key.role is not Role.admin and (owner is None or owner.key_id != key.id):
+        raise NotFound(f"no batch {batch_id!r} for key {key.name!r}")
+    handle = gateway.handles.get(batch_id)
+    if handle is None:
+        raise NotFound(f"no batch {batch_id!r}")
+    return Seen(handle, owner)
+
+
+def approvals(gateway: Any, key: Key, rows: list) -> list:
+    """The pending approvals `key` may see among `rows`."""
+    if key.role is Role.admin:
+        return rows
+    if key.role is Role.approver:
+        if key.roots is None:
+            return rows
+        places = {row.batch_id: _workspace(gateway, row.batch_id) for row in rows}
+        return [row for row in rows if places[row.batch_id] and
+                within(places[row.batch_id], key.roots)]  # fmt: skip
+    own = gateway.keys.owned(key.id, sorted({row.batch_id for row in rows}))
+    return [row for row in rows if row.batch_id in own]
+
+
+def _workspace(gateway: Any, batch_id: str) -> str | None:
+    row = gateway.runtime.ledger.batch(batch_id)
+    return row.workspace if row else None

@@ -1,0 +1,68 @@
+"""The HTTP gateway: an ASGI app over one `Runtime` (docs/architecture.md,
+"The HTTP gateway"). It holds the signing key, the Redis URL and the ledger URL;
+its clients hold only their API keys, and it signs task messages on behalf of
+the keys it has authenticated."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from runtime.client import Runtime
+from runtime.gateway import approvals, batches, problems, service
+from runtime.gateway.bodies import BodyLimit
+from runtime.gateway.handles import Handles
+from runtime.gateway.metrics import CountRequests, Metrics
+from runtime.ledger.keys import Keys
+from runtime.results.redaction import redact
+from runtime.settings import Settings, get_settings
+
+
+class RedactedJSON(JSONResponse):
+    """Every JSON body the gateway returns passes the redactor, whatever route made it."""
+
+    def render(self, content: Any) -> bytes:
+        return super().render(redact(content))
+
+
+@dataclass
+class Gateway:
+    runtime: Runtime
+    keys: Keys
+    handles: Handles
+    metrics: Metrics
+    org_allows: list[str]  # what a submitter key's batch rules may allow
+
+
+def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    runtime = runtime or Runtime(settings)
+    org = runtime.policies.org.get("permissions", {})
+    gateway = Gateway(runtime=runtime, keys=Keys(runtime.ledger), handles=Handles(runtime),
+                      metrics=Metrics(), org_allows=list(org.get("allow", [])))  # fmt: skip
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        runtime.close(cancel=False)  # the batches are the clients', and go on in the cluster
+
+    app = FastAPI(
+        title="toolrun",
+        version="1",
+        lifespan=lifespan,
+        default_response_class=RedactedJSON,
+        docs_url=None,  # no HTML pages (they load scripts from a CDN); /openapi.json stays
+        redoc_url=None,
+        description="Runs AI agents' tool calls: batches, events, approvals.",
+    )
+    app.state.gateway = gateway
+    problems.install(app)
+    for router in (batches.router, approvals.router, service.router):
+        app.include_router(router)
+    app.add_middleware(BodyLimit, limit=settings.gateway_max_body_bytes)
+    app.add_middleware(CountRequests, metrics=gateway.metrics)
+    return app

@@ -1,0 +1,163 @@
+"""Routes of batches: submit, state (long poll), events (SSE), reply, cancel
+(docs/architecture.md, "The HTTP gateway"). The shapes follow the Python
+client: `Runtime.submit`/`submit_message`, `handle.stream()`, `handle.reply()`."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from sse_starlette import EventSourceResponse
+from starlette.concurrency import run_in_threadpool
+
+from runtime import adapters
+from runtime.gateway import access, events, roles
+from runtime.gateway.auth import bearer
+from runtime.gateway.keys import Key, Role
+from runtime.gateway.problems import Problem
+from runtime.types import Mode
+
+log = logging.getLogger("toolrun.gateway")
+router = APIRouter(prefix="/v1/batches", tags=["batches"])
+MAX_WAIT = 60.0  # seconds a long poll may hold a request
+Authorized = Annotated[Key, Depends(bearer)]
+
+
+class Submission(BaseModel):
+    """A toolrun batch (`calls`) or a provider message (`message`), with
+    `Runtime.submit`'s options. The batch's key is the `Idempotency-Key` header."""
+
+    model_config = ConfigDict(extra="forbid")
+    calls: list[dict[str, Any]] | None = Field(None, description='[{"id", "name", "arguments"}]')
+    message: dict[str, Any] | list[Any] | None = Field(
+        None, description="An Anthropic, OpenAI chat or Responses message, as the provider sent it."
+    )
+    format: Literal["anthropic", "openai", "responses"] | None = None
+    mode: Mode | None = None
+    workspace: str | None = Field(None, max_length=4096)
+    on_error: Literal["stop", "continue"] | None = None
+    timeout: float | None = Field(None, gt=0, le=86400)
+    rules: dict[Literal["allow", "ask", "deny"], list[str]] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Submission:
+        if (self.calls is None) == (self.message is None):
+            raise ValueError("give exactly one of `calls` (a toolrun batch) or `message`")
+        return self
+
+
+@router.post("", status_code=202)
+def submit(submission: Submission, request: Request, response: Response, key: Authorized,
+           idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+           ) -> dict[str, Any]:  # fmt: skip
+    """Start a batch and answer at once. The same `Idempotency-Key` again (from
+    the same key) answers the same batch and runs nothing twice."""
+    roles.require(key, Role.submitter)
+    gateway = request.app.state.gateway
+    options = {
+        "mode": roles.mode_for(key, submission.mode),
+        "workspace": roles.workspace_for(key, submission.workspace),
+        "on_error": submission.on_error, "timeout": submission.timeout,
+        "rules": submission.rules,
+        # Keys are per gateway key, so two clients' keys never meet in one batch.
+        "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
+    }  # fmt: skip
+    roles.rules_for(key, submission.rules, gateway.org_allows)
+    handle = gateway.handles.submit(submission.calls, submission.message, submission.format,
+                                    **options)  # fmt: skip
+    gateway.keys.own(handle.batch_id, key_id=key.id, key_name=key.name, format=handle.format)
+    gateway.metrics.batches.inc()
+    log.info("batch submitted by key %s: %d calls in %s mode", key.name,
+             len(handle.batch.calls), options["mode"].value,
+             extra={"batch_id": handle.batch_id, "call_id": None})  # fmt: skip
+    response.headers["Location"] = f"/v1/batches/{handle.batch_id}"
+    return {"batch_id": handle.batch_id, **_links(handle.batch_id)}
+
+
+@router.get("/{batch_id}")
+async def state(
+    batch_id: str,
+    request: Request,
+    key: Authorized,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
+) -> dict[str, Any]:
+    """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
+    seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
+    await events.settled(seen.handle, wait)
+    finals, waiting = seen.handle.so_far()
+    batch = seen.handle.batch
+    return {"batch_id": batch_id, "state": "ended" if seen.handle.done else "running",
+            "mode": batch.mode.value, "workspace": batch.workspace,
+            "calls": [call.id for call in batch.calls],
+            "results": [events.body(result) for result in finals],
+            "awaiting_approval": [events.body(notice) for notice in waiting],
+            "submitted_by": seen.owner.key_name if seen.owner else None}  # fmt: skip
+
+
+@router.get("/{batch_id}/events")
+async def stream(
+    batch_id: str,
+    request: Request,
+    key: Authorized,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    """One event per result as it ends (`result`), a `notice` for a call that
+    waits for approval, then `end`. Reconnect with `Last-Event-ID` to resume."""
+    sent = events.cursor(last_event_id)
+    gateway = request.app.state.gateway
+    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+
+    async def counted():
+        gateway.metrics.streams.inc()
+        try:
+            async for event in events.stream(seen.handle, sent,
+                                             on_event=gateway.metrics.events.inc):  # fmt: skip
+                yield event
+        finally:
+            gateway.metrics.streams.dec()
+
+    return EventSourceResponse(counted(), ping=15, sep="\n")  # plain LF: the simplest parsers cope
+
+
+@router.get("/{batch_id}/reply")
+async def reply(batch_id: str, request: Request, key: Authorized,
+                format: Literal["anthropic", "openai", "responses"] | None = None,
+                wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0) -> Any:  # fmt: skip
+    """What to send the model next, in the message's dialect (or `format`),
+    once every call has ended (409 before; `wait` holds the request)."""
+    seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
+    await events.settled(seen.handle, wait)
+    if not seen.handle.done:
+        raise Problem(
+            409,
+            "batch still running",
+            f"batch {batch_id} has calls still open; read its events or wait",
+        )
+    dialect = format or (seen.owner.format if seen.owner else None) or seen.handle.format
+    if dialect is None:
+        raise Problem(
+            422,
+            "format required",
+            "this batch was a toolrun batch: give ?format=anthropic|openai|responses",
+        )
+    return adapters.reply(dialect, seen.handle.results(), seen.handle.kinds)
+
+
+@router.post("/{batch_id}/cancel", status_code=202)
+def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
+    """Cancel the batch; its events end it call by call, as `handle.cancel()` does."""
+    roles.require(key, Role.submitter)
+    gateway = request.app.state.gateway
+    access.batch(gateway, key, batch_id)
+    gateway.runtime.cancel(batch_id, by=key.name)
+    log.info("batch cancelled by key %s", key.name, extra={"batch_id": batch_id, "call_id": None})
+    return {"batch_id": batch_id, "cancelled_by": key.name}
+
+
+def _links(batch_id: str) -> dict[str, str]:
+    base = f"/v1/batches/{batch_id}"
+    return {"state": base, "events": f"{base}/events", "reply": f"{base}/reply",
+            "cancel": f"{base}/cancel"}  # fmt: skip

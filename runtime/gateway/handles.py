@@ -1,0 +1,56 @@
+"""The gateway's handles on batches: one per batch in this process, whether it
+submitted the batch or attached to it, shared by every stream and poll of it
+(docs/architecture.md, "The HTTP gateway")."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from runtime.batch.handle import BatchHandle
+from runtime.client import Runtime
+from runtime.errors import InvalidBatch
+
+KEEP_ENDED = 1024  # handles of ended batches kept for their readers; open ones are always kept
+
+
+class Handles:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._handles: OrderedDict[str, BatchHandle] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def submit(self, calls: Any, message: Any, format: Any, **options: Any) -> BatchHandle:
+        """`Runtime.submit` (`calls`) or `submit_message` (`message` in `format`,
+        or detected); the same key again gives this process's handle of that batch."""
+        if message is not None:
+            handle = self.runtime.submit_message(message, format, **options)
+        else:
+            handle = self.runtime.submit(calls, **options)
+        with self._lock:
+            known = self._handles.get(handle.batch_id)
+            if known is not None:
+                return known
+            self._keep(handle)
+        return handle
+
+    def get(self, batch_id: str) -> BatchHandle | None:
+        """This process's handle of the batch, attaching to it if need be;
+        None if the ledger has no such batch."""
+        with self._lock:
+            handle = self._handles.get(batch_id)
+            if handle is None:
+                try:
+                    handle = self.runtime.attach(batch_id)
+                except InvalidBatch:
+                    return None
+                self._keep(handle)
+            self._handles.move_to_end(batch_id)
+            return handle
+
+    def _keep(self, handle: BatchHandle) -> None:
+        self._handles[handle.batch_id] = handle
+        ended = [bid for bid, h in self._handles.items() if h.done]
+        for batch_id in ended[: max(0, len(ended) - KEEP_ENDED)]:
+            del self._handles[batch_id]

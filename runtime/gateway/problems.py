@@ -1,0 +1,90 @@
+"""RFC 9457 problem details: every error the gateway answers is one
+`application/problem+json` body, made here (docs/architecture.md, "The HTTP gateway").
+Bad input is a 4xx; a 500 means a fault of the gateway, never of the request."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from runtime.errors import ConfigurationError, InvalidBatch, LedgerUnavailable
+from runtime.results.redaction import redact
+
+log = logging.getLogger("toolrun.gateway")
+MEDIA_TYPE = "application/problem+json"
+
+
+class Problem(Exception):
+    def __init__(self, status: int, title: str, detail: str, **extra) -> None:
+        super().__init__(detail)
+        self.status, self.title, self.detail, self.extra = status, title, detail, extra
+
+
+class Unauthorized(Problem):
+    def __init__(self, detail: str) -> None:
+        super().__init__(401, "unauthorized", detail)
+
+
+class Forbidden(Problem):
+    def __init__(self, detail: str) -> None:
+        super().__init__(403, "forbidden", detail)
+
+
+class NotFound(Problem):
+    def __init__(self, detail: str) -> None:
+        super().__init__(404, "not found", detail)
+
+
+def response(status: int, title: str, detail: str, instance: str | None = None,
+             **extra) -> JSONResponse:  # fmt: skip
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if instance:
+        body["instance"] = instance
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(redact({**body, **extra}), status_code=status, media_type=MEDIA_TYPE,
+                        headers=headers)  # fmt: skip
+
+
+def install(app: FastAPI) -> None:
+    """Every way a request can fail becomes a problem body."""
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, error: Problem) -> JSONResponse:
+        return response(error.status, error.title, error.detail, request.url.path, **error.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+                  for e in error.errors()]  # fmt: skip
+        said = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        if any(e.get("type") == "json_invalid" for e in error.errors()):
+            return response(400, "malformed JSON", said, request.url.path, errors=errors)
+        return response(422, "invalid request", said, request.url.path, errors=errors)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, error: HTTPException) -> JSONResponse:
+        title = HTTPStatus(error.status_code).phrase.lower()
+        return response(error.status_code, title, str(error.detail), request.url.path)
+
+    @app.exception_handler(InvalidBatch)
+    async def _batch(request: Request, error: InvalidBatch) -> JSONResponse:
+        return response(422, "invalid batch", str(error), request.url.path)
+
+    @app.exception_handler(ConfigurationError)
+    async def _rules(request: Request, error: ConfigurationError) -> JSONResponse:
+        return response(422, "invalid rules", str(error), request.url.path)
+
+    @app.exception_handler(LedgerUnavailable)
+    async def _ledger(request: Request, error: LedgerUnavailable) -> JSONResponse:
+        log.error("ledger unavailable: %s", error)
+        return response(503, "ledger unavailable", "the ledger cannot be reached; try again")
+
+    @app.exception_handler(Exception)
+    async def _fault(request: Request, error: Exception) -> JSONResponse:
+        log.exception("fault serving %s %s", request.method, request.url.path)
+        return response(500, "internal error", "the gateway failed; its log says why")

@@ -1,0 +1,78 @@
+"""The gateway's keys and which key submitted each batch, in the ledger
+(docs/architecture.md, "The HTTP gateway"). Only hashes of secrets are stored;
+minting and checking a token is `runtime.gateway.keys`'s job."""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import select
+
+from runtime.errors import ConfigurationError, LedgerRefused
+from runtime.ledger.store import Ledger
+from runtime.ledger.tables import ApiKeyRow, BatchOwnerRow, utc_now
+
+OWNERS = BatchOwnerRow.__table__
+
+
+class Keys:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def add(self, row: ApiKeyRow) -> None:
+        """Store a new key; a name in use (revoked or not) is refused, so a
+        name in the ledger's approver column always means one key."""
+
+        taken = select(ApiKeyRow.id).where(ApiKeyRow.name == row.name)
+
+        def work(session) -> bool:
+            if session.exec(taken).first() is not None:
+                return False
+            session.add(row)
+            return True
+
+        try:
+            added = self.ledger.transaction(work)
+        except LedgerRefused:  # the unique name, taken by a concurrent create
+            added = False
+        if not added:
+            raise ConfigurationError(f"a key named {row.name!r} exists already")
+
+    def get(self, key_id: str) -> ApiKeyRow | None:
+        return self.ledger.transaction(lambda s: s.get(ApiKeyRow, key_id), write=False)
+
+    def all(self) -> list[ApiKeyRow]:
+        query = select(ApiKeyRow).order_by(ApiKeyRow.created_at)
+        return self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
+
+    def revoke(self, name: str) -> bool:
+        """False if no live key has that name."""
+        statement = (
+            update(ApiKeyRow)
+            .where(ApiKeyRow.name == name, ApiKeyRow.revoked_at.is_(None))
+            .values(revoked_at=utc_now())
+        )
+        return self.ledger.transaction(lambda s: s.exec(statement).rowcount == 1)
+
+    def own(self, batch_id: str, *, key_id: str, key_name: str, format: str | None) -> None:
+        """Record the submitter of a batch, once: a repeated submit (the same
+        idempotency key) keeps the first record."""
+        row = {"batch_id": batch_id, "key_id": key_id, "key_name": key_name, "format": format,
+               "at": utc_now()}  # fmt: skip
+
+        def work(connection) -> None:
+            make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+            connection.execute(make(OWNERS).values(**row).on_conflict_do_nothing())
+
+        self.ledger.transaction(work, core=True)
+
+    def owner(self, batch_id: str) -> BatchOwnerRow | None:
+        return self.ledger.transaction(lambda s: s.get(BatchOwnerRow, batch_id), write=False)
+
+    def owned(self, key_id: str, batch_ids: list[str]) -> set[str]:
+        """Those of `batch_ids` that `key_id` submitted."""
+        query = select(BatchOwnerRow.batch_id).where(
+            BatchOwnerRow.key_id == key_id, BatchOwnerRow.batch_id.in_(batch_ids)
+        )
+        return set(self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False))

@@ -1,0 +1,110 @@
+"""G1 and G2: the HTTP gateway against the Python client it wraps, on the
+bench's stack (docs/architecture.md, "The HTTP gateway"). The gateway is a
+process of its own (`toolrun serve`), reached over loopback HTTP with a
+submitter key; the baseline is `Runtime.submit` in this process.
+
+G1: a 1-call no-op batch, submit to its result (POST, then a long poll).
+G2: no-op reads through the gateway, batches of `p3_batch`, `p3_window` in
+flight from one thread, as P3 runs them through the Python client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from runtime.gateway.keys import Role, mint
+from runtime.ledger.keys import Keys
+from runtime.stack.gateway import needles, start_gateway
+from runtime.stack.processes import stop_process
+from tests.benchmarks import figures
+from tests.benchmarks.compare import repeated
+from tests.benchmarks.report import Figure, Target
+from tests.benchmarks.tools import NOOP
+
+WAIT = 60  # seconds of each long poll
+
+
+@contextmanager
+def client(bench) -> Iterator[httpx.Client]:
+    """A gateway on the bench's stack and a keep-alive client holding a submitter key."""
+    settings, record, runtime = bench.settings, bench.record, bench.runtime
+    env = dict(os.environ) | {
+        "TOOLRUN_HOME": str(settings.home), "TOOLRUN_REDIS_URL": record.redis_url,
+        "TOOLRUN_DATABASE_URL": record.database_url, "TOOLRUN_TOOL_MODULES": settings.tool_modules,
+        "TOOLRUN_USER_SETTINGS_FILE": str(runtime.settings.user_settings_file),
+        "TOOLRUN_SIGNING_KEY": record.signing_key, "PYTHONPATH": os.getcwd(),
+    }  # fmt: skip
+    running = start_gateway(settings, env=env, timeout=60)
+    token = mint(Keys(runtime.ledger), f"bench-{time.time_ns()}", Role.submitter,
+                 roots=[str(bench.sides.workspace)])  # fmt: skip
+    try:
+        with httpx.Client(base_url=running["url"], timeout=WAIT + 30,
+                          headers={"Authorization": f"Bearer {token}"}) as http:  # fmt: skip
+            yield http
+    finally:
+        stop_process(running["pid"], needles=needles(running))
+
+
+def _start(http: httpx.Client, workspace, size: int) -> str:
+    body = {"calls": figures.make_calls(NOOP, size), "mode": "auto", "workspace": str(workspace)}
+    response = http.post("/v1/batches", json=body)
+    response.raise_for_status()
+    return response.json()["batch_id"]
+
+
+def _finish(http: httpx.Client, batch_id: str, figure: str) -> None:
+    state = http.get(f"/v1/batches/{batch_id}", params={"wait": WAIT}).json()
+    bad = [r for r in state["results"] if r["status"] != "ok"]
+    if state["state"] != "ended" or bad:
+        raise figures.BenchError(f"{figure}: the gateway answered {state}")
+
+
+def g1(http: httpx.Client, workspace, samples: int) -> list[float]:
+    def one() -> float:
+        began = time.perf_counter()
+        _finish(http, _start(http, workspace, 1), "G1")
+        return time.perf_counter() - began
+
+    return [one() for _ in range(samples)]
+
+
+def g2(http: httpx.Client, workspace, calls: int, size: int, window: int) -> float:
+    began = time.perf_counter()
+    figures._pump(calls, size, window, lambda: _start(http, workspace, size),
+                  lambda batch_id: _finish(http, batch_id, "G2"))  # fmt: skip
+    return figures.batches(calls, size) * size / (time.perf_counter() - began)
+
+
+def measure(options: argparse.Namespace, bench, console) -> list[Figure]:
+    sides, o = bench.sides, options
+    with client(bench) as http:
+        console.log(f"G1: {o.g1_samples} one-call batches over HTTP x {o.repeats}")
+        ours, theirs = repeated(
+            lambda: g1(http, sides.workspace, o.g1_samples),
+            lambda: figures.p1_toolrun(sides, o.g1_samples),
+            o.repeats,
+        )
+        latency = Figure(
+            "G1", "1-call batch over HTTP, p50", "ms", Target("ratio", "<=", 1.5),
+            [round(figures.percentile(r, 0.5) * 1000, 3) for r in ours],
+            [round(figures.percentile(r, 0.5) * 1000, 3) for r in theirs],
+            note="POST /v1/batches, then GET ?wait=; baseline: Runtime.submit(...).results()",
+        )  # fmt: skip
+        console.log(f"G2: {o.g2_calls} no-op reads through the gateway x {o.repeats}")
+        ours, theirs = repeated(
+            lambda: g2(http, sides.workspace, o.g2_calls, o.p3_batch, o.p3_window),
+            lambda: figures.p3_toolrun(sides, o.g2_calls, o.p3_batch, o.p3_window),
+            o.repeats,
+        )
+        throughput = Figure(
+            "G2", f"calls/s through the gateway, batches of {o.p3_batch}", "calls/s",
+            Target("ratio", ">=", 0.5), ours, theirs,
+            note=f"{o.p3_window} batches in flight from one thread; baseline: the Python client",
+        )  # fmt: skip
+    return [latency, throughput]

@@ -1,0 +1,85 @@
+"""Approvals through a gateway in another process: who sees them, who answers
+them, and that the ledger records the answering key's name."""
+
+from __future__ import annotations
+
+from runtime.gateway.keys import Role
+from runtime.ledger.tables import EventKind
+from tests.support.gateway import sse
+
+
+def _waiting(gateway, token, space, name="w.txt"):
+    body = {"calls": [{"id": "w", "name": "write_file",
+                       "arguments": {"path": name, "content": "first"}}],
+            "workspace": str(space), "mode": "default"}  # fmt: skip
+    with gateway.client(token) as client:
+        batch_id = client.post("/v1/batches", json=body).json()["batch_id"]
+        with client.stream("GET", f"/v1/batches/{batch_id}/events") as response:
+            assert next(sse(response))["event"] == "notice"
+    return batch_id
+
+
+def _listed(client, batch_id):
+    approvals = client.get("/v1/approvals", params={"batch": batch_id}).json()["approvals"]
+    return [(row["batch_id"], row["call_id"]) for row in approvals]
+
+
+def test_an_approver_key_answers_and_the_ledger_names_it(gateway, keys, space):
+    batch_id = _waiting(gateway, keys["submitter"], space)
+    with gateway.client(keys["approver"]) as bob:
+        assert _listed(bob, batch_id) == [(batch_id, "w")]
+        path = f"/v1/batches/{batch_id}/calls/w/approve"
+        answer = bob.post(path, json={"arguments": {"path": "w.txt", "content": "edited"}})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["by"] == "test_approvals-bob"
+        again = bob.post(path)
+        assert again.status_code == 409
+        assert again.headers["content-type"] == "application/problem+json"
+    with gateway.client(keys["submitter"]) as alice:
+        state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
+    assert [r["status"] for r in state["results"]] == ["ok"]
+    assert (space / "w.txt").read_text() == "edited"
+    given = [e for e in gateway.ledger.events(batch_id, "w") if e.kind == EventKind.approval_given]
+    assert [e.approver for e in given] == ["test_approvals-bob"]
+
+
+def test_a_denial_carries_its_reason_to_the_model(gateway, keys, space):
+    batch_id = _waiting(gateway, keys["submitter"], space)
+    with gateway.client(keys["admin"]) as admin:
+        path = f"/v1/batches/{batch_id}/calls/w/deny"
+        assert admin.post(path, json={"reason": "not on a Friday"}).status_code == 200
+        state = admin.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
+    [result] = state["results"]
+    assert result["status"] == "denied"
+    assert "not on a Friday" in result["model_message"]
+    refused = [e for e in gateway.ledger.events(batch_id, "w")
+               if e.kind == EventKind.approval_refused]  # fmt: skip
+    assert [e.approver for e in refused] == ["test_approvals-root"]
+
+
+def test_approvals_are_seen_by_their_submitter_and_approvers_in_reach(gateway, keys, space,
+                                                                      tmp_path):  # fmt: skip
+    batch_id = _waiting(gateway, keys["submitter"], space)
+    elsewhere = gateway.key("approvals-far-away", Role.approver, roots=[tmp_path])
+    with gateway.client(keys["submitter"]) as alice:
+        assert _listed(alice, batch_id) == [(batch_id, "w")]
+    with gateway.client(keys["other"]) as oscar, gateway.client(elsewhere) as far:
+        assert _listed(oscar, batch_id) == []
+        assert _listed(far, batch_id) == []
+        assert far.post(f"/v1/batches/{batch_id}/calls/w/approve").status_code == 404
+    with gateway.client(keys["approver"]) as bob:
+        assert bob.post(f"/v1/batches/{batch_id}/calls/w/deny").status_code == 200
+
+
+def test_updated_arguments_the_tool_cannot_take_end_the_call_not_the_gateway(gateway, keys, space):
+    batch_id = _waiting(gateway, keys["submitter"], space)
+    with gateway.client(keys["approver"]) as bob:
+        body = b'{"arguments": {"path": "w.txt", "content": "\\ud800", "extra": 1}}'
+        answer = bob.post(f"/v1/batches/{batch_id}/calls/w/approve", content=body,
+                          headers={"Content-Type": "application/json"})  # fmt: skip
+        assert answer.status_code in (200, 409, 422), answer.text
+    with gateway.client(keys["submitter"]) as alice:
+        state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
+    assert state["state"] == "ended"
+    assert [r["status"] for r in state["results"]] != ["ok"]
+    assert not (space / "w.txt").exists()

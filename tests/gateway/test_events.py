@@ -1,0 +1,73 @@
+"""The event stream's cursor: a reconnecting client gets exactly what its last
+event's id lacks, whatever order the results reached this process in."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runtime.batch.handle import BatchHandle
+from runtime.gateway.events import cursor, stream
+from runtime.gateway.problems import Problem
+from runtime.results import endings
+from runtime.types import Batch, ErrorInfo, Status, ToolCall, ToolResult
+
+
+def _handle(n: int) -> BatchHandle:
+    calls = [ToolCall(id=f"c{i}", name="read_file", arguments={}) for i in range(n)]
+    return BatchHandle(Batch(id="b", calls=calls, workspace="/"), services=None)
+
+
+def _end(call_id: str) -> ToolResult:
+    return ToolResult(
+        call_id=call_id,
+        tool="read_file",
+        status=Status.error,
+        model_message="m",
+        summary="s",
+        error=ErrorInfo(kind="k", message="m"),
+    )
+
+
+async def _collect(handle, sent=0, feed=()):
+    got = []
+
+    async def run():
+        async for event in stream(handle, sent):
+            got.append(event)
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(0)
+    for result in feed:
+        (handle._notice if result.status is Status.awaiting_approval else handle._add)(result)
+        await asyncio.sleep(0)
+    await asyncio.wait_for(task, 5)
+    return got
+
+
+def test_a_resumed_stream_sends_only_what_the_cursor_lacks():
+    handle = _handle(3)
+    notice = endings.awaiting_approval("c1", "read_file", "asks")
+    first = asyncio.run(_collect(handle, feed=[_end("c2"), notice, _end("c0"), _end("c1")]))
+    assert [e["event"] for e in first] == ["result", "notice", "result", "result", "end"]
+    after_two = cursor(first[1]["id"])
+    # Another process learnt them in another order: the cursor still says which were sent.
+    again = asyncio.run(_collect(handle, after_two))
+    assert [(e["event"], e.get("id") and e["data"].count('"c0"')) for e in again[:-1]] == [
+        ("result", 1), ("result", 0)]  # fmt: skip
+    assert asyncio.run(_collect(handle, cursor(first[3]["id"])))[0]["event"] == "end"
+
+
+def test_a_notice_after_its_final_result_is_not_sent():
+    handle = _handle(1)
+    handle._add(_end("c0"))
+    handle._notice(endings.awaiting_approval("c0", "read_file", "asks"))
+    assert [e["event"] for e in asyncio.run(_collect(handle))] == ["result", "end"]
+
+
+def test_a_cursor_that_is_not_ours_is_a_400():
+    assert cursor(None) == 0
+    for text in ("zz", "-", "-1", " 1", "1" * 100_001):
+        with pytest.raises(Problem):
+            cursor(text)

@@ -1,0 +1,47 @@
+"""A real non-Python client: `agent_loop.mjs` on the machine's `node`, with its
+built-in fetch and no npm packages, runs three turns against a gateway in
+another process, answering an approval with an approver key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runtime.ledger.tables import EventKind
+
+NODE = shutil.which("node")
+SCRIPT = Path(__file__).with_name("agent_loop.mjs")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed on this machine")
+def test_a_node_agent_loop_runs_three_turns_with_an_approval(gateway, keys, space):
+    (space / "README.md").write_text("a workspace for node\n")
+    env = {
+        "GATEWAY_URL": gateway.url,
+        "SUBMITTER_KEY": keys["submitter"],
+        "APPROVER_KEY": keys["approver"],
+        "WORKSPACE": str(space),
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run([NODE, str(SCRIPT)], env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    first, second, third = out["turns"]
+    assert first["results"] == [{"call_id": "toolu_1", "status": "ok"}]
+    assert second["notices"] == ["toolu_2"]
+    assert second["approvedBy"] == ["test_node_client-bob"]
+    assert second["results"] == [{"call_id": "toolu_2", "status": "ok"}]
+    assert sorted(r["call_id"] for r in third["results"]) == ["toolu_3", "toolu_4"]
+    replies = out["conversation"][2::2]
+    assert [block["tool_use_id"] for block in replies[2]["content"]] == ["toolu_3", "toolu_4"]
+    assert "seen by node" in json.dumps(replies[2]["content"][0])
+    assert (space / "NOTES.md").read_text() == "seen by node\n"
+    given = gateway.ledger.events(second["batch_id"], "toolu_2")
+    assert [e.approver for e in given if e.kind == EventKind.approval_given] == [
+        "test_node_client-bob"
+    ]
