@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from runtime.types import Batch, Risk, Status, ToolResult
 
 log = logging.getLogger("toolrun.batch")
 WAKE_SECONDS = 1.0  # how often a waiting handle also reads what the ledger holds
+DEADLINE_GRACE = 2.0  # seconds past the deadline before a follower ends the batch itself
 LEDGER_EVERY = 5  # wakes between two reads of the ledger's ends (Redis may have lost some)
 
 
@@ -79,12 +81,14 @@ class BatchRun:
         self.done: dict[str, ToolResult] = {}
         self.noticed: set[str] = set()
         self.inbox: Inbox | None = None
+        self.deadline: float | None = None  # epoch seconds
 
     def start(self, policy: Policy, *, deadline: float, key: str | None) -> None:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
         run now and its side effects end unrun (fail closed)."""
         batch, services = self.batch, self.services
+        self.deadline = deadline
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
         admissions = [admit(call, registry=services.registry, mode=batch.mode,
                             workspace=Path(batch.workspace), policy=policy,
@@ -113,6 +117,8 @@ class BatchRun:
 
     def attach(self) -> None:
         self.inbox = self.services.transport.watch(self.batch.id)
+        row = self.services.approvals.ledger.batch(self.batch.id)
+        self.deadline = row.deadline_at.timestamp() if row and row.deadline_at else None
         for result in batches.ends(self.services.approvals.ledger, self.batch.id).values():
             self._end(result)
         for row in self.services.approvals.pending(self.batch.id):
@@ -133,6 +139,8 @@ class BatchRun:
                     else:
                         self._end(result)
                 wakes += 1
+                if self.deadline is not None and time.time() >= self.deadline + DEADLINE_GRACE:
+                    self._past_deadline()  # the sweep's job, unless no worker is alive to do it
                 if wakes % LEDGER_EVERY == 0:  # an end announced while Redis was away
                     ledger = self.services.approvals.ledger
                     for call_id, result in batches.ends(ledger, self.batch.id).items():
@@ -142,6 +150,12 @@ class BatchRun:
             log.warning("batch %s: stopped following its results: %s", self.batch.id, error)
         finally:
             self.services.transport.unwatch(self.batch.id)
+
+    def _past_deadline(self) -> None:
+        try:
+            self.services.advancer.advance(self.batch.id)
+        except Exception as error:  # noqa: BLE001 - the next wake tries again
+            log.warning("batch %s: could not end it at its deadline: %s", self.batch.id, error)
 
     def end_now(self) -> None:
         """The caller stopped waiting: the batch's open calls end as at its deadline."""

@@ -52,9 +52,10 @@ class RemoteTool:
     config: ServerConfig
     tool: str
     asks_roots: bool = False  # the server asked for roots when it was listed
+    paths: tuple[str, ...] = ()  # its path-like arguments
 
     def __call__(self, arguments: Any, ctx: ToolContext) -> ToolOutput:
-        sent = arguments_of(arguments)
+        sent = anchored(arguments_of(arguments), self.paths, ctx.workspace)
         result = run(
             self.server,
             self.config,
@@ -63,6 +64,22 @@ class RemoteTool:
             roots_first=self.asks_roots,
         )
         return output(result)
+
+
+def anchored(arguments: dict[str, Any], paths: tuple[str, ...], workspace: Path) -> dict[str, Any]:
+    """Relative path arguments made absolute in the workspace, as the gate
+    checked them: a server resolves a relative path against its own
+    directories, which may be wider than the batch's workspace (until it has
+    applied the roots it was sent)."""
+
+    def absolute(value: Any) -> Any:
+        if isinstance(value, str) and value and not value.startswith("file:"):
+            return value if Path(value).is_absolute() else str(Path(workspace) / value)
+        if isinstance(value, list):
+            return [absolute(item) for item in value]
+        return value
+
+    return {k: absolute(v) if k in paths else v for k, v in arguments.items()}
 
 
 @dataclass(frozen=True)
