@@ -22,6 +22,7 @@ from pathlib import Path
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
 from runtime.batch.audit import BatchAudit
+from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger import batches
@@ -142,14 +143,19 @@ class BatchRun:
                 if self.deadline is not None and time.time() >= self.deadline + DEADLINE_GRACE:
                     self._past_deadline()  # the sweep's job, unless no worker is alive to do it
                 if wakes % LEDGER_EVERY == 0:  # an end announced while Redis was away
-                    ledger = self.services.approvals.ledger
-                    for call_id, result in batches.ends(ledger, self.batch.id).items():
+                    for call_id, result in self._ledger_ends().items():
                         if call_id in waiting:
                             self._end(result)
         except Exception as error:  # noqa: BLE001 - the batch goes on without this process
             log.warning("batch %s: stopped following its results: %s", self.batch.id, error)
         finally:
             self.services.transport.unwatch(self.batch.id)
+
+    def _ledger_ends(self) -> dict[str, ToolResult]:
+        try:
+            return batches.ends(self.services.approvals.ledger, self.batch.id)
+        except LedgerUnavailable:  # Redis still brings what workers announce
+            return {}
 
     def _past_deadline(self) -> None:
         try:

@@ -65,8 +65,9 @@ class Approvals:
 
         def work(connection) -> bool:
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            statement = make(APPROVALS).values(**row).on_conflict_do_nothing()
-            return connection.execute(statement).rowcount == 1
+            statement = (make(APPROVALS).values(**row).on_conflict_do_nothing()
+                         .returning(APPROVALS.c.call_id))  # fmt: skip
+            return connection.execute(statement).first() is not None
 
         stored = self.ledger.transaction(work, core=True)
         if stored:

@@ -148,8 +148,9 @@ def claim_end(connection: Connection | Session, end: dict[str, Any]) -> bool:
         connection.get_bind().dialect if isinstance(connection, Session) else connection.dialect
     )
     make = postgresql_insert if dialect.name == "postgresql" else sqlite_insert
-    statement = make(ENDS).values(**end).on_conflict_do_nothing()
-    return connection.execute(statement).rowcount == 1
+    # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT.
+    statement = make(ENDS).values(**end).on_conflict_do_nothing().returning(ENDS.c.call_id)
+    return connection.execute(statement).first() is not None
 
 
 def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
