@@ -16,7 +16,7 @@ import pytest
 from runtime.settings import PREFIX, Settings
 from tests.support import compose
 
-SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower", "gateway"}
+SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower", "gateway", "autoheal"}
 WORKERS = {"reads": ("prefork", "reads@%h"), "effects": ("prefork", "effects@%h")}
 SECRET = re.compile(r"PASSWORD|SECRET|SIGNING_KEY|TOKEN|BASIC_AUTH|REDISCLI_AUTH", re.I)
 
@@ -126,6 +126,19 @@ def test_workers_have_their_own_queue_pool_and_a_node_name_per_replica(spec, env
     assert int(reads) > int(effects)
     for name in WORKERS:  # a worker that exits comes back
         assert compose.service(name, env)["restart"] == "unless-stopped"
+
+
+def test_a_worker_that_turns_unhealthy_is_restarted(spec, env):
+    """Compose restarts what exits; the autoheal service restarts a labelled worker
+    whose healthcheck (a ping to its own node) fails."""
+    watcher = compose.service("autoheal", env)
+    label = watcher["environment"]["AUTOHEAL_CONTAINER_LABEL"]
+    assert watcher["restart"] == "unless-stopped"
+    assert "/var/run/docker.sock:/var/run/docker.sock:ro" in watcher["volumes"]
+    for name in WORKERS:
+        service = compose.service(name, env)
+        assert service["labels"][label] == "true"
+        assert "inspect ping" in service["healthcheck"]["test"][1]
 
 
 def test_flower_asks_for_credentials_from_the_env_file(spec, env):

@@ -73,6 +73,12 @@ def deny(
 def _pending(runtime, call_id: str, batch: str | None):
     rows = [row for row in runtime.pending_approvals(batch) if row.call_id == call_id]
     if not rows:
+        asked = runtime.approvals.find(call_id, batch)
+        if any(row.status == "expired" or row.status == "pending" for row in asked):
+            fail(f"the approval of call {call_id!r} expired; it can no longer be answered "
+                 "and the call ends denied", code=1)  # fmt: skip
+        if asked:
+            fail(f"call {call_id!r} was answered already ({asked[0].status})", code=1)
         fail(f"no call {call_id!r} is waiting for approval")
     if len(rows) > 1:
         fail(f"call id {call_id!r} waits in several batches; name one with --batch")

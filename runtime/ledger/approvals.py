@@ -109,6 +109,13 @@ class Approvals:
         key = {"batch_id": batch_id, "call_id": call_id}
         return self.ledger.transaction(lambda s: s.get(ApprovalRow, key), write=False)
 
+    def find(self, call_id: str, batch_id: str | None = None) -> list[ApprovalRow]:
+        """Every request for `call_id` (in `batch_id`), whatever its state."""
+        query = select(ApprovalRow).where(ApprovalRow.call_id == call_id)
+        if batch_id is not None:
+            query = query.where(ApprovalRow.batch_id == batch_id)
+        return self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
+
     def of_batch(self, batch_id: str) -> dict[str, ApprovalRow]:
         query = select(ApprovalRow).where(ApprovalRow.batch_id == batch_id)
         rows = self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)

@@ -1,5 +1,6 @@
 """Approvals end to end through real workers, answered from a second process."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,15 +24,15 @@ def call(call_id, name, **arguments):
 def answer(stack, user_settings):
     """Run `toolrun approve|deny ...` as another process, as a human's CLI would."""
 
-    def run(*args):
+    def run(*args, code=0):
         env = {**os.environ, "TOOLRUN_HOME": str(stack.home), "TOOLRUN_REDIS_URL": stack.redis_url,
                "TOOLRUN_DATABASE_URL": stack.database_url,
                "TOOLRUN_TOOL_MODULES": "tests.support.tools",
                "TOOLRUN_USER_SETTINGS_FILE": str(user_settings)}  # fmt: skip
         done = subprocess.run([TOOLRUN, *args], env=env, capture_output=True, text=True,
                               timeout=60)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        assert done.returncode == code, done.stderr
+        return done.stdout if code == 0 else done.stderr
 
     return run
 
@@ -114,6 +115,34 @@ def test_an_unanswered_approval_expires(stack, user_settings, workspace):
         assert marks(workspace, "effects") == []
     finally:
         rt.close()
+
+
+def test_an_expired_approval_cannot_be_answered_from_the_cli(stack, user_settings, workspace,
+                                                             answer):  # fmt: skip
+    from runtime.client import Runtime
+
+    settings = Settings(home=stack.home, redis_url=stack.redis_url,
+                        database_url=stack.database_url, tool_modules="tests.support.tools",
+                        user_settings_file=user_settings, approval_timeout=0.5)  # fmt: skip
+    rt = Runtime(settings)
+    try:
+        handle = rt.submit([call("late", "bump", label="x")], mode="default", workspace=workspace)
+        [result] = handle.results(timeout=60)
+        assert result.status is Status.denied
+        said = answer("approve", "late", "--batch", handle.batch_id, code=1)
+        assert "expired" in said and "Traceback" not in said
+        assert marks(workspace, "effects") == []
+    finally:
+        rt.close()
+
+
+def test_toolrun_watch_follows_a_batch_from_another_process(runtime, workspace, answer):
+    handle = runtime.submit([call("a", "nap", label="a"), call("b", "nap", label="b")],
+                            mode="auto", workspace=workspace)  # fmt: skip
+    printed = answer("watch", handle.batch_id, "--json")
+    shown = json.loads(printed)
+    assert shown["batch_id"] == handle.batch_id
+    assert [(r["call_id"], r["status"]) for r in shown["results"]] == [("a", "ok"), ("b", "ok")]
 
 
 def test_only_the_first_answer_counts(runtime, workspace):
