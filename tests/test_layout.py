@@ -10,13 +10,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Imports inside functions only for optional dependencies (MCP), the CLI's start-up time,
-# the client's lazy `Runtime`, provider formats loaded on first use, and the Request
-# class Celery loads by name before the tasks module that names it has finished.
+# the client's lazy `Runtime`, and the Request class Celery loads by name before the
+# tasks module that names it has finished.
 LAZY_ALLOWED = {
     "runtime/__init__.py",
     "runtime/cli/",
     "runtime/mcp/servers.py",
-    "runtime/adapters/__init__.py",
     "workers/request.py",
 }
 

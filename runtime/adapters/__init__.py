@@ -16,18 +16,23 @@ ignored.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
+from runtime.adapters import anthropic, mcp, openai
+from runtime.adapters.common import description, plain, require, result_text
 from runtime.errors import InvalidBatch
+from runtime.gate.permissions import offered
+from runtime.gate.policy import Policy, PolicySources
 from runtime.registry.capabilities import CapabilitySpec
+from runtime.settings import get_settings
 from runtime.types import Mode, ToolCall, ToolResult
 
-if TYPE_CHECKING:
-    from runtime.gate.policy import Policy
+__all__ = ["definitions", "description", "detect", "parse", "plain", "reply", "require",
+           "result_text"]  # fmt: skip
+
 
 Format = Literal["anthropic", "openai", "responses"]
 DefinitionFormat = Literal["anthropic", "openai", "responses", "mcp"]
@@ -57,8 +62,6 @@ def parse(message: Any, format: Format | None = None) -> ModelTurn:
     chosen = format or detect(data)
     if chosen not in FORMATS:
         raise InvalidBatch(f"unknown format {chosen!r}; use one of {', '.join(FORMATS)}")
-    from runtime.adapters import anthropic, openai
-
     reader = {
         "anthropic": anthropic.calls,
         "openai": openai.chat_calls,
@@ -74,8 +77,6 @@ def reply(
     or a list of OpenAI `tool` messages, or a list of Responses output items
     (`function_call_output`, or what another kind of call is answered with,
     by `kinds`: call id → `ToolCall.kind`); one entry per result, in order."""
-    from runtime.adapters import anthropic, openai
-
     writers = {
         "anthropic": anthropic.reply,
         "openai": openai.chat_reply,
@@ -102,10 +103,6 @@ def definitions(
     rules), else as in a trusted workspace without rules. A tool the gate would
     refuse whatever its arguments is left out; one that would ask stays, except
     in `auto`, where nobody can answer."""
-    from runtime.adapters import anthropic, openai
-    from runtime.gate.permissions import offered
-    from runtime.mcp import servers as mcp
-
     makers = {
         "anthropic": anthropic.definition,
         "openai": openai.chat_definition,
@@ -116,9 +113,6 @@ def definitions(
         raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(DEFINITION_FORMATS)}")
     if mode is not None:
         if policy is None and workspace is not None:
-            from runtime.gate.policy import PolicySources
-            from runtime.settings import get_settings
-
             policy = PolicySources(get_settings()).policy_for(Path(workspace))
         specs = [spec for spec in specs if offered(spec, Mode(mode), policy)]
     return [makers[format](spec) for spec in specs]
@@ -155,33 +149,6 @@ def detect(data: Any) -> Format:
         "or its content list, an OpenAI chat completion message, or Responses output items "
         f"(or pass the format: {', '.join(FORMATS)})"
     )
-
-
-def plain(message: Any) -> Any:
-    """An SDK object (pydantic) as its JSON; JSON as it is."""
-    if hasattr(message, "model_dump"):
-        return message.model_dump(mode="json", by_alias=True, exclude_none=True)
-    if isinstance(message, list | tuple):
-        return [plain(item) for item in message]
-    if isinstance(message, dict):
-        return {key: plain(value) for key, value in message.items()}
-    return message
-
-
-def result_text(result: ToolResult) -> str:
-    """The text the model reads for a result; never empty (some providers
-    refuse an empty tool result)."""
-    return result.model_message or "(no output)"
-
-
-def description(spec: CapabilitySpec) -> str:
-    """The tool's description with its docstring indentation removed."""
-    return inspect.cleandoc(spec.description)
-
-
-def require(condition: bool, message: str) -> None:
-    if not condition:
-        raise InvalidBatch(message)
 
 
 def _types(items: list) -> set[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from runtime.adapters import description, require, result_text
+from runtime.adapters.common import description, require, result_text
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import ToolCall, ToolResult
 

@@ -21,7 +21,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from runtime.adapters import description
 from runtime.registry.capabilities import CapabilitySpec, Registry
 from runtime.types import Risk
 
@@ -30,34 +29,6 @@ SEPARATOR = "__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _discovered: dict[tuple[str, str], list[CapabilitySpec]] = {}
-
-
-def definition(spec: CapabilitySpec) -> dict[str, Any]:
-    """A registry tool as an MCP `Tool`, its annotations derived from its risk."""
-    return {
-        "name": spec.name,
-        "description": description(spec),
-        "inputSchema": spec.input_model.model_json_schema(),
-        "annotations": annotations_for(spec.risk, spec.idempotent),
-    }
-
-
-def annotations_for(risk: Risk, idempotent: bool) -> dict[str, bool]:
-    """What the runtime knows of a tool, said as MCP hints. Unknown risk says
-    the most cautious thing (the hints' own defaults)."""
-    if risk is Risk.read:
-        return {
-            "readOnlyHint": True,
-            "destructiveHint": False,
-            "idempotentHint": True,
-            "openWorldHint": False,
-        }
-    return {
-        "readOnlyHint": False,
-        "destructiveHint": risk in (Risk.destructive, Risk.unknown),
-        "idempotentHint": idempotent and risk is not Risk.unknown,
-        "openWorldHint": risk in (Risk.external, Risk.unknown),
-    }
 
 
 def risk_of(annotations: Any, *, trusted: bool) -> tuple[Risk, bool]:

@@ -16,10 +16,11 @@ import mcp.types
 import pytest
 
 from runtime import adapters
+from runtime.adapters.mcp import annotations_for
 from runtime.errors import ConfigurationError, ToolError
 from runtime.mcp.config import ServerConfig, load_servers
 from runtime.mcp.schema import arguments_of, input_model
-from runtime.mcp.servers import annotations_for, register_servers, risk_of, tool_name
+from runtime.mcp.servers import register_servers, risk_of, tool_name
 from runtime.mcp.session import STOP_GRACE, ServerTimeout, list_tools
 from runtime.registry.capabilities import Registry, ToolContext
 from runtime.registry.loading import load_tools
