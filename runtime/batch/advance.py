@@ -238,7 +238,8 @@ class Advancer:
         if not self.transport.mark_sent(plan.batch.id, [call_id]):
             return False
         stage = plan.calls[call_id].stage
-        size, last = len(plan.stages[stage].calls), stage == len(plan.stages) - 1
+        size = sum(plan.calls[c].effect != "refused" for c in plan.stages[stage].calls) or 1
+        last = stage == len(plan.stages) - 1
         signer = Signer(self.key, plan.batch, plan.policy, reply_to=plan.reply_to)
         message = signer.message(again, again.decision.source.removeprefix("approval:"),
                                  stage=(stage, size, last))  # fmt: skip

@@ -80,7 +80,10 @@ def build(
     stages = stages_of(admissions, _is_read)
     calls: dict[str, PlannedCall] = {}
     for index, stage in enumerate(stages):
-        where = (index, len(stage.calls), index == len(stages) - 1)
+        # A stage's size counts the calls a worker will end: a refused call ended at
+        # submit, and the worker that ends the last of the others moves the batch on.
+        sent = sum(isinstance(a, Admitted) for a in stage.calls)
+        where = (index, max(sent, 1), index == len(stages) - 1)
         for admission in stage.calls:
             calls[admission.call.id] = _planned(admission, where, sign)
     refused = {a.call.id for a in admissions if isinstance(a, Refused)}

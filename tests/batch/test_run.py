@@ -132,3 +132,14 @@ def test_an_unanswered_approval_expires_and_its_call_is_denied(rt, workspace):
     assert rt.approvals.get(handle.batch_id, "a").status == "expired"
     assert not handle.approve("a", by="late")  # an expired approval cannot be answered
     assert labels(workspace) == []
+
+
+def test_a_refused_read_does_not_hold_its_stage_back(rt, workspace):
+    """A refused call ends at submit and never reaches a worker: the stage moves
+    on when the worker ends the last call that was sent (not 15 s later, when
+    the sweep would find the batch)."""
+    batch = [call("r", "nap", label="a"), call("bad", "nap", label=None),
+             call("w", "bump", label="w")]  # fmt: skip
+    results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(5)
+    assert [r.status for r in results] == [Status.ok, Status.invalid_arguments, Status.ok]
+    assert labels(workspace) == ["w"]
