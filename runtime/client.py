@@ -63,7 +63,7 @@ class Runtime:
         ledger: Ledger | None = None,
     ) -> None:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
-        `runtime.transport.memory.MemoryTransport` to run batches in process."""
+        `runtime.worker.memory.MemoryTransport` to run batches in process."""
         self.settings = settings
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
@@ -85,7 +85,7 @@ class Runtime:
         self._handles: list[BatchHandle] = []  # this runtime's batches, until they end
         self._closed = False
         advancer = Advancer(ledger=self.ledger, registry=self.registry, key=key,
-                            transport=transport, approvals=self.approvals)  # fmt: skip
+                            queue=transport, state=transport, approvals=self.approvals)  # fmt: skip
         self.services = Services(registry=self.registry, approvals=self.approvals,
                                  transport=transport, advancer=advancer, key=key,
                                  approval_timeout=settings.approval_timeout,

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from uuid import uuid4
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class Risk(StrEnum):
@@ -145,5 +145,18 @@ class CallMessage(BaseModel):
     stage: int | None = None  # the batch's stage this call belongs to,
     stage_size: int = 1  # how many calls it holds,
     last_stage: bool = False  # and whether it is the batch's last
-    then: list[dict[str, Any]] = Field(default_factory=list)  # the chain's next steps
+    then: list[CallMessage] = Field(default_factory=list)  # the chain's next steps, each signed
     signature: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The message as the broker carries it (JSON-ready)."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> CallMessage | None:
+        """The message a broker delivered, or None if it is too malformed to
+        name a call (nobody to answer)."""
+        try:
+            return cls.model_validate(raw)
+        except ValidationError:
+            return None

@@ -5,7 +5,6 @@ redacted, call-tagged logs, and Flower's `/metrics` behind its basic auth.
 
 from __future__ import annotations
 
-import gc
 import sys
 from contextvars import Token
 
@@ -32,15 +31,6 @@ def _no_banner_in_json_logs(instance=None, **_: object) -> None:
     """The startup banner is printed, not logged: a JSON log goes without it."""
     if instance is not None and get_settings().log_format == "json":
         instance.quiet = True
-
-
-@signals.worker_init.connect
-def _share_memory_with_pool_processes(**_: object) -> None:
-    """Pool processes are forked from this one: objects the collector never
-    visits stay on pages the children share, instead of each child copying
-    them (the tool registry, pydantic models, SQLAlchemy)."""
-    gc.collect()
-    gc.freeze()
 
 
 @signals.task_prerun.connect

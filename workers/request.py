@@ -28,7 +28,7 @@ class CallRequest(Request):
         from workers import tasks  # loaded by now: this class is named by its task
 
         message = self._args[0] if self._args else None
-        self.time_limits = (tasks.hard_limit(message), None)
+        self.time_limits = (tasks.worker().hard_limit(message), None)
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if soft:
@@ -36,11 +36,12 @@ class CallRequest(Request):
         if self.worker_pid:
             _kill(self.worker_pid)
         super().on_timeout(soft, timeout)
-        if self._args and isinstance(self._args[0], dict):
+        if self._args:
             from workers import tasks
 
-            threading.Thread(target=tasks.end_killed, args=(self._args[0], timeout, self.hostname),
-                             name="killed-call", daemon=True).start()  # fmt: skip
+            threading.Thread(target=tasks.worker().end_killed, args=(self._args[0], timeout),
+                             kwargs={"name": self.hostname}, name="killed-call",
+                             daemon=True).start()  # fmt: skip
 
 
 def _kill(pid: int) -> None:

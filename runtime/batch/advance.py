@@ -19,7 +19,8 @@ from pathlib import Path
 
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import Answer, End, Steps, View, next_steps
-from runtime.errors import LedgerUnavailable
+from runtime.batch.signer import Signer
+from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
@@ -30,9 +31,7 @@ from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
-from runtime.transport.base import Transport
-from runtime.transport.channel import LOST
-from runtime.transport.outbox import Signer
+from runtime.transport.base import BatchState, Queue
 from runtime.types import Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.batch")
@@ -41,10 +40,10 @@ ROUNDS = 4  # passes of one advance: an end decided in one may let the next stag
 
 
 class Advancer:
-    def __init__(self, *, ledger: Ledger, registry: Registry, key: bytes, transport: Transport,
-                 approvals: Approvals) -> None:  # fmt: skip
+    def __init__(self, *, ledger: Ledger, registry: Registry, key: bytes, queue: Queue,
+                 state: BatchState, approvals: Approvals) -> None:  # fmt: skip
         self.ledger, self.registry, self.key = ledger, registry, key
-        self.transport, self.approvals = transport, approvals
+        self.queue, self.state, self.approvals = queue, state, approvals
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
@@ -52,7 +51,7 @@ class Advancer:
         try:
             body = batches.plan(self.ledger, batch_id)
         except LedgerUnavailable:  # the copy Redis keeps lets reads and sends go on
-            body = self.transport.plan(batch_id)
+            body = self.state.plan(batch_id)
         if body is None:
             return True  # ended (its plan is gone), or never recorded
         plan = BatchPlan.model_validate(body)
@@ -83,7 +82,7 @@ class Advancer:
     def cancel(self, batch_id: str, *, by: str) -> None:
         """No call of the batch starts from now on; calls running get a short
         grace to end with their own result (the sweep ends them after it)."""
-        self.transport.cancel(batch_id, by=by)
+        self.state.cancel(batch_id, by=by)
         batches.mark_cancelled(self.ledger, batch_id, by=by)
         self.advance(batch_id)
 
@@ -113,7 +112,7 @@ class Advancer:
                       mode=plan.batch.mode.value, **fields)  # fmt: skip
         won = self.ledger.transaction(lambda c: write_ends(c, [row])[0], core=True)
         if won:
-            self.transport.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
+            self.state.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
         return won
 
     def _view(self, plan: BatchPlan, expire: bool) -> View:
@@ -126,19 +125,18 @@ class Advancer:
             log.warning("batch %s: ledger unavailable, going on from Redis: %s",
                         plan.batch.id, error)  # fmt: skip
             now = max(time.time(), plan.deadline) if expire else time.time()
-            return View(ends=self.transport.ends(plan.batch.id),
-                        sent=self.transport.sent(plan.batch.id),
-                        started=self.transport.started(plan.batch.id), approvals={},
-                        cancelled_at=time.time() if self.transport.cancelled(plan.batch.id)
+            return View(ends=self.state.ends(plan.batch.id), sent=self.state.sent(plan.batch.id),
+                        started=self.state.started(plan.batch.id), approvals={},
+                        cancelled_at=time.time() if self.state.cancelled(plan.batch.id)
                         else None, now=now)  # fmt: skip
 
     def _known(self, plan: BatchPlan, expire: bool) -> View:
         batch_id = plan.batch.id
         try:
-            sent, started = self.transport.sent(batch_id), self.transport.started(batch_id)
-            flagged = self.transport.cancelled(batch_id)
-        except LOST as error:  # Redis down: what it held is unknown, the ledger still counts
-            log.warning("batch %s: Redis unreachable: %s", batch_id, error)
+            sent, started = self.state.sent(batch_id), self.state.started(batch_id)
+            flagged = self.state.cancelled(batch_id)
+        except StateUnavailable as error:  # what it held is unknown, the ledger still counts
+            log.warning("batch %s: %s", batch_id, error)
             sent, started, flagged = {}, set(), False
         row = self.ledger.batch(batch_id)
         cancelled = row.cancelled_at.timestamp() if row and row.cancelled_at else None
@@ -156,8 +154,8 @@ class Advancer:
 
     def _announced(self, batch_id: str) -> dict[str, ToolResult]:
         try:
-            return self.transport.ends(batch_id)
-        except LOST:
+            return self.state.ends(batch_id)
+        except StateUnavailable:
             return {}
 
     def _answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
@@ -195,22 +193,22 @@ class Advancer:
         batch_id = plan.batch.id
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
         ordered = [group for group in groups if not plan.calls[group[0]].read]
-        marked = self.transport.mark_sent(batch_id, reads + [c for g in ordered for c in g])
+        marked = self.state.mark_sent(batch_id, reads + [c for g in ordered for c in g])
         reads = [call_id for call_id in reads if call_id in marked]
         if reads:
-            self.transport.post([plan.calls[c].message for c in reads], parallel=True)
+            self.queue.post([plan.calls[c].message for c in reads], parallel=True)
         for group in ordered:
             if group[0] in marked:
-                self.transport.post([plan.calls[c].message for c in group], parallel=False,
+                self.queue.post([plan.calls[c].message for c in group], parallel=False,
                                     chained=len(group) > 1)  # fmt: skip
 
     def _resend(self, plan: BatchPlan, call_ids: list[str]) -> None:
         """Calls sent a while ago that no worker took: their message was lost."""
         again = [c for c in call_ids if plan.calls[c].effect == "allow"]
-        for call_id in self.transport.mark_sent(plan.batch.id, again, again=True):
+        for call_id in self.state.mark_sent(plan.batch.id, again, again=True):
             log.warning("batch %s: %s was sent but never taken; sending it again",
                         plan.batch.id, call_id)  # fmt: skip
-            self.transport.post([plan.calls[call_id].message], parallel=plan.calls[call_id].read)
+            self.queue.post([plan.calls[call_id].message], parallel=plan.calls[call_id].read)
 
     def _ask(self, plan: BatchPlan, call_id: str) -> None:
         planned, call = plan.calls[call_id], plan.call(call_id)
@@ -220,7 +218,7 @@ class Advancer:
                                         timeout=timeout)  # fmt: skip
         if stored:
             notice = endings.awaiting_approval(call_id, planned.tool, planned.reason)
-            self.transport.announce(plan.batch.id, notice, reply_to=plan.reply_to)
+            self.state.announce(plan.batch.id, notice, reply_to=plan.reply_to)
 
     def _run_approved(self, plan: BatchPlan, call_id: str) -> bool:
         """An approved call, admitted again with the arguments the approver gave
@@ -235,7 +233,7 @@ class Advancer:
                       approved_by=row.answered_by or "unknown")  # fmt: skip
         if not isinstance(again, Admitted):
             return self.conclude(plan, End(again.result, again.event), again.decision)
-        if not self.transport.mark_sent(plan.batch.id, [call_id]):
+        if not self.state.mark_sent(plan.batch.id, [call_id]):
             return False
         stage = plan.calls[call_id].stage
         size = sum(plan.calls[c].effect != "refused" for c in plan.stages[stage].calls) or 1
@@ -243,7 +241,7 @@ class Advancer:
         signer = Signer(self.key, plan.batch, plan.policy, reply_to=plan.reply_to)
         message = signer.message(again, again.decision.source.removeprefix("approval:"),
                                  stage=(stage, size, last))  # fmt: skip
-        self.transport.post([message], parallel=plan.calls[call_id].read)
+        self.queue.post([message], parallel=plan.calls[call_id].read)
         return False
 
 

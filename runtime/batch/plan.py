@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from runtime.batch.planner import plan as stages_of
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.decision import Effect
-from runtime.types import Batch, Risk, ToolCall
+from runtime.types import Batch, CallMessage, Risk, ToolCall
 
 CHAIN_STEPS = 32  # ordered steps one chain carries at most
 CHAIN_BYTES = 256 * 1024  # and their messages at most: the chain's first message holds all
@@ -27,7 +27,7 @@ class PlannedCall(BaseModel):
     effect: Literal["allow", "ask", "refused"]
     reason: str = ""
     rule: str = ""
-    message: dict[str, Any] | None = None  # signed; None for a refused call
+    message: CallMessage | None = None  # signed; None for a refused call
     stage: int = 0
 
 
@@ -58,7 +58,7 @@ class BatchPlan(BaseModel):
             call = self.calls[stage.calls[0]]
             if stage.parallel or call.effect != "allow" or call.id in ended:
                 break
-            size += len(str(call.message))
+            size += len(call.message.model_dump_json()) if call.message else 0
             if steps and (len(steps) >= CHAIN_STEPS or size > CHAIN_BYTES):
                 break
             steps.append(call.id)

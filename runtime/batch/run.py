@@ -22,6 +22,7 @@ from pathlib import Path
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
 from runtime.batch.audit import BatchAudit
+from runtime.batch.signer import Signer
 from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
@@ -30,7 +31,6 @@ from runtime.ledger.approvals import Approvals
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import Inbox, Transport
-from runtime.transport.outbox import Signer
 from runtime.types import Batch, Risk, Status, ToolResult
 
 log = logging.getLogger("toolrun.batch")

@@ -14,11 +14,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pydantic import ValidationError
-
-from runtime.errors import LedgerUnavailable
+from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.execution.claims import Begun, Start, begin
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
@@ -32,7 +30,7 @@ from runtime.results import endings
 from runtime.results import formatter as results
 from runtime.settings import Settings
 from runtime.transport import signing
-from runtime.transport.channel import LOST, Board, Look
+from runtime.transport.base import BatchState, Look
 from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.executor")
@@ -52,27 +50,21 @@ Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> publi
 
 
 def execute(
-    raw: dict[str, Any],
+    message: CallMessage,
     *,
     registry: Registry,
     ledger: Ledger,
     settings: Settings,
     key: bytes,
     worker: str | None = None,
-    board: Board | None = None,
-) -> Outcome | None:
+    state: BatchState | None = None,
+) -> Outcome:
     """Check a task message again and run its call; never raises for anything
-    the tool, its input or the message does. None only for a message too
-    malformed to name a call (there is nobody to answer). `board` says whether
-    the batch was cancelled and finds results already published."""
+    the tool, its input or the message does. `state` says whether the batch
+    was cancelled and finds results already published."""
     meta = {"worker": worker, "attempts": 1}
-    try:
-        message = CallMessage.model_validate(raw)
-    except ValidationError:
-        log.error("malformed task message refused")
-        return None
     call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
-    if not signing.verify(raw, key):
+    if not signing.genuine(message, key):
         # Not sent by a client holding the key, or altered on the way: never run.
         decision = Decision.deny(
             "the task message is unsigned or its signature does not match; it was not run",
@@ -86,12 +78,12 @@ def execute(
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
     if admission.spec.risk is not Risk.read and not admission.spec.idempotent:
-        return _claimed(admission, message, ledger, settings, worker, board)
-    return _at_least_once(admission, message, ledger, settings, worker, board)
+        return _claimed(admission, message, ledger, settings, worker, state)
+    return _at_least_once(admission, message, ledger, settings, worker, state)
 
 
 def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
-                   worker: str | None, board: Board | None) -> Outcome:  # fmt: skip
+                   worker: str | None, state: BatchState | None) -> Outcome:  # fmt: skip
     """A read or an idempotent call: safe to run again, so nothing is claimed.
     Its deliveries are counted in Redis, and its started, retried and finished
     rows are written together once it ends: one ledger transaction per call.
@@ -99,11 +91,11 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
     whose first worker was lost, shows its start at once.)"""
     call_id, tool = message.call_id, admission.spec.name
     look = Look(cancelled=False, delivery=1, result=None)
-    if board is not None:
+    if state is not None:
         try:
-            look = board.look(message.batch_id, call_id)
-        except LOST as error:  # Redis is down: publishing the result will wait for it
-            log.warning("cannot read the board before %s: %s", call_id, error)
+            look = state.look(message.batch_id, call_id)
+        except StateUnavailable as error:  # Redis is down: publishing the result will wait for it
+            log.warning("cannot look at %s before running it: %s", call_id, error)
     meta = {"worker": worker, "attempts": look.delivery}
     if look.result is not None:  # a redelivered message: the call has ended already
         return Outcome(look.result, False)
@@ -132,11 +124,11 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
 
 
 def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
-             worker: str | None, board: Board | None) -> Outcome:  # fmt: skip
+             worker: str | None, state: BatchState | None) -> Outcome:  # fmt: skip
     """A side effect that is not idempotent: it runs only if this delivery
     claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
-    if board is not None and _cancelled(board, message.batch_id):
+    if state is not None and _cancelled(state, message.batch_id):
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     try:
@@ -145,7 +137,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)
         return _later(ledger, message, refused)
-    recall = (lambda b, c: _recall(board, b, c)) if board is not None else (lambda b, c: None)
+    recall = (lambda b, c: _recall(state, b, c)) if state is not None else (lambda b, c: None)
     early = _early_end(begun, message, spec.name, worker, recall)
     if early is not None:
         if begun.start is Start.finished:
@@ -162,20 +154,20 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
     return _record(ledger, message, result)
 
 
-def _cancelled(board: Board, batch_id: str) -> bool:
-    """The batch's cancel flag; with Redis down, not cancelled (the claim decides)."""
+def _cancelled(state: BatchState, batch_id: str) -> bool:
+    """The batch's cancel flag; with the state away, not cancelled (the claim decides)."""
     try:
-        return board.cancelled(batch_id)
-    except LOST as error:
+        return state.cancelled(batch_id)
+    except StateUnavailable as error:
         log.warning("cannot read the cancel flag of batch %s: %s", batch_id, error)
         return False
 
 
-def _recall(board: Board, batch_id: str, call_id: str) -> ToolResult | None:
-    """A result already published; with Redis down, None (the ledger's row answers)."""
+def _recall(state: BatchState, batch_id: str, call_id: str) -> ToolResult | None:
+    """A result already published; with the state away, None (the ledger's row answers)."""
     try:
-        return board.recall(batch_id, call_id)
-    except LOST:
+        return state.recall(batch_id, call_id)
+    except StateUnavailable:
         return None
 
 

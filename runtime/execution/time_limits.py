@@ -16,20 +16,12 @@ ends `timeout`; a side effect may have done part of its work, so it ends
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-import redis
-
-from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.results import formatter as results
 from runtime.settings import Settings
-from runtime.transport import channel, signing
-from runtime.types import Risk, Status, ToolResult
-
-log = logging.getLogger("toolrun.worker")
-PUBLISH_PATIENCE = 30.0  # seconds the end waits for Redis to come back
+from runtime.types import CallMessage, Risk, Status, ToolResult
 
 
 def tool_timeout(tool: str | None, registry: Registry, settings: Settings) -> float:
@@ -38,9 +30,9 @@ def tool_timeout(tool: str | None, registry: Registry, settings: Settings) -> fl
     return (spec.timeout if spec is not None else None) or settings.default_timeout
 
 
-def hard_limit(message: Any, registry: Registry, settings: Settings) -> float:
+def hard_limit(message: CallMessage | None, registry: Registry, settings: Settings) -> float:
     """Seconds after which the process running `message` is killed."""
-    tool = message.get("tool") if isinstance(message, dict) else None
+    tool = message.tool if message is not None else None
     return tool_timeout(tool, registry, settings) + settings.kill_grace
 
 
@@ -69,27 +61,3 @@ def killed(call_id: str, tool: str, limit: float, *, read: bool, **meta: Any) ->
             "killed; it may have done part of its work, so check its effect before calling "
             "it again")  # fmt: skip
     return results.failure(call_id, tool, Status.outcome_unknown, text, kind="killed", **meta)
-
-
-def end_killed(message: dict, limit: float, *, worker: str | None, registry: Registry,
-               key: bytes, ledger: Ledger, client: redis.Redis
-               ) -> tuple[ToolResult, bool] | None:  # fmt: skip
-    """The end of a call whose pool process was killed at its hard limit, in
-    the worker's main process once that process is gone, recorded through the
-    ledger's compare-and-set: (the result, whether this ended the call), or
-    None for a message that never ran a tool. A result the process published
-    before it was killed stands."""
-    if not signing.verify(message, key):  # an unsigned message never ran a tool
-        return None
-    batch_id, call_id, tool = message["batch_id"], message["call_id"], message["tool"]
-    try:
-        result = channel.Board(client).recall(batch_id, call_id)
-    except channel.LOST:
-        result = None
-    if result is not None:
-        return result, False
-    result = killed(call_id, tool, limit, read=is_read(tool, registry), worker=worker)
-    log.error("%s ran past its hard limit of %g s; its process was killed", tool, limit)
-    ended: list[bool] = []
-    ledger.eventually(lambda: ended.append(ledger.record_result(batch_id, result)))
-    return result, ended[0] if ended else True

@@ -1,19 +1,24 @@
-"""What a batch needs from the world outside the ledger, as an interface: post
-signed task messages, announce results and notices, keep the marks of what was
-sent and what a worker took, and the batch's cancel flag.
+"""The two seams between a batch and the world outside the ledger.
 
-The batch's rules (runtime/batch/progress.py, carried out by
-runtime/batch/advance.py) speak only to this and to the ledger.
-`transport/cluster.py` implements it on Celery and Redis, for production;
-`transport/memory.py` in one process, for tests of the rules
-(docs/architecture.md, "The batch's rules on a transport").
+`Queue` sends signed task messages to the workers. `BatchState` is what the
+processes of a cluster share about a batch while it runs: the marks of what was
+sent and what a worker took, the ends announced so far and the bus that carries
+them to the client, the copy of the plan, the cancel flag, and the sweep's lock.
+The executor, the advancer, the worker and the client's listener use these and
+nothing else; implementations raise `StateUnavailable` (never their client
+library's own errors) when the state cannot be reached.
+
+`transport/cluster.py` implements both on Celery and Redis, for production;
+`worker/memory.py` in one process, running the same `Worker` on threads
+(docs/architecture.md, "Seams").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.types import ToolResult
+from runtime.types import CallMessage, ToolResult
 
 
 class Inbox(Protocol):
@@ -27,39 +32,37 @@ class Inbox(Protocol):
         ...
 
 
-class Transport(Protocol):
-    def post(self, messages: list[dict[str, Any]], *, parallel: bool, chained: bool = False
-             ) -> bool:  # fmt: skip
-        """Send signed task messages (`chained`: the first carries the others);
-        False if the broker could not take them."""
+@dataclass(frozen=True)
+class Look:
+    """What a worker finds about a call before running it, in one round trip."""
+
+    cancelled: bool  # its batch was cancelled
+    delivery: int  # how many times its message has reached a worker, this time included
+    result: ToolResult | None  # a result already published (a redelivered message)
+
+
+class Queue(Protocol):
+    def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
+        """Send signed task messages (`parallel`: to the reads queue; `chained`:
+        the first carries the others); False if the broker could not take them
+        (what it took may still run: reads are at-least-once, side effects claimed)."""
         ...
 
-    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None) -> None:
-        """Store a call's end where clients and workers find it, and announce it."""
+
+class BatchState(Protocol):
+    reply_to: str | None  # this process's results channel, where its batches' ends arrive
+
+    # The result bus.
+    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None,
+                stage: int | None = None, patience: float = 0.0) -> int | None:  # fmt: skip
+        """Store a call's end where clients and workers find it and announce it;
+        with `stage`, count it as one more end of that stage and return the
+        count. Keeps trying for `patience` seconds while the state is away."""
         ...
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         """Announce a notice (a call waiting for approval); nothing is stored."""
         ...
-
-    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
-        """Mark calls sent now; the ones this call marked (`again`: all of them),
-        so that two processes moving a batch on never both send a call."""
-        ...
-
-    def sent(self, batch_id: str) -> dict[str, float]:
-        """When each call was last sent (epoch seconds); empty after a broker loss."""
-        ...
-
-    def started(self, batch_id: str) -> set[str]:
-        """Calls a worker has taken (reads and idempotent calls count here)."""
-        ...
-
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
-        """A copy of the batch's plan, so it goes on while the ledger is away."""
-        ...
-
-    def plan(self, batch_id: str) -> dict[str, Any] | None: ...
 
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         """The ends announced so far (the ledger holds them once it is there)."""
@@ -71,12 +74,62 @@ class Transport(Protocol):
 
     def unwatch(self, batch_id: str) -> None: ...
 
+    # Marks of what was sent and taken.
+    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+        """Mark calls sent now; the ones this call marked (`again`: all of them),
+        so that two processes moving a batch on never both send a call."""
+        ...
+
+    def sent(self, batch_id: str) -> dict[str, float]:
+        """When each call was last sent (epoch seconds); empty after a loss."""
+        ...
+
+    def started(self, batch_id: str) -> set[str]:
+        """Calls a worker has taken (reads and idempotent calls count here)."""
+        ...
+
+    def look(self, batch_id: str, call_id: str) -> Look:
+        """For a worker about to run a call: count this delivery, and read the
+        cancel flag and any result already published."""
+        ...
+
+    def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
+        """A call's end, if one was published."""
+        ...
+
+    def hand_on(self, batch_id: str, call_id: str) -> bool:
+        """Mark a chain step as having sent its next one; False if it had."""
+        ...
+
+    # The plan's copy and the cancel flag.
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        """A copy of the batch's plan, so it goes on while the ledger is away."""
+        ...
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None: ...
+
     def cancelled(self, batch_id: str) -> bool:
-        """Whether the batch was cancelled (False when that cannot be known)."""
+        """Whether the batch was cancelled."""
         ...
 
     def cancel(self, batch_id: str, *, by: str) -> None:
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
+    # The sweep: one process at a time.
+    def hold_sweep(self, holder: str, seconds: float) -> bool:
+        """Take (or keep) the sweep's lock for `holder`; False if another holds it."""
+        ...
+
+    def release_sweep(self, holder: str) -> None: ...
+
+    def lost(self, holder: str) -> bool:
+        """True once after the state lost what it held (a restart without its
+        append-only file): every open batch must be looked at."""
+        ...
+
     def close(self) -> None: ...
+
+
+class Transport(Queue, BatchState, Protocol):
+    """Both seams in one object, as a `Runtime` is given them."""

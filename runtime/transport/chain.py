@@ -11,24 +11,20 @@ results channel, and ends the steps a broken chain never reached.
 
 from __future__ import annotations
 
-from typing import Any
-
-from runtime.types import Status, ToolResult
-
-THEN = "then"  # the steps after this one, each a signed message
+from runtime.types import CallMessage, Status, ToolResult
 
 
-def link(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def link(messages: list[CallMessage]) -> CallMessage:
     """The first step's message, carrying the others."""
-    return messages[0] | {THEN: messages[1:]}
+    return messages[0].model_copy(update={"then": messages[1:]})
 
 
-def follow(message: dict[str, Any], result: ToolResult) -> dict[str, Any] | None:
+def follow(message: CallMessage, result: ToolResult) -> CallMessage | None:
     """The next step's message once `result` ended this one, or None: the
     chain ends here (no more steps, a cancel, or a failure under `stop`)."""
-    rest = message.get(THEN) or []
+    rest = message.then
     if not rest or result.status is Status.cancelled:
         return None
-    if not result.ok and message.get("on_error", "stop") != "continue":
+    if not result.ok and message.on_error != "continue":
         return None
-    return rest[0] | {THEN: rest[1:]}
+    return rest[0].model_copy(update={"then": rest[1:]})

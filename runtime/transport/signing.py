@@ -3,6 +3,7 @@
 Anyone who can write to Redis can push a task message. The HMAC covers the
 call, its arguments, the policy snapshot and the decision; a worker refuses a
 message that is unsigned, signed with another key, or altered after signing.
+The signature is computed over the message's wire form (`CallMessage.wire`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import hashlib
 import hmac
 import json
 from typing import Any
+
+from runtime.types import CallMessage
 
 FIELD = "signature"
 
@@ -31,3 +34,13 @@ def verify(data: dict[str, Any], key: bytes) -> bool:
     if not isinstance(signature, str) or not signature:
         return False
     return hmac.compare_digest(signature, sign(data, key))
+
+
+def sealed(message: CallMessage, key: bytes) -> CallMessage:
+    """`message` with its signature."""
+    return message.model_copy(update={FIELD: sign(message.wire(), key)})
+
+
+def genuine(message: CallMessage, key: bytes) -> bool:
+    """Whether `message` carries a valid signature under `key`."""
+    return verify(message.wire(), key)

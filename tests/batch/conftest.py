@@ -12,7 +12,7 @@ from runtime.client import Runtime
 from runtime.ledger.store import Ledger
 from runtime.registry.loading import load_tools
 from runtime.settings import Settings
-from runtime.transport.memory import MemoryTransport
+from runtime.worker.memory import MemoryTransport
 
 
 @pytest.fixture(scope="module")

@@ -57,8 +57,8 @@ def test_a_chain_runs_its_steps_in_order_and_a_failure_breaks_it(rt, workspace):
     results = handle.results(10)
     assert [r.status for r in results] == [Status.ok] * 3 + [Status.error, Status.skipped]
     assert labels(workspace) == ["0", "1", "2", "explode"]
-    chained = [m for m in rt.transport.taken if m["batch_id"] == handle.batch_id]
-    assert len(chained[0]["then"]) == 4  # one message carried the chain; workers handed it on
+    chained = [m for m in rt.transport.taken if m.batch_id == handle.batch_id]
+    assert len(chained[0].then) == 4  # one message carried the chain; workers handed it on
 
 
 def test_every_early_end_is_one_result_in_the_models_order(rt, workspace):

@@ -6,7 +6,7 @@ from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
 from runtime.registry.loading import load_tools
 from runtime.settings import Settings
-from runtime.types import Batch, Mode, Status, ToolCall
+from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
 from tests.support.messages import KEY, message
 from tests.support.tools import marks
 
@@ -34,10 +34,13 @@ def env(tmp_path):
         raw = raw or message(
             call_id, tool, arguments, workspace=workspace, batch_id=batch.id, **options
         )
+        decoded = CallMessage.from_wire(raw)
+        if decoded is None:
+            return None
         outcome = execute(
-            raw, registry=registry, ledger=ledger, settings=settings, key=KEY, worker="w@h"
+            decoded, registry=registry, ledger=ledger, settings=settings, key=KEY, worker="w@h"
         )
-        return outcome.result if outcome else None
+        return outcome.result
 
     run.workspace, run.ledger = workspace, ledger
     yield run

@@ -8,7 +8,13 @@ import pytest
 from runtime.execution.time_limits import hard_limit, is_read, killed, overran
 from runtime.registry.loading import load_tools
 from runtime.settings import Settings
-from runtime.types import Status
+from runtime.types import CallMessage, Status
+from tests.support.messages import message
+
+
+def naming(tool: object) -> CallMessage | None:
+    """The message a worker decodes for a call of `tool` (None: malformed)."""
+    return CallMessage.from_wire(message("c", tool, {}, workspace=".") if tool else tool)
 
 
 @pytest.fixture(scope="module")
@@ -18,10 +24,12 @@ def registry():
 
 def test_the_hard_limit_is_the_tools_timeout_plus_the_grace(registry):
     settings = Settings(default_timeout=30, kill_grace=2)
-    assert hard_limit({"tool": "hold_gil_read"}, registry, settings) == 0.5 + 2
-    assert hard_limit({"tool": "read_file"}, registry, settings) == 30 + 2  # no timeout of its own
-    for unknown in ({"tool": "nope"}, {"tool": 7}, {}, None, "text"):  # refused later, bounded now
-        assert hard_limit(unknown, registry, settings) == 30 + 2
+    assert hard_limit(naming("hold_gil_read"), registry, settings) == 0.5 + 2
+    assert hard_limit(naming("read_file"), registry, settings) == 30 + 2  # no timeout of its own
+    for unknown in ("nope", None):  # refused later, bounded now
+        assert hard_limit(naming(unknown), registry, settings) == 30 + 2
+    for malformed in ({"tool": 7}, {}, "text"):
+        assert CallMessage.from_wire(malformed) is None
 
 
 def test_a_stopped_read_times_out_and_a_stopped_side_effect_is_unknown(registry):

@@ -3,7 +3,8 @@ broker never run a tool: the worker answers each with a denied result."""
 
 import redis
 
-from runtime.transport import channel, names
+from runtime.transport import names
+from runtime.transport.redis_state import RedisState
 from runtime.types import Mode, Status
 from tests.support.messages import message
 from tests.support.tools import marks
@@ -21,9 +22,9 @@ def wait_result(stack, batch_id, call_id, timeout=30):
     pubsub.subscribe(names.results_key(batch_id))
     try:
         for _ in range(int(timeout * 10)):
-            stored = channel.stored(client, batch_id, [call_id])
+            stored = RedisState(client).recall(batch_id, call_id)
             if stored:
-                return stored[0]
+                return stored
             pubsub.get_message(timeout=0.1)
     finally:
         pubsub.close()

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from runtime.results import formatter as results
 from runtime.transport import chain, signing
-from runtime.types import Status
+from runtime.types import CallMessage, Status
 from tests.support.messages import KEY, message
 
 
@@ -14,18 +14,18 @@ def result(status: Status = Status.ok):
     return results.failure("c", "bump", status, "no")
 
 
-def steps(on_error: str = "stop") -> list[dict]:
-    return [message(f"c{i}", "bump", {"label": str(i)}, workspace=Path("."), on_error=on_error)
-            for i in range(3)]  # fmt: skip
+def steps(on_error: str = "stop") -> list[CallMessage]:
+    return [CallMessage.from_wire(message(f"c{i}", "bump", {"label": str(i)}, workspace=Path("."),
+                                          on_error=on_error)) for i in range(3)]  # fmt: skip
 
 
 def test_the_first_step_carries_the_rest_and_each_step_hands_on_the_next():
     head = chain.link(steps())
-    assert [m["call_id"] for m in head[chain.THEN]] == ["c1", "c2"]
+    assert [m.call_id for m in head.then] == ["c1", "c2"]
     second = chain.follow(head, result())
-    assert second["call_id"] == "c1" and [m["call_id"] for m in second[chain.THEN]] == ["c2"]
+    assert second.call_id == "c1" and [m.call_id for m in second.then] == ["c2"]
     third = chain.follow(second, result())
-    assert third["call_id"] == "c2" and third[chain.THEN] == []
+    assert third.call_id == "c2" and third.then == []
     assert chain.follow(third, result()) is None
 
 
@@ -33,7 +33,7 @@ def test_a_failure_ends_the_chain_under_stop_but_not_under_continue():
     assert chain.follow(chain.link(steps("stop")), result(Status.error)) is None
     assert chain.follow(chain.link(steps("stop")), result(Status.outcome_unknown)) is None
     going_on = chain.follow(chain.link(steps("continue")), result(Status.error))
-    assert going_on is not None and going_on["call_id"] == "c1"
+    assert going_on is not None and going_on.call_id == "c1"
 
 
 def test_a_cancelled_step_ends_the_chain_whatever_on_error_says():
@@ -42,7 +42,8 @@ def test_a_cancelled_step_ends_the_chain_whatever_on_error_says():
 
 def test_each_step_keeps_its_own_signature_whatever_it_carries():
     head = chain.link(steps())
-    assert signing.verify(head, KEY)
-    assert all(signing.verify(step, KEY) for step in head[chain.THEN])
-    tampered = head[chain.THEN][0] | {"arguments": {"label": "other"}}
-    assert not signing.verify(tampered, KEY)
+    assert signing.genuine(head, KEY)
+    assert all(signing.genuine(step, KEY) for step in head.then)
+    assert head.wire()["then"][0] == head.then[0].wire()  # on the wire too
+    tampered = head.then[0].model_copy(update={"arguments": {"label": "other"}})
+    assert not signing.genuine(tampered, KEY)

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from runtime.results import formatter as results
-from runtime.transport import channel
 from runtime.transport.listener import Listener
+from runtime.transport.redis_state import RedisState
 
 
 def ok(call_id: str):
@@ -30,8 +30,8 @@ def listener(client):
 
 def test_results_reach_the_inbox_of_their_batch(client, listener):
     first, second = listener.watch("lst-a"), listener.watch("lst-b")
-    channel.publish(client, "lst-a", ok("c1"), reply_to=listener.channel)
-    channel.publish(client, "lst-b", ok("c1"), reply_to=listener.channel)
+    RedisState(client).publish("lst-a", ok("c1"), reply_to=listener.channel)
+    RedisState(client).publish("lst-b", ok("c1"), reply_to=listener.channel)
     assert [r.call_id for r in first.results({"c1"}, timeout=5)] == ["c1"]
     assert [r.call_id for r in second.results({"c1"}, timeout=5)] == ["c1"]
     assert first.results({"c2"}, timeout=0.2) == []
@@ -39,13 +39,13 @@ def test_results_reach_the_inbox_of_their_batch(client, listener):
 
 def test_a_cancel_from_another_client_reaches_the_batch(stack, listener):
     inbox = listener.watch("lst-cancel")
-    channel.cancel(redis.Redis.from_url(stack.redis_url), "lst-cancel", by="ops")
+    RedisState(redis.Redis.from_url(stack.redis_url)).cancel("lst-cancel", by="ops")
     inbox.results({"c1"}, timeout=5)
     assert inbox.cancelled
 
 
 def test_a_result_published_before_the_batch_listened_is_read_from_the_hash(client, listener):
-    channel.publish(client, "lst-early", ok("c1"), reply_to=listener.channel)
+    RedisState(client).publish("lst-early", ok("c1"), reply_to=listener.channel)
     inbox = listener.watch("lst-early")
     inbox.gap = True  # as after a dropped connection
     assert [r.call_id for r in inbox.results({"c1"}, timeout=0.1)] == ["c1"]

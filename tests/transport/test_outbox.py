@@ -6,6 +6,7 @@ from pathlib import Path
 
 from runtime.transport.names import EFFECTS, READS
 from runtime.transport.outbox import task_options
+from runtime.types import CallMessage
 from tests.support.messages import message
 
 SECRET = "sk-ant-api03-" + "S3cr3t" * 6
@@ -13,7 +14,7 @@ SECRET = "sk-ant-api03-" + "S3cr3t" * 6
 
 def test_flower_sees_the_tool_and_redacted_arguments_only():
     signed = message("c1", "write_file", {"path": "a", "content": SECRET}, workspace=Path("."))
-    options = task_options(signed, EFFECTS)
+    options = task_options(CallMessage.from_wire(signed), EFFECTS)
     assert options["queue"] == EFFECTS and options["shadow"] == "toolrun.write_file"
     assert options["args"] == [signed]
     shown = json.loads(options["argsrepr"])[0]
@@ -24,4 +25,4 @@ def test_flower_sees_the_tool_and_redacted_arguments_only():
 
 def test_the_queue_is_the_one_asked_for():
     signed = message("c1", "nap", {"label": "x"}, workspace=Path("."))
-    assert task_options(signed, READS)["queue"] == READS
+    assert task_options(CallMessage.from_wire(signed), READS)["queue"] == READS

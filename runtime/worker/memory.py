@@ -1,14 +1,14 @@
-"""A transport in one process, for tests of the batch's rules (as dramatiq's
-`StubBroker` or httpx's `MockTransport`): no Redis, no Celery, no worker
-processes, and the same batch code on top (docs/architecture.md, "The batch's
-rules on a transport").
+"""A transport in one process, for tests of the batch's rules and of users'
+own tools and agent loops (as dramatiq's `StubBroker` or httpx's
+`MockTransport`): no Redis, no Celery, no worker processes, and the same batch
+code on top (docs/architecture.md, "The batch's rules on a transport").
 
-What the cluster does is done for real, on threads: each message is checked
-again, claimed and run by the executor against the given ledger; the "worker"
-that ends a call announces it only if the ledger took its end, hands a chain
-on, and carries the batch on when it ended a stage's last call; a sweep runs
-every few hundredths of a second. Reads run side by side; every other call
-runs one at a time, in order, as on the effects queue.
+It implements both seams (`Queue`, `BatchState`) in memory, and runs the same
+`Worker` the cluster runs on its threads: each message is decoded, checked
+again, claimed and run by the executor against the given ledger, its end
+published, its chain handed on and the batch moved on exactly as a Celery
+worker does; the sweep runs every few hundredths of a second. Reads run side
+by side; every other call runs one at a time, in order, as on the effects queue.
 
     transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings)
     rt = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
@@ -24,15 +24,14 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from runtime.batch.advance import Advancer
-from runtime.execution.executor import execute
-from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
 from runtime.transport import chain
-from runtime.transport.channel import Look
-from runtime.types import ToolResult
+from runtime.transport.base import Look
+from runtime.types import CallMessage, ToolResult
+from runtime.worker.sweeper import start_sweeping
+from runtime.worker.worker import Worker
 
 log = logging.getLogger("toolrun.memory")
 WORKER = "memory"
@@ -48,8 +47,9 @@ class MemoryTransport:
     ) -> None:  # fmt: skip
         self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
-        self.advancer = Advancer(ledger=ledger, registry=registry, key=self.key, transport=self,
-                                 approvals=Approvals(ledger, self.key))  # fmt: skip
+        self.worker = Worker(settings=settings, registry=registry, ledger=ledger, key=self.key,
+                             queue=self, state=self, name=WORKER)  # fmt: skip
+        self.advancer = self.worker.advancer
         self._changed = threading.Condition()
         self._results: dict[str, dict[str, ToolResult]] = defaultdict(dict)
         self._notices: dict[str, dict[str, ToolResult]] = defaultdict(dict)
@@ -59,26 +59,31 @@ class MemoryTransport:
         self._cancelled: dict[str, str] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
+        self._sweeper: str | None = None
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
         self._effects = ThreadPoolExecutor(1, thread_name_prefix="memory-effects")
         self._closed = threading.Event()
-        self.taken: list[dict[str, Any]] = []  # every message a worker took, in order
+        self.taken: list[CallMessage] = []  # every message a worker took, in order
         if sweep:
-            threading.Thread(target=self._sweep, name="memory-sweep", daemon=True).start()
+            start_sweeping(lambda: self.worker, SWEEP_SECONDS, stop=self._closed)
 
-    # What a batch's movers use.
-    def post(self, messages: list[dict[str, Any]], *, parallel: bool, chained: bool = False
-             ) -> bool:  # fmt: skip
+    # The queue.
+    def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
         if chained and len(messages) > 1:
             messages, parallel = [chain.link(messages)], False
         for message in messages:
-            (self._reads if parallel else self._effects).submit(self._work, message)
+            (self._reads if parallel else self._effects).submit(self._work, message.wire())
         return True
 
-    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None) -> None:
+    # The batch's state.
+    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None,
+                stage: int | None = None, patience: float = 0.0) -> int | None:  # fmt: skip
         with self._changed:
             self._results[batch_id][result.call_id] = result
+            if stage is not None:
+                self._stages[batch_id, stage] += 1
             self._changed.notify_all()
+            return self._stages[batch_id, stage] if stage is not None else None
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         with self._changed:
@@ -132,7 +137,26 @@ class MemoryTransport:
             for kept in (self._results, self._notices, self._deliveries, self._sent):
                 kept.pop(batch_id, None)
 
-    # The board the executor reads.
+    def hand_on(self, batch_id: str, call_id: str) -> bool:
+        with self._changed:
+            if (batch_id, call_id) in self._handed_on:
+                return False
+            self._handed_on.add((batch_id, call_id))
+            return True
+
+    def hold_sweep(self, holder: str, seconds: float) -> bool:
+        with self._changed:
+            self._sweeper = self._sweeper or holder
+            return self._sweeper == holder
+
+    def release_sweep(self, holder: str) -> None:
+        with self._changed:
+            if self._sweeper == holder:
+                self._sweeper = None
+
+    def lost(self, holder: str) -> bool:
+        return False
+
     def look(self, batch_id: str, call_id: str) -> Look:
         with self._changed:
             count = self._deliveries[batch_id][call_id] = self._deliveries[batch_id].get(
@@ -153,39 +177,15 @@ class MemoryTransport:
         ends, notices = self._results[batch_id], self._notices[batch_id]
         return [ends.get(c) or notices[c] for c in call_ids if c in ends or c in notices]
 
-    def _work(self, message: dict[str, Any]) -> None:
+    def _work(self, raw: dict[str, Any]) -> None:
+        """What a Celery worker does with a delivered message: the same `Worker`."""
+        message = CallMessage.from_wire(raw)
+        if message is not None:
+            self.taken.append(message)
         try:
-            self._take(message)
+            self.worker.run(raw)
         except Exception:  # noqa: BLE001 - a pool would swallow it: say it
-            log.exception("memory worker failed on %s", message.get("call_id"))
-
-    def _take(self, message: dict[str, Any]) -> None:
-        """What `workers/tasks.py` does with a message."""
-        self.taken.append(message)
-        outcome = execute(message, registry=self.registry, ledger=self.ledger,
-                          settings=self.settings, key=self.key, worker=WORKER,
-                          board=self)  # fmt: skip
-        if outcome is None or outcome.ended is False:
-            return
-        batch_id, result = message["batch_id"], outcome.result
-        self.publish(batch_id, result, reply_to=None)
-        with self._changed:
-            self._stages[batch_id, message.get("stage")] += 1
-            done = self._stages[batch_id, message.get("stage")]
-        following = chain.follow(message, result)
-        if following is not None and (batch_id, message["call_id"]) not in self._handed_on:
-            self._handed_on.add((batch_id, message["call_id"]))
-            self.post([following], parallel=False)
-            return
-        if done >= message.get("stage_size", 1) and not message.get("last_stage"):
-            self.advancer.advance(batch_id)
-
-    def _sweep(self) -> None:
-        while not self._closed.wait(SWEEP_SECONDS):
-            try:
-                self.advancer.sweep()
-            except Exception:  # noqa: BLE001, S112 - a sweep that failed runs again next time
-                continue
+            log.exception("memory worker failed on %s", message.call_id if message else "?")
 
 
 class MemoryInbox:

@@ -9,8 +9,8 @@ import pytest
 from runtime.ledger.store import Ledger
 from runtime.registry.loading import load_tools
 from runtime.settings import Settings
-from runtime.transport.memory import MemoryTransport
-from runtime.types import Batch, Mode, Status, ToolCall
+from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
+from runtime.worker.memory import MemoryTransport
 from tests.support.messages import KEY, message
 from tests.support.tools import marks
 
@@ -37,17 +37,18 @@ def recorded(transport, workspace, *calls: tuple[str, str]) -> str:
 def test_a_signed_message_runs_and_its_result_waits_for_the_batch(transport, tmp_path):
     batch_id = recorded(transport, tmp_path, ("r", "nap"))
     raw = message("r", "nap", {"label": "a"}, workspace=tmp_path, batch_id=batch_id)
-    transport.post([raw], parallel=True)
+    transport.post([CallMessage.from_wire(raw)], parallel=True)
     [result] = transport.watch(batch_id).results({"r"}, timeout=10)
     assert (result.status, result.worker) == (Status.ok, "memory")
-    assert transport.recall(batch_id, "r") == result and transport.taken == [raw]
+    assert transport.recall(batch_id, "r") == result
+    assert [m.wire() for m in transport.taken] == [raw]
 
 
 def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport, tmp_path):
     batch_id = recorded(transport, tmp_path, ("w", "bump"))
     raw = message("w", "bump", {"label": "x"}, workspace=tmp_path, batch_id=batch_id,
                   key=b"another key", rules={"allow": ["bump"]})  # fmt: skip
-    transport.post([raw], parallel=False)
+    transport.post([CallMessage.from_wire(raw)], parallel=False)
     [result] = transport.arrived(batch_id, {"w"}, timeout=10)
     assert result.status is Status.denied and "signature" in result.model_message
     assert marks(tmp_path, "effects") == []
@@ -55,14 +56,15 @@ def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport
 
 def test_a_worker_hands_a_chain_on_and_a_cancel_stops_what_has_not_started(transport, tmp_path):
     batch_id = recorded(transport, tmp_path, ("a", "bump"), ("b", "bump"))
-    steps = [message(i, "bump", {"label": i}, workspace=tmp_path, batch_id=batch_id,
-                     rules={"allow": ["bump"]}) for i in ("a", "b")]  # fmt: skip
+    steps = [CallMessage.from_wire(message(i, "bump", {"label": i}, workspace=tmp_path,
+                                           batch_id=batch_id, rules={"allow": ["bump"]}))
+             for i in ("a", "b")]  # fmt: skip
     transport.post(steps, parallel=False, chained=True)
     inbox, done = transport.watch(batch_id), []
     while len(done) < 2 and (fresh := inbox.results({"a", "b"} - {r.call_id for r in done}, 10)):
         done += fresh
     assert [r.status for r in done] == [Status.ok, Status.ok]
-    assert [m["call_id"] for m in transport.taken] == ["a", "b"]
+    assert [m.call_id for m in transport.taken] == ["a", "b"]
     assert [m["label"] for m in marks(tmp_path, "effects")] == ["a", "b"]
     transport.cancel(batch_id, by="test")
     assert inbox.cancelled and transport.look(batch_id, "c").cancelled

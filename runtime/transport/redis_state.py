@@ -1,0 +1,199 @@
+"""The batch's shared state in Redis (the `BatchState` seam).
+
+A worker stores a call's end in the batch's results hash and publishes it on
+the channel of the client that sent the call, in one pipelined round trip. The
+client subscribes before it sends anything (`transport/listener.py`), so it
+never misses an end, and reads the hash when it wants to be sure (a dropped
+connection loses pub/sub messages, not keys). Celery's `GroupResult.get()`
+polls; this does not. Redis's own errors stop here: past this class they are
+`StateUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+import tenacity
+
+from runtime.errors import StateUnavailable
+from runtime.transport.base import Inbox, Look
+from runtime.transport.channel import LOST
+from runtime.transport.listener import Listener
+from runtime.transport.names import (
+    CANCEL_NOTICE,
+    EPOCH_KEY,
+    SWEEP_LOCK,
+    TTL_SECONDS,
+    cancel_key,
+    deliveries_key,
+    handed_on_key,
+    plan_key,
+    results_key,
+    sent_key,
+    stages_key,
+)
+from runtime.types import ToolResult
+
+
+@contextmanager
+def reaching(what: str) -> Iterator[None]:
+    """Redis's connection errors, as toolrun's."""
+    try:
+        yield
+    except LOST as error:
+        raise StateUnavailable(f"{what}: {error}") from error
+
+
+class RedisState:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._listener: Listener | None = None
+
+    @property
+    def listener(self) -> Listener:
+        """The process's one results subscription, made when a batch is first watched."""
+        if self._listener is None:
+            self._listener = Listener(self.client)
+        return self._listener
+
+    @property
+    def reply_to(self) -> str:
+        return self.listener.channel
+
+    # The result bus.
+    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None,
+                stage: int | None = None, patience: float = 0.0) -> int | None:  # fmt: skip
+        """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
+        else on the batch's channel), and count it as one more end of its
+        `stage`. Only the reporter whose end the ledger took publishes
+        (docs/architecture.md, "One end per call")."""
+        payload = result.model_dump_json()
+        announced = f"{batch_id}\n{payload}" if reply_to else payload
+        with reaching(f"the end of {result.call_id} cannot be published"):
+            for attempt in tenacity.Retrying(
+                retry=tenacity.retry_if_exception_type(LOST),
+                stop=tenacity.stop_after_delay(patience),
+                wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
+                reraise=True,
+            ):
+                with attempt, self.client.pipeline(transaction=False) as pipe:
+                    pipe.hset(results_key(batch_id), result.call_id, payload)
+                    pipe.expire(results_key(batch_id), TTL_SECONDS)
+                    pipe.publish(reply_to or results_key(batch_id), announced)
+                    if stage is not None:
+                        pipe.hincrby(stages_key(batch_id), str(stage), 1)
+                        pipe.expire(stages_key(batch_id), TTL_SECONDS)
+                    done = pipe.execute()
+        return int(done[3]) if stage is not None else None
+
+    def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
+        payload = notice.model_dump_json()
+        with reaching(f"the notice of {notice.call_id} cannot be announced"):
+            self.client.publish(reply_to or results_key(batch_id),
+                                f"{batch_id}\n{payload}" if reply_to else payload)  # fmt: skip
+
+    def ends(self, batch_id: str) -> dict[str, ToolResult]:
+        with reaching(f"batch {batch_id}: its ends cannot be read"):
+            stored = self.client.hgetall(results_key(batch_id))
+        return {k.decode(): ToolResult.model_validate_json(v) for k, v in stored.items()}
+
+    def watch(self, batch_id: str) -> Inbox:
+        return self.listener.watch(batch_id)
+
+    def unwatch(self, batch_id: str) -> None:
+        self.listener.unwatch(batch_id)
+
+    # Marks of what was sent and taken.
+    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+        if not call_ids:
+            return []
+        now = str(time.time())
+        with reaching(f"batch {batch_id}: cannot mark what was sent"), \
+                self.client.pipeline(transaction=False) as pipe:  # fmt: skip
+            for call_id in call_ids:
+                (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
+            pipe.expire(sent_key(batch_id), TTL_SECONDS)
+            marked = pipe.execute()[:-1]
+        return [call_id for call_id, new in zip(call_ids, marked, strict=True) if again or new]
+
+    def sent(self, batch_id: str) -> dict[str, float]:
+        with reaching(f"batch {batch_id}: cannot read what was sent"):
+            found = self.client.hgetall(sent_key(batch_id))
+        return {k.decode(): float(v) for k, v in found.items()}
+
+    def started(self, batch_id: str) -> set[str]:
+        with reaching(f"batch {batch_id}: cannot read what was taken"):
+            return {key.decode() for key in self.client.hkeys(deliveries_key(batch_id))}
+
+    def look(self, batch_id: str, call_id: str) -> Look:
+        """Cancel flag, delivery count (counted here) and stored result, in one
+        pipelined round trip: reads and idempotent calls keep their deliveries
+        here, not in the ledger, so each costs one ledger transaction in all."""
+        with reaching(f"cannot look at {call_id}"), \
+                self.client.pipeline(transaction=False) as pipe:  # fmt: skip
+            pipe.exists(cancel_key(batch_id))
+            pipe.hincrby(deliveries_key(batch_id), call_id, 1)
+            pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
+            pipe.hget(results_key(batch_id), call_id)
+            cancelled, delivery, _, stored = pipe.execute()
+        result = ToolResult.model_validate_json(stored) if stored else None
+        return Look(bool(cancelled), int(delivery), result)
+
+    def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
+        """A call's end, if one was published."""
+        with reaching(f"cannot read the end of {call_id}"):
+            stored = self.client.hget(results_key(batch_id), call_id)
+        return ToolResult.model_validate_json(stored) if stored else None
+
+    def hand_on(self, batch_id: str, call_id: str) -> bool:
+        with reaching(f"cannot mark {call_id} as handed on"):
+            return bool(self.client.set(handed_on_key(batch_id, call_id), 1, nx=True,
+                                        ex=TTL_SECONDS))  # fmt: skip
+
+    # The plan's copy and the cancel flag.
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        with reaching(f"batch {batch_id}: cannot keep its plan"):
+            self.client.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None:
+        with reaching(f"batch {batch_id}: cannot read its plan"):
+            stored = self.client.get(plan_key(batch_id))
+        return json.loads(stored) if stored else None
+
+    def cancelled(self, batch_id: str) -> bool:
+        with reaching(f"batch {batch_id}: cannot read its cancel flag"):
+            return bool(self.client.exists(cancel_key(batch_id)))
+
+    def cancel(self, batch_id: str, *, by: str) -> None:
+        """Mark a batch cancelled (workers start none of its calls from now on)
+        and wake whoever follows it, wherever it runs."""
+        with reaching(f"batch {batch_id}: cannot flag it cancelled"), \
+                self.client.pipeline(transaction=False) as pipe:  # fmt: skip
+            pipe.set(cancel_key(batch_id), by, ex=TTL_SECONDS)
+            pipe.publish(results_key(batch_id), CANCEL_NOTICE)
+            pipe.execute()
+
+    # The sweep.
+    def hold_sweep(self, holder: str, seconds: float) -> bool:
+        with reaching("cannot take the sweep's lock"):
+            return bool(self.client.set(SWEEP_LOCK, holder, nx=True, ex=max(1, round(seconds))))
+
+    def release_sweep(self, holder: str) -> None:
+        with reaching("cannot release the sweep's lock"):
+            if self.client.get(SWEEP_LOCK) == holder.encode():
+                self.client.delete(SWEEP_LOCK)
+
+    def lost(self, holder: str) -> bool:
+        """A missing epoch key means Redis lost what it held."""
+        with reaching("cannot read the epoch"):
+            return bool(self.client.set(EPOCH_KEY, holder, nx=True))
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        self.client.close()

@@ -1,0 +1,38 @@
+"""What a worker process is built from: the settings, the tools and the
+signing key, loaded once in the worker's main process; and, per process, the
+`Worker` on Celery and Redis that uses them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+
+from runtime.ledger.store import Ledger
+from runtime.registry.capabilities import Registry
+from runtime.registry.loading import load_tools
+from runtime.settings import Settings, get_settings
+from runtime.stack.record import redis_url_for, signing_key_for
+from runtime.transport.cluster import CeleryTransport
+from runtime.worker.worker import Worker
+
+
+@dataclass(frozen=True)
+class Parts:
+    settings: Settings
+    registry: Registry
+    key: bytes
+
+    @classmethod
+    def from_env(cls) -> Parts:
+        settings = get_settings()
+        return cls(settings, load_tools(settings.module_names), signing_key_for(settings))
+
+    def worker(self, app: Celery) -> Worker:
+        """A `Worker` with this process's own ledger engine and Redis pool."""
+        url = redis_url_for(self.settings, required=False) or app.conf.broker_url
+        transport = CeleryTransport(app, redis.Redis.from_url(url))
+        return Worker(settings=self.settings, registry=self.registry, key=self.key,
+                      ledger=Ledger.from_settings(self.settings, lazy=True),
+                      queue=transport, state=transport)  # fmt: skip

@@ -1,0 +1,33 @@
+"""The sweep's loop: every worker offers to sweep every `interval` seconds, and
+the one that holds the sweep's lock does (`Worker.sweep`): deadlines, expired
+approvals, messages lost with the state (docs/architecture.md, "The sweep")."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+
+from runtime.worker.worker import Worker
+
+log = logging.getLogger("toolrun.worker")
+
+
+def start_sweeping(worker: Callable[[], Worker], interval: float, *,
+                   stop: threading.Event | None = None) -> threading.Thread:  # fmt: skip
+    """A daemon thread offering `worker()`'s sweep every `interval` seconds
+    until `stop` is set."""
+    stop = stop or threading.Event()
+    holder = uuid.uuid4().hex
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                worker().sweep(holder)
+            except Exception as error:  # noqa: BLE001 - the state or the ledger away: next time
+                log.warning("sweep failed: %s", error)
+
+    thread = threading.Thread(target=loop, name="toolrun-sweep", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,162 @@
+"""The worker's side of a call, whole: what a worker process does with a task
+message from the moment the broker hands it over until the batch has moved on.
+
+`run` decodes the message and has the executor check it again, claim or look,
+invoke the tool and record its end (`runtime.execution.executor`); then, if
+this delivery ended the call, `finish` publishes the end, hands a chain on to
+its next step, and moves the batch on when this was its stage's last call.
+`end_killed` does the same for a call whose pool process was killed at its
+hard limit, and `sweep` is the periodic look at open batches that one worker
+at a time takes.
+
+The same object runs under Celery (`workers/tasks.py`, one per process) and on
+the threads of the in-process transport (`runtime/worker/memory.py`): there is
+no second copy of this logic (docs/architecture.md, "The worker").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import tenacity
+
+from runtime.batch.advance import Advancer
+from runtime.errors import StateUnavailable
+from runtime.execution import executor, time_limits
+from runtime.ledger.approvals import Approvals
+from runtime.ledger.store import Ledger
+from runtime.registry.capabilities import Registry
+from runtime.results import endings
+from runtime.settings import Settings
+from runtime.transport import chain, signing
+from runtime.transport.base import BatchState, Queue
+from runtime.types import CallMessage, ToolResult
+
+log = logging.getLogger("toolrun.worker")
+PUBLISH_PATIENCE = 30.0  # seconds a finished call's end waits for the state to come back
+HAND_ON_PATIENCE = 30.0  # seconds a worker keeps trying to send a chain's next step
+SWEEP_LOCK_SECONDS = 30.0  # the longest one sweep may hold the others off
+
+
+class Worker:
+    def __init__(self, *, settings: Settings, registry: Registry, ledger: Ledger, key: bytes,
+                 queue: Queue, state: BatchState, name: str | None = None) -> None:  # fmt: skip
+        self.settings, self.registry, self.ledger, self.key = settings, registry, ledger, key
+        self.queue, self.state, self.name = queue, state, name
+        self.advancer = Advancer(ledger=ledger, registry=registry, key=key, queue=queue,
+                                 state=state, approvals=Approvals(ledger, key))  # fmt: skip
+        self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
+
+    def run(self, raw: Any, *, name: str | None = None) -> ToolResult | None:
+        """Run one delivered task message to its end; the call's result, or None
+        for a message too malformed to name a call (there is nobody to answer)."""
+        message = CallMessage.from_wire(raw)
+        if message is None:
+            log.error("malformed task message refused")
+            return None
+        outcome = executor.execute(message, registry=self.registry, ledger=self.ledger,
+                                   settings=self.settings, key=self.key,
+                                   worker=name or self.name, state=self.state)  # fmt: skip
+        self.finish(message, outcome.result, outcome.ended)
+        return outcome.result
+
+    def finish(self, message: CallMessage, result: ToolResult, ended: bool | None) -> None:
+        """After a call's end: if this delivery ended it (or may have: the
+        ledger was down), publish it, hand its chain on, and move the batch on
+        when it ended its stage's last call. Someone else's end was published
+        by them."""
+        if ended is False:
+            return
+        batch_id = message.batch_id
+        done = self.state.publish(batch_id, result, reply_to=message.reply_to,
+                                  stage=message.stage, patience=self.publish_patience)  # fmt: skip
+        if self.hand_on(message, result):
+            return  # the chain goes on: its next step's worker moves the batch on
+        if done is not None and done >= message.stage_size and not message.last_stage:
+            try:
+                self.advancer.advance(batch_id)
+            except Exception:  # noqa: BLE001 - the sweep moves it on
+                log.exception("batch %s: could not start its next stage", batch_id)
+
+    def hand_on(self, message: CallMessage, result: ToolResult) -> bool:
+        """Send the next step of `message`'s chain, if it goes on, once (a
+        redelivered step that already handed its chain on does not again),
+        trying again while the broker cannot take it. If it still cannot, each
+        step left ends `error`: none was sent. True while the chain goes on."""
+        following = chain.follow(message, result)
+        if following is None:
+            return False
+        try:
+            if not self.state.hand_on(message.batch_id, message.call_id):
+                return True
+            for attempt in tenacity.Retrying(
+                retry=tenacity.retry_if_result(lambda taken: not taken),
+                stop=tenacity.stop_after_delay(self.hand_on_patience),
+                wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
+            ):
+                with attempt:
+                    taken = self.queue.post([following], parallel=False)
+                if not attempt.retry_state.outcome.failed:
+                    attempt.retry_state.set_result(taken)
+            if taken:
+                return True
+        except Exception as error:  # noqa: BLE001 - every step left still needs its end
+            log.error("batch %s: could not hand the chain on: %s", message.batch_id, error)
+        self._break_chain(following)
+        return False
+
+    def _break_chain(self, following: CallMessage) -> None:
+        for step in [following, *following.then]:
+            ended = endings.chain_broken(step.call_id, step.tool)
+            try:
+                if self.ledger.record_result(step.batch_id, ended):
+                    self.state.publish(step.batch_id, ended, reply_to=step.reply_to)
+            except Exception as error:  # noqa: BLE001 - the sweep ends it at the deadline
+                log.error("batch %s: the end of %s was not recorded: %s", step.batch_id,
+                          step.call_id, error)  # fmt: skip
+
+    def hard_limit(self, raw: Any) -> float:
+        """Seconds after which the pool process running `raw` is killed."""
+        message = CallMessage.from_wire(raw)
+        return time_limits.hard_limit(message, self.registry, self.settings)
+
+    def end_killed(self, raw: Any, limit: float, *, name: str | None = None) -> None:
+        """From the worker's main process: the end of a call whose pool process
+        was killed at its hard limit, once that process is gone, recorded
+        through the ledger's compare-and-set. A result the process published
+        before it was killed stands; a message that never ran a tool (unsigned)
+        is left alone."""
+        message = CallMessage.from_wire(raw)
+        if message is None or not signing.genuine(message, self.key):
+            return
+        try:
+            published = self.state.recall(message.batch_id, message.call_id)
+        except StateUnavailable:
+            published = None
+        if published is not None:
+            return
+        read = time_limits.is_read(message.tool, self.registry)
+        result = time_limits.killed(message.call_id, message.tool, limit, read=read,
+                                    worker=name or self.name)  # fmt: skip
+        log.error("%s ran past its hard limit of %g s; its process was killed", message.tool,
+                  limit)  # fmt: skip
+        ended: list[bool] = []
+        self.ledger.eventually(lambda: ended.append(
+            self.ledger.record_result(message.batch_id, result)))  # fmt: skip
+        try:
+            self.finish(message, result, ended[0] if ended else True)
+        except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept
+            log.error("the end of %s could not be published: %s", message.call_id, error)
+
+    def sweep(self, holder: str) -> bool:
+        """Sweep if no other worker is sweeping; True if this one did. After
+        the state lost what it held, every open batch is looked at, and what
+        was lost is sent again."""
+        if not self.state.hold_sweep(holder, SWEEP_LOCK_SECONDS):
+            return False
+        try:
+            self.advancer.sweep(everything=self.state.lost(holder))
+        finally:
+            self.state.release_sweep(holder)
+        return True
