@@ -33,8 +33,8 @@ from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings, get_settings
+from runtime.tools.loading import load_tools
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport

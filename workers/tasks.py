@@ -19,10 +19,10 @@ from runtime.batch.advance import Advancer
 from runtime.execution import executor, time_limits
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.results.formatter import ledger_summary
 from runtime.settings import get_settings
 from runtime.stack.record import redis_url_for, signing_key_for
+from runtime.tools.loading import load_tools
 from runtime.transport import channel, outbox
 from runtime.transport.cluster import CeleryTransport
 from runtime.transport.names import EPOCH_KEY, SWEEP_LOCK, TASK

@@ -4,8 +4,8 @@ import pytest
 
 from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import Batch, Mode, Status, ToolCall
 from tests.support.messages import KEY, message
 from tests.support.tools import marks

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.transport.memory import MemoryTransport
 from runtime.types import Batch, Mode, Status, ToolCall
 from tests.support.messages import KEY, message
