@@ -132,11 +132,9 @@ def test_a_redelivered_side_effect_never_runs_twice(env):
 
 
 def test_a_claimed_call_whose_worker_vanished_is_outcome_unknown(env):
-    from runtime.execution.claims import begin
-
     call = ToolCall(id="lost", name="bump", arguments={"label": "x"})
     env.ledger.record_batch(Batch(id="b-lost", calls=[call], workspace=str(env.workspace)))
-    begin(env.ledger, "b-lost", "lost", worker="gone@h")
+    env.ledger.claim("b-lost", "lost", worker="gone@h")
     raw = message("lost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-lost",
                   rules={"allow": ["bump"]})  # fmt: skip
     result = env("bump", {"label": "x"}, call_id="lost", raw=raw)
