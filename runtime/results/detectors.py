@@ -252,4 +252,3 @@ def detectors(extra: tuple[tuple[str, str], ...] = ()) -> DetectorSet:
     """The library's detectors, and a deployment's `(kind, regex)` pairs first."""
     deployment = [_detector(snake(kind), [re.compile(regex)]) for kind, regex in extra]
     return DetectorSet((*deployment, *library()))
-

@@ -139,4 +139,3 @@ def abandoned(call: ToolCall, *, read: bool, cancelled: bool, cause: str = CANCE
     if cancelled:
         return cancelled_while_running(call.id, call.name, read=read, cause=cause)
     return past_deadline(call.id, call.name, read=read)
-

@@ -27,4 +27,3 @@ def test_an_unreadable_record_is_a_stack_error_naming_it(tmp_path):
     (tmp_path / RECORD).write_text('{"home": "x"}')
     with pytest.raises(StackError, match=RECORD):
         load_record(tmp_path)
-
