@@ -22,7 +22,7 @@ import redis
 from celery import Celery
 from pydantic import ValidationError
 
-from runtime import adapters
+from runtime import adapters, config
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.batch.progress import CANCEL_GRACE
@@ -33,9 +33,8 @@ from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings, get_settings
-from runtime.stack.record import redis_url_for, signing_key_for
+from runtime.tools.loading import load_tools
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
@@ -73,11 +72,11 @@ class Runtime:
         self.app: Celery | None = None
         self.client: redis.Redis | None = None
         if transport is None:
-            self.redis_url = redis_url_for(settings)
+            self.redis_url = config.redis_url(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
             self.client = redis.Redis.from_url(self.redis_url)
             transport = CeleryTransport(self.app, self.client)
-        key = getattr(transport, "key", None) or signing_key_for(settings)
+        key = getattr(transport, "key", None) or config.signing_key(settings)
         self.transport = transport
         self.approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -17,7 +18,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from runtime.errors import ConfigurationError
-from runtime.results.detectors import compile_patterns
 
 PREFIX = "TOOLRUN_"
 RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
@@ -109,7 +109,8 @@ class Settings(BaseSettings):
     @field_validator("redaction_patterns")
     @classmethod
     def _compile_redaction_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
-        compile_patterns(patterns)  # an invalid regex is a startup error that names it
+        for kind, regex in patterns.items():  # a bad one is a startup error that names it
+            _check_pattern(kind, regex)
         return patterns
 
     @model_validator(mode="before")
@@ -145,3 +146,15 @@ def get_settings() -> Settings:
         return Settings()
     except ValueError as error:
         raise ConfigurationError(f"invalid toolrun settings: {error}") from error
+
+
+def _check_pattern(kind: str, regex: str) -> None:
+    """A deployment's redaction pattern must compile and match something."""
+    if not kind.strip() or not regex:
+        raise ValueError(f"redaction pattern {kind!r}: a kind and a regex are both required")
+    try:
+        compiled = re.compile(regex)
+    except re.error as error:
+        raise ValueError(f"redaction pattern {kind!r} ({regex!r}) is invalid: {error}") from None
+    if compiled.match(""):
+        raise ValueError(f"redaction pattern {kind!r} ({regex!r}) matches the empty string")

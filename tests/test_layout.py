@@ -1,11 +1,13 @@
-"""The layout docs/architecture.md describes: one package per part, imports that
-go one way, and a client that never loads the worker's Celery app or Flower."""
+"""The layout docs/architecture.md describes: one package per part, layers that
+imports only go down, one way to the ledger, and a client that never loads the
+worker's Celery app or Flower."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +20,30 @@ LAZY_ALLOWED = {
     "runtime/mcp/servers.py",
     "workers/request.py",
 }
+# docs/architecture.md, "Layers": lowest first. A package imports (at module level)
+# only packages of layers below its own, so no two packages import each other.
+# `runtime` is runtime/__init__.py, the public names; a top-level module
+# (runtime/types.py) is a package of its own.
+LAYERS = [
+    {"types"},
+    {"errors"},
+    {"settings", "workspace"},
+    {"config"},
+    {"registry"},
+    {"results"},
+    {"ledger", "logs"},
+    {"gate", "mcp"},
+    {"tools", "adapters"},
+    {"transport"},
+    {"execution", "batch"},
+    {"worker"},
+    {"client"},
+    {"stack", "gateway"},
+    {"cli", "workers", "runtime"},
+]
+# Pairs allowed to import upward while a restructuring is under way (none now).
+UPWARD_IMPORTS_STILL_ALLOWED: set[tuple[str, str]] = set()
+SQL = {"sqlalchemy", "sqlmodel"}
 
 
 def _modules() -> dict[str, Path]:
@@ -30,22 +56,39 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(tree: ast.Module, modules: dict[str, Path]) -> set[str]:
-    """The toolrun modules a module imports when it is imported."""
-    names = set()
-    for node in tree.body:
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[0] if parts[0] == "workers" or len(parts) == 1 else parts[1]
+
+
+def _module_level(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is imported (not in functions)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            yield from _module_level(child)
+
+
+def _imports(tree: ast.Module, modules: dict[str, Path]) -> dict[str, int]:
+    """The toolrun modules a module imports when it is imported, with a line each."""
+    names: dict[str, int] = {}
+    for node in _module_level(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
-                names.add(full if full in modules else node.module)
+                names.setdefault(full if full in modules else node.module, node.lineno)
         elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return {name for name in names if name in modules}
+            for alias in node.names:
+                names.setdefault(alias.name, node.lineno)
+    return {name: line for name, line in names.items() if name in modules}
 
 
 def test_no_import_cycles():
     modules = _modules()
-    graph = {name: _imports(ast.parse(path.read_text()), modules) for name, path in modules.items()}
+    graph = {
+        name: set(_imports(ast.parse(path.read_text()), modules)) for name, path in modules.items()
+    }
     done: set[str] = set()
 
     def visit(name: str, trail: list[str]) -> None:
@@ -61,6 +104,50 @@ def test_no_import_cycles():
 
     for name in graph:
         visit(name, [])
+
+
+def test_every_package_has_a_layer():
+    layered = [package for layer in LAYERS for package in layer]
+    assert len(layered) == len(set(layered)), "a package is in two layers"
+    found = {_package(name) for name in _modules()}
+    assert found - set(layered) == set(), "add these to LAYERS and docs/architecture.md"
+    assert set(layered) - found == set(), "these are gone: take them out of LAYERS"
+
+
+def test_imports_go_down_the_layers():
+    """So no two packages import each other."""
+    level = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    modules, upward, used = _modules(), [], set()
+    for name, path in modules.items():
+        for imported, line in _imports(ast.parse(path.read_text()), modules).items():
+            edge = (_package(name), _package(imported))
+            if edge[0] == edge[1] or level[edge[0]] > level[edge[1]]:
+                continue
+            if edge in UPWARD_IMPORTS_STILL_ALLOWED:
+                used.add(edge)
+                continue
+            relative = path.relative_to(ROOT).as_posix()
+            upward.append(f"{relative}:{line} imports {imported} ({' -> '.join(edge)})")
+    assert not upward, "imports that go up a layer:\n" + "\n".join(upward)
+    assert UPWARD_IMPORTS_STILL_ALLOWED - used == set(), "no import needs these any more"
+
+
+def test_only_the_ledger_holds_a_connection():
+    """SQL is written in runtime/ledger/ only, and run through `Ledger`'s methods."""
+    outside = []
+    for path in _modules().values():
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("runtime/ledger/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                named = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                named += [] if named else [alias.name for alias in node.names]
+                if {name.split(".")[0] for name in named} & SQL:
+                    outside.append(f"{relative}:{node.lineno} imports {', '.join(named)}")
+            if isinstance(node, ast.Attribute) and node.attr == "transaction":
+                outside.append(f"{relative}:{node.lineno} opens a ledger transaction")
+    assert not outside, "SQL outside runtime/ledger/:\n" + "\n".join(outside)
 
 
 def test_no_toolrun_import_inside_a_function_outside_the_allowed_places():

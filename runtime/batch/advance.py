@@ -24,9 +24,7 @@ from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
-from runtime.ledger import batches
 from runtime.ledger.approvals import Approvals, sealed
-from runtime.ledger.rows import CallEnd, write_ends
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
@@ -49,7 +47,7 @@ class Advancer:
         """Carry the batch on as far as it can go now (`expire`: as if its
         deadline had passed); True once every call has ended."""
         try:
-            body = batches.plan(self.ledger, batch_id)
+            body = self.ledger.plan(batch_id)
         except LedgerUnavailable:  # the copy Redis keeps lets reads and sends go on
             body = self.state.plan(batch_id)
         if body is None:
@@ -60,7 +58,7 @@ class Advancer:
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)
                 try:
-                    batches.mark_ended(self.ledger, batch_id)
+                    self.ledger.mark_ended(batch_id)
                 except LedgerUnavailable:  # the sweep marks it once the ledger is back
                     pass
                 return True
@@ -75,7 +73,7 @@ class Advancer:
         steps = next_steps(plan, view)
         ended = self._carry_out(plan, steps)
         if steps.finished:
-            batches.mark_ended(self.ledger, plan.batch.id)
+            self.ledger.mark_ended(plan.batch.id)
         elif ended:
             self.advance(plan.batch.id)
 
@@ -83,7 +81,7 @@ class Advancer:
         """No call of the batch starts from now on; calls running get a short
         grace to end with their own result (the sweep ends them after it)."""
         self.state.cancel(batch_id, by=by)
-        batches.mark_cancelled(self.ledger, batch_id, by=by)
+        self.ledger.mark_cancelled(batch_id, by=by)
         self.advance(batch_id)
 
     def sweep(self, *, everything: bool = False) -> int:
@@ -96,7 +94,7 @@ class Advancer:
             expired.add(batch_id)
         now = utc_now()
         stale = now if everything else now.fromtimestamp(time.time() - RESEND_STALE, now.tzinfo)
-        found = set(batches.needing_attention(self.ledger, now=now, stale_before=stale)) | expired
+        found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
         for batch_id in sorted(found):
             try:
                 self.advance(batch_id)
@@ -108,9 +106,9 @@ class Advancer:
         """End a call, unless it has ended already: then nothing is written or
         announced. True if this was its end."""
         fields = decision.as_dict() if decision else {}
-        row = CallEnd(plan.batch.id, end.result, kind=end.kind, unclaimed=end.only_if_pending,
-                      mode=plan.batch.mode.value, **fields)  # fmt: skip
-        won = self.ledger.transaction(lambda c: write_ends(c, [row])[0], core=True)
+        won = self.ledger.record_result(plan.batch.id, end.result, kind=end.kind,
+                                        unclaimed=end.only_if_pending,
+                                        mode=plan.batch.mode.value, **fields)  # fmt: skip
         if won:
             self.state.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
         return won
@@ -141,14 +139,14 @@ class Advancer:
         row = self.ledger.batch(batch_id)
         cancelled = row.cancelled_at.timestamp() if row and row.cancelled_at else None
         if cancelled is None and flagged:
-            cancelled = batches.mark_cancelled(self.ledger, batch_id, by="flag").timestamp()
+            cancelled = self.ledger.mark_cancelled(batch_id, by="flag").timestamp()
         now = max(time.time(), plan.deadline) if expire else time.time()
         closed = row is not None and row.cancelled_by == CLOSED_BY
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
-        ends = {**self._announced(batch_id), **batches.ends(self.ledger, batch_id)}
+        ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
         return View(ends=ends, sent=sent,
-                    started=started | batches.claimed(self.ledger, batch_id),
+                    started=started | self.ledger.claimed(batch_id),
                     approvals=self._answers(plan, now), cancelled_at=cancelled, now=now,
                     cause="the runtime was closed" if closed else endings.CANCELLED)  # fmt: skip
 

@@ -105,8 +105,8 @@ def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
     # Not taken by any worker: it did not start (a side effect only while still unclaimed).
     guard = not planned.read and sent
     if cancelled:
-        result, kind = endings.not_run(call, None, cancelled=True, cause=view.cause)
-        return End(result, kind, guard)
+        result = endings.cancelled_before_start(call.id, call.name, view.cause)
+        return End(result, EventKind.cancelled, guard)
     if failed is not None:
         return End(endings.skipped_after(call.id, call.name, failed), EventKind.skipped, guard)
     if past:

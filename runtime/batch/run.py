@@ -26,7 +26,6 @@ from runtime.batch.signer import Signer
 from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
-from runtime.ledger import batches
 from runtime.ledger.approvals import Approvals
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
@@ -120,7 +119,7 @@ class BatchRun:
         self.inbox = self.services.transport.watch(self.batch.id)
         row = self.services.approvals.ledger.batch(self.batch.id)
         self.deadline = row.deadline_at.timestamp() if row and row.deadline_at else None
-        for result in batches.ends(self.services.approvals.ledger, self.batch.id).values():
+        for result in self.services.approvals.ledger.ends(self.batch.id).values():
             self._end(result)
         for row in self.services.approvals.pending(self.batch.id):
             self._notice(endings.awaiting_approval(row.call_id, row.tool, row.reason))
@@ -153,7 +152,7 @@ class BatchRun:
 
     def _ledger_ends(self) -> dict[str, ToolResult]:
         try:
-            return batches.ends(self.services.approvals.ledger, self.batch.id)
+            return self.services.approvals.ledger.ends(self.batch.id)
         except LedgerUnavailable:  # Redis still brings what workers announce
             return {}
 

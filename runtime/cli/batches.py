@@ -47,7 +47,7 @@ def tools(
     from runtime import adapters
     from runtime.gate.permissions import offered
     from runtime.gate.policy import PolicySources
-    from runtime.registry.loading import load_tools
+    from runtime.tools.loading import load_tools
 
     registry = load_tools(get_settings().module_names)
     specs = list(registry)

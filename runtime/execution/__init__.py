@@ -1,3 +1,3 @@
 """Where a tool runs: the executor (check again, claim, invoke, record), the invocation
-with its timeout, claims.
+with its timeout.
 """

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.execution.claims import Begun, Start, begin
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
+from runtime.ledger.claims import Begun, Start
 from runtime.ledger.rows import CallEnd, event_fields
 from runtime.ledger.store import EventKind, Ledger
 from runtime.ledger.tables import utc_now
@@ -132,7 +132,7 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     try:
-        begun = begin(ledger, message.batch_id, call.id, worker=worker)
+        begun = ledger.claim(message.batch_id, call.id, worker=worker)
     except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)

@@ -27,9 +27,9 @@ from runtime.gate.decision import Decision, Effect
 from runtime.gate.policy import Policy
 from runtime.gate.protected import refuse_settings_path
 from runtime.gate.rules import Level, Rule, matching
-from runtime.gate.workspace import resolve_inside
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import Mode, Risk
+from runtime.workspace import resolve_inside
 
 __all__ = ["MODE_TABLE", "Decision", "Effect", "evaluate", "offered"]
 

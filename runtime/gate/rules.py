@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from runtime.errors import ConfigurationError
 from runtime.gate.decision import Effect
 from runtime.gate.shell import commands
-from runtime.gate.workspace import resolve_inside
+from runtime.workspace import resolve_inside
 
 _RULE = re.compile(r"^(?P<tool>[A-Za-z0-9_\-*]{1,64})(?:\((?P<spec>.+)\))?$", re.S)
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from sqlalchemy import text
 
 from runtime import adapters
 from runtime.gate.permissions import offered
@@ -56,7 +55,7 @@ def ready(request: Request) -> dict[str, str]:
     runtime = request.app.state.gateway.runtime
     try:
         runtime.client.ping()
-        runtime.ledger.transaction(lambda c: c.execute(text("SELECT 1")), write=False, core=True)
+        runtime.ledger.ping()
     except Exception as error:  # noqa: BLE001 - any fault means not ready
         raise Problem(503, "not ready", f"{type(error).__name__}: {error}") from None
     return {"status": "ready"}

@@ -9,17 +9,18 @@ first; statuses and kinds are plain strings; times are aware and in UTC.
 
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
+from datetime import datetime
 from typing import Any, TypeVar
 
 import tenacity
-from sqlalchemy import Connection, exc, insert
+from sqlalchemy import Connection, exc, insert, text
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
+from runtime.ledger import batches, claims, schema
 from runtime.ledger import engine as ledger_engine
-from runtime.ledger import schema
 from runtime.ledger.buffer import LedgerBuffer
-from runtime.ledger.gate import LedgerGate
+from runtime.ledger.claims import Begun
 from runtime.ledger.group import CommitGroup
 from runtime.ledger.rows import (
     BATCHES,
@@ -32,7 +33,16 @@ from runtime.ledger.rows import (
     settle,
     write_ends,
 )
-from runtime.ledger.tables import ApprovalRow, BatchRow, CallRow, EventKind, EventRow, PlanRow
+from runtime.ledger.tables import (
+    ApprovalRow,
+    BatchRow,
+    CallRow,
+    EventKind,
+    EventRow,
+    PlanRow,
+    utc_now,
+)
+from runtime.ledger.write_hold import WriteHold
 from runtime.results.redaction import redact_text
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
@@ -58,7 +68,7 @@ class Ledger:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(self._write_ends)
-        self._gate = LedgerGate()
+        self._hold = WriteHold()
         self._schema_checked = False
         try:
             self._check_schema()
@@ -183,6 +193,42 @@ class Ledger:
 
         self._run(work)
 
+    def claim(self, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
+        """Claim a side effect before it runs, with its started row: whether
+        this delivery runs it (`runtime.ledger.claims`)."""
+        return self._run(lambda c: claims.claim(c, batch_id, call_id, worker=worker), core=True)
+
+    def mark_ended(self, batch_id: str) -> None:
+        """Every call has ended: the sweep passes it by, and its plan (unredacted
+        arguments) is deleted."""
+        self._run(lambda c: batches.mark_ended(c, batch_id), core=True)
+
+    def mark_cancelled(self, batch_id: str, *, by: str) -> datetime:
+        """When the batch was cancelled (the first cancel counts)."""
+        now = utc_now()
+        return self._run(lambda c: batches.mark_cancelled(c, batch_id, by=by, at=now), core=True)
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None:
+        """The batch's plan, or None once it has ended or if it was never recorded."""
+        return self._read(batches.plan, batch_id)
+
+    def ends(self, batch_id: str) -> dict[str, ToolResult]:
+        """The results of the batch's calls that have ended, by call id."""
+        return self._read(batches.ends, batch_id)
+
+    def claimed(self, batch_id: str) -> set[str]:
+        """Calls a worker has claimed or started (a side effect claims before it runs)."""
+        return self._read(batches.claimed, batch_id)
+
+    def needing_attention(self, *, now: datetime, stale_before: datetime) -> list[str]:
+        """Open batches past their deadline, cancelled, or old enough that a lost
+        message or a lost hand-on could be holding them up."""
+        return self._read(batches.needing_attention, now=now, stale_before=stale_before)
+
+    def ping(self) -> None:
+        """Raise `LedgerUnavailable` unless the database answers a query."""
+        self._read(lambda c: c.execute(text("SELECT 1")))
+
     def batch(self, batch_id: str) -> BatchRow | None:
         return self._run(lambda session: session.get(BatchRow, batch_id), write=False)
 
@@ -206,8 +252,8 @@ class Ledger:
 
     def quiet(self):
         """A context in which this process's other threads begin no ledger
-        write: a tool runs (`runtime.ledger.gate`)."""
-        return self._gate.quiet()
+        write: a tool runs (`runtime.ledger.write_hold`)."""
+        return self._hold.quiet()
 
     def later(self, work: Callable[[], object]) -> None:
         """`work` once the ledger is back, without trying now (it just failed)."""
@@ -215,9 +261,14 @@ class Ledger:
 
     def transaction(self, work: Callable[[Any], T], *, write: bool = True, core: bool = False) -> T:
         """`work(session)` in one transaction with the ledger's retries, for the
-        stores that keep their own tables in the ledger (approvals, claims);
-        `core`: `work(connection)`, for SQL statements alone (cheaper)."""
+        stores in `runtime/ledger/` that keep their own tables (approvals, keys);
+        `core`: `work(connection)`, for SQL statements alone (cheaper). Nothing
+        outside `runtime/ledger/` holds a connection (docs/architecture.md,
+        "The ledger")."""
         return self._run(work, write=write, core=core)
+
+    def _read(self, statement: Callable[..., T], *args: Any, **options: Any) -> T:
+        return self._run(lambda c: statement(c, *args, **options), write=False, core=True)
 
     def _run(
         self,
@@ -235,7 +286,7 @@ class Ledger:
 
         def attempt() -> T:
             bind = self._writer if write else self._engine
-            with self._gate.writing() if write else nullcontext():
+            with self._hold.writing() if write else nullcontext():
                 if core:  # SQL statements only: a connection, without a session's bookkeeping
                     with bind.begin() as connection:
                         return work(connection)

@@ -1,1 +1,1 @@
-"""The capability registry: tools, their specs, validation of arguments, loading tool modules."""
+"""The capability registry: tools, their specs, validation of arguments."""

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from runtime.errors import ConfigurationError
-from runtime.gate.workspace import resolve_inside
 from runtime.types import Mode, Risk
+from runtime.workspace import resolve_inside
 
 SubjectKind = Literal["path", "command", "url"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -10,7 +10,7 @@ by the names they are assigned to are `runtime/results/secret_names.py`'s part.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -252,19 +252,3 @@ def detectors(extra: tuple[tuple[str, str], ...] = ()) -> DetectorSet:
     """The library's detectors, and a deployment's `(kind, regex)` pairs first."""
     deployment = [_detector(snake(kind), [re.compile(regex)]) for kind, regex in extra]
     return DetectorSet((*deployment, *library()))
-
-
-def compile_patterns(patterns: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """A deployment's patterns, checked: an invalid one is a ValueError naming it."""
-    for kind, regex in patterns.items():
-        if not kind.strip() or not regex:
-            raise ValueError(f"redaction pattern {kind!r}: a kind and a regex are both required")
-        try:
-            compiled = re.compile(regex)
-        except re.error as error:
-            raise ValueError(
-                f"redaction pattern {kind!r} ({regex!r}) is invalid: {error}"
-            ) from None
-        if compiled.match(""):
-            raise ValueError(f"redaction pattern {kind!r} ({regex!r}) matches the empty string")
-    return tuple(sorted(patterns.items()))

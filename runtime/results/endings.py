@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.ledger.tables import EventKind
 from runtime.results.formatter import failure
 from runtime.types import Mode, Status, ToolCall, ToolResult
 
@@ -140,16 +139,3 @@ def abandoned(call: ToolCall, *, read: bool, cancelled: bool, cause: str = CANCE
     if cancelled:
         return cancelled_while_running(call.id, call.name, read=read, cause=cause)
     return past_deadline(call.id, call.name, read=read)
-
-
-def not_run(
-    call: ToolCall, failed: ToolCall | None, *, cancelled: bool, cause: str = CANCELLED
-) -> tuple[ToolResult, EventKind]:
-    """A call that never started: an ordered step (`failed`) failed before it,
-    the batch was cancelled (for `cause`), or its deadline passed before the
-    call's turn."""
-    if failed is None and cancelled:
-        return cancelled_before_start(call.id, call.name, cause), EventKind.cancelled
-    if failed is None:
-        return skipped_at_deadline(call.id, call.name), EventKind.skipped
-    return skipped_after(call.id, call.name, failed), EventKind.skipped

@@ -4,7 +4,7 @@
 What was started is written to `<home>/stack.json` (mode 0600: it holds the
 Redis and Flower passwords), so that another process can stop exactly that.
 The record is `runtime.stack.record`, Redis is `runtime.stack.redis_server`; both are
-re-exported here.
+re-exported here. Which Redis a process uses is `runtime.config`'s to say.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from runtime.stack.record import (
     StackRecord,
     WorkerInfo,
     load_record,
-    redis_url_for,
 )
 from runtime.stack.redis_server import (
     STARTUP_TIMEOUT,
@@ -61,7 +60,6 @@ __all__ = [
     "add_worker",
     "find_redis_server",
     "load_record",
-    "redis_url_for",
     "start_flower",
     "start_redis",
     "start_stack",

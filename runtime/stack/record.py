@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from runtime import config
 from runtime.errors import StackError
-from runtime.settings import Settings
 
-RECORD = "stack.json"
+RECORD = config.STACK_RECORD
 
 
 class WorkerInfo(TypedDict):
@@ -53,8 +53,7 @@ class StackRecord:
         return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> StackRecord:
-        data = json.loads(text)
+    def from_dict(cls, data: dict) -> StackRecord:
         return cls(**{**data, "home": Path(data["home"])})
 
     def save(self) -> Path:
@@ -69,35 +68,13 @@ class StackRecord:
         return path
 
 
-def redis_url_for(settings: Settings, *, required: bool = True) -> str | None:
-    """`TOOLRUN_REDIS_URL`, else the embedded stack's Redis recorded under `home`."""
-    if settings.redis_url:
-        return settings.redis_url
-    record = load_record(settings.home)
-    if record is not None:
-        return record.redis_url
-    if required:
-        raise StackError("no Redis: run `toolrun up` or set TOOLRUN_REDIS_URL")
-    return None
-
-
 def load_record(home: Path) -> StackRecord | None:
     """The stack recorded under `home`, or None if there is none."""
-    path = Path(home) / RECORD
-    try:
-        return StackRecord.from_json(path.read_text())
-    except FileNotFoundError:
+    data = config.stack_record(home)
+    if data is None:
         return None
+    try:
+        return StackRecord.from_dict(data)
     except (ValueError, TypeError, KeyError) as error:
-        raise StackError(f"unreadable stack record {path}: {error}") from error
+        raise StackError(f"unreadable stack record {Path(home) / RECORD}: {error}") from error
 
-
-def signing_key_for(settings: Settings) -> bytes:
-    """`TOOLRUN_SIGNING_KEY`, else the embedded stack's key; task messages are
-    signed with it and workers run nothing that is not."""
-    if settings.signing_key is not None:
-        return settings.signing_key.get_secret_value().encode()
-    record = load_record(settings.home)
-    if record is not None and record.signing_key:
-        return record.signing_key.encode()
-    raise StackError("no signing key: set TOOLRUN_SIGNING_KEY (the same on clients and workers)")

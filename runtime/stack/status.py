@@ -16,12 +16,13 @@ from typing import Any
 
 import redis
 
+from runtime import config
 from runtime.errors import LedgerUnavailable
 from runtime.ledger import schema
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
-from runtime.stack.record import load_record, redis_url_for
+from runtime.stack.record import load_record
 from runtime.transport.app import make_app
 from runtime.transport.names import QUEUES
 
@@ -65,7 +66,7 @@ class Report:
 
 def collect(settings: Settings, *, timeout: float = 1.0) -> Report:
     """Ask the workers (waiting `timeout` seconds for answers), Redis and the ledger."""
-    redis_url = redis_url_for(settings)
+    redis_url = config.redis_url(settings)
     record = load_record(settings.home)
     recorded = (
         [w["name"] for w in record.workers] if record and record.redis_url == redis_url else []

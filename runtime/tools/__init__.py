@@ -5,6 +5,9 @@
 - cache: `delete_cache`
 - shell: `shell`
 - http: `http_get`
+
+`loading` gathers every source of tools into the registry: these built-ins, tool
+modules, entry points and MCP servers.
 """
 
 from runtime.tools import cache, files_read, files_search, files_write, http, shell

@@ -16,7 +16,6 @@ from typing import BinaryIO
 from pydantic import Field
 
 from runtime.errors import ToolError
-from runtime.gate.workspace import relative_name
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import (
     SNIFF_BYTES,
@@ -28,6 +27,7 @@ from runtime.tools.bounds import (
     json_len,
 )
 from runtime.types import Risk
+from runtime.workspace import relative_name
 
 MAX_ENTRIES = 500
 ENTRY_OVERHEAD = 56

@@ -23,10 +23,10 @@ import re2
 from pydantic import Field
 
 from runtime.errors import ToolError, UnsupportedArgument
-from runtime.gate.workspace import relative_name
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len
 from runtime.types import Risk
+from runtime.workspace import relative_name
 
 MAX_MATCHES = 200
 MAX_LINE_BYTES = 400

@@ -19,10 +19,10 @@ from pydantic import Field
 
 from runtime.errors import ToolError
 from runtime.gate.protected import refuse_settings_path
-from runtime.gate.workspace import relative_name
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, bounded_diff, budget, is_binary
 from runtime.types import Risk
+from runtime.workspace import relative_name
 
 
 def _read_umask() -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from celery import Celery
 from celery.app.amqp import AMQP
 
+from runtime import config
 from runtime.settings import Settings, get_settings
-from runtime.stack.record import redis_url_for
 from runtime.transport.names import READS
 
 
@@ -31,7 +31,7 @@ class ShadowNamedEvents(AMQP):
 
 def make_app(settings: Settings | None = None, *, redis_url: str | None = None) -> Celery:
     settings = settings or get_settings()
-    url = redis_url or redis_url_for(settings, required=False) or "redis://127.0.0.1:6379/0"
+    url = redis_url or config.redis_url(settings, required=False) or "redis://127.0.0.1:6379/0"
     app = Celery(
         "toolrun", broker=url, backend=url, include=["workers.tasks"], amqp=ShadowNamedEvents
     )

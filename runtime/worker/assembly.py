@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
+from runtime.config import redis_url, signing_key
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings, get_settings
-from runtime.stack.record import redis_url_for, signing_key_for
+from runtime.tools.loading import load_tools
 from runtime.transport.cluster import CeleryTransport
 from runtime.worker.worker import Worker
 
@@ -27,11 +27,11 @@ class Parts:
     @classmethod
     def from_env(cls) -> Parts:
         settings = get_settings()
-        return cls(settings, load_tools(settings.module_names), signing_key_for(settings))
+        return cls(settings, load_tools(settings.module_names), signing_key(settings))
 
     def worker(self, app: Celery) -> Worker:
         """A `Worker` with this process's own ledger engine and Redis pool."""
-        url = redis_url_for(self.settings, required=False) or app.conf.broker_url
+        url = redis_url(self.settings, required=False) or app.conf.broker_url
         transport = CeleryTransport(app, redis.Redis.from_url(url))
         return Worker(settings=self.settings, registry=self.registry, key=self.key,
                       ledger=Ledger.from_settings(self.settings, lazy=True),

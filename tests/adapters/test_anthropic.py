@@ -8,8 +8,8 @@ from pydantic import TypeAdapter
 
 from runtime import adapters
 from runtime.errors import InvalidBatch
-from runtime.registry.loading import load_tools
 from runtime.results import formatter as results
+from runtime.tools.loading import load_tools
 from runtime.types import Status
 from tests.support.anthropic_messages import anthropic_message, tool_use
 

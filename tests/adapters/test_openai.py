@@ -23,9 +23,9 @@ from openai.types.responses.response_input_item_param import FunctionCallOutput
 
 from runtime import adapters
 from runtime.errors import InvalidBatch
-from runtime.registry.loading import load_tools
 from runtime.registry.validation import Invalid, validate
 from runtime.results import formatter as results
+from runtime.tools.loading import load_tools
 from runtime.types import Status
 from tests.adapters.test_anthropic import same_after_validation
 

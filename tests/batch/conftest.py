@@ -10,8 +10,8 @@ import pytest
 
 from runtime.client import Runtime
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.worker.memory import MemoryTransport
 
 

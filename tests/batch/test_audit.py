@@ -11,8 +11,8 @@ from sqlalchemy.engine import Engine
 from runtime.batch.audit import BatchAudit
 from runtime.gate.admission import admit
 from runtime.ledger.store import EventKind, Ledger
-from runtime.registry.loading import load_tools
 from runtime.results import endings
+from runtime.tools.loading import load_tools
 from runtime.types import Batch, Mode, ToolCall
 from tests.support.faults import locked_sqlite
 from tests.support.messages import policy

@@ -4,8 +4,8 @@ import pytest
 
 from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
 from tests.support.messages import KEY, message
 from tests.support.tools import marks
@@ -135,11 +135,9 @@ def test_a_redelivered_side_effect_never_runs_twice(env):
 
 
 def test_a_claimed_call_whose_worker_vanished_is_outcome_unknown(env):
-    from runtime.execution.claims import begin
-
     call = ToolCall(id="lost", name="bump", arguments={"label": "x"})
     env.ledger.record_batch(Batch(id="b-lost", calls=[call], workspace=str(env.workspace)))
-    begin(env.ledger, "b-lost", "lost", worker="gone@h")
+    env.ledger.claim("b-lost", "lost", worker="gone@h")
     raw = message("lost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-lost",
                   rules={"allow": ["bump"]})  # fmt: skip
     result = env("bump", {"label": "x"}, call_id="lost", raw=raw)

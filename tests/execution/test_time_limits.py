@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.execution.time_limits import hard_limit, is_read, killed, overran
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import CallMessage, Status
 from tests.support.messages import message
 

@@ -9,8 +9,8 @@ import pytest
 from runtime.gate.admission import NAME_CHARS, Admitted, Refused, admit
 from runtime.gate.decision import Effect
 from runtime.ledger.store import EventKind
-from runtime.registry.loading import load_tools
 from runtime.results.formatter import SUMMARY_CHARS
+from runtime.tools.loading import load_tools
 from runtime.types import Mode, Status, ToolCall
 from tests.support.messages import policy
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import Mode, Status
 from tests.support.messages import KEY, message
 

@@ -262,7 +262,7 @@ SHELL_BYPASSES = [
 
 
 def shell_decision(ws: Path, command: str, mode: str, *rules):
-    from runtime.registry.loading import load_tools
+    from runtime.tools.loading import load_tools
 
     spec = load_tools().get("shell")
     parsed = tuple(parse(text, Effect(effect), Level.user, "user.json") for effect, text in rules)

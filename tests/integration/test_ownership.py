@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import text
 
 from runtime.errors import InvalidBatch
-from runtime.ledger import batches
 from runtime.types import Status
 from tests.support.faults import FaultStack
 from tests.support.submitter import spawn
@@ -54,7 +53,7 @@ def submit_and_kill(stack: FaultStack, spec: dict, until) -> str:
 
 def one_end_each(runtime, batch_id: str, count: int) -> None:
     """Exactly one end row per call, and one finishing event each."""
-    ends = batches.ends(runtime.ledger, batch_id)
+    ends = runtime.ledger.ends(batch_id)
     assert len(ends) == count
     finished = Counter(e.call_id for e in runtime.ledger.events(batch_id) if e.status)
     assert set(finished.values()) == {1}, finished
@@ -110,10 +109,10 @@ def test_with_no_client_alive_the_deadline_ends_every_call(owned, workspace):
             "timeout": 2}  # fmt: skip
     began = time.monotonic()
     batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "starts")) >= 1)
-    while len(batches.ends(runtime.ledger, batch_id)) < 2:
+    while len(runtime.ledger.ends(batch_id)) < 2:
         assert time.monotonic() - began < 2 + 6, "the deadline did not end the batch"
         time.sleep(0.1)
-    ends = batches.ends(runtime.ledger, batch_id)
+    ends = runtime.ledger.ends(batch_id)
     assert (ends["r"].status, ends["w"].status) == (Status.timeout, Status.skipped)
     assert marks(workspace, "effects") == []
     one_end_each(runtime, batch_id, 2)

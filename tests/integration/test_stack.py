@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from runtime import config
 from runtime.errors import StackError
 from runtime.settings import Settings
 from runtime.stack import processes
@@ -22,7 +23,6 @@ from runtime.stack.embedded import (
     add_worker,
     find_redis_server,
     load_record,
-    redis_url_for,
     start_stack,
     stop_stack,
     stop_worker,
@@ -113,7 +113,7 @@ def test_the_stack_starts_every_part_and_stops_exactly_them(home):
     path = home / RECORD
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_record(home) == record
-    assert redis_url_for(settings) == record.redis_url
+    assert config.redis_url(settings) == record.redis_url
 
     passwords = [flower["password"], redis.connection.parse_url(record.redis_url)["password"]]
     assert processes_naming(*passwords) == []  # never on a command line, so never in `ps`

@@ -14,7 +14,6 @@ from sqlalchemy import create_engine, exc, text
 from sqlalchemy.engine import make_url
 
 from runtime.errors import InvalidBatch, LedgerUnavailable
-from runtime.ledger import batches
 from runtime.ledger.rows import CallEnd
 from runtime.ledger.store import EventKind, EventRow, Ledger
 from runtime.settings import Settings
@@ -305,7 +304,7 @@ def test_the_first_end_of_a_call_wins_and_later_reporters_record_nothing(ledger)
     [row] = ledger.calls(batch.id)
     assert (row.status, row.worker) == ("ok", "w1")
     assert [e.status for e in ledger.events(batch.id) if e.status] == ["ok"]
-    assert batches.ends(ledger, batch.id)["a"].worker == "w1"
+    assert ledger.ends(batch.id)["a"].worker == "w1"
 
 
 def test_an_end_recorded_before_its_batch_still_wins(ledger):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import PathOutsideWorkspace
-from runtime.gate.workspace import resolve_inside
 from runtime.mcp.paths import path_fields
 from runtime.mcp.schema import input_model
+from runtime.workspace import resolve_inside
 
 
 def fields(properties: dict) -> tuple[str, ...]:

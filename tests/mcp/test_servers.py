@@ -23,8 +23,8 @@ from runtime.mcp.schema import arguments_of, input_model
 from runtime.mcp.servers import register_servers, risk_of, tool_name
 from runtime.mcp.session import STOP_GRACE, ServerTimeout, list_tools
 from runtime.registry.capabilities import Registry, ToolContext
-from runtime.registry.loading import load_tools
 from runtime.registry.validation import Invalid, validate
+from runtime.tools.loading import load_tools
 from runtime.types import Risk, Status
 
 SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"

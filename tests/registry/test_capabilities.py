@@ -3,7 +3,7 @@ from pydantic import BaseModel
 
 from runtime.errors import ConfigurationError
 from runtime.registry.capabilities import Registry, ToolInput, tool
-from runtime.registry.loading import load_tools
+from runtime.tools.loading import load_tools
 from runtime.types import Mode, Risk
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.ledger.tables import EventKind
 from runtime.results import endings
 from runtime.types import Mode, Status, ToolCall
 
@@ -82,13 +81,6 @@ def test_a_runtime_failure_names_the_exception_type_only():
     result = endings.runtime_failed("c1", "bump", KeyError("sk-secret-detail"))
     assert result.status is Status.outcome_unknown and "(KeyError)" in result.model_message
     assert "sk-secret-detail" not in result.model_message
-
-
-def test_what_a_batch_picks_for_a_call_that_never_started():
-    assert endings.not_run(CALL, None, cancelled=True)[1] is EventKind.cancelled
-    assert endings.not_run(CALL, None, cancelled=False)[0].status is Status.skipped
-    skipped, kind = endings.not_run(CALL, FAILED, cancelled=True)
-    assert kind is EventKind.skipped and "call w0 (explode) failed before it" in skipped.summary
 
 
 def test_what_a_batch_picks_for_a_call_abandoned_while_it_ran():

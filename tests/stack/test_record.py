@@ -1,22 +1,14 @@
 """The embedded stack's record: readable by its owner only, found again by
-clients for the Redis URL and the signing key."""
+another process (`runtime.config` reads its Redis URL and signing key)."""
 
 from __future__ import annotations
 
 import stat
 
 import pytest
-from pydantic import SecretStr
 
 from runtime.errors import StackError
-from runtime.settings import Settings
-from runtime.stack.record import (
-    RECORD,
-    StackRecord,
-    load_record,
-    redis_url_for,
-    signing_key_for,
-)
+from runtime.stack.record import RECORD, StackRecord, load_record
 
 
 def record(home) -> StackRecord:
@@ -35,17 +27,3 @@ def test_an_unreadable_record_is_a_stack_error_naming_it(tmp_path):
     (tmp_path / RECORD).write_text('{"home": "x"}')
     with pytest.raises(StackError, match=RECORD):
         load_record(tmp_path)
-
-
-def test_settings_win_over_the_record_and_without_either_it_says_what_to_do(tmp_path):
-    settings = Settings(home=tmp_path)
-    with pytest.raises(StackError, match="toolrun up"):
-        redis_url_for(settings)
-    assert redis_url_for(settings, required=False) is None
-    with pytest.raises(StackError, match="TOOLRUN_SIGNING_KEY"):
-        signing_key_for(settings)
-    record(tmp_path).save()
-    assert redis_url_for(settings) == record(tmp_path).redis_url
-    assert signing_key_for(settings) == b"sk"
-    own = Settings(home=tmp_path, redis_url="redis://elsewhere:1", signing_key=SecretStr("mine"))
-    assert (redis_url_for(own), signing_key_for(own)) == ("redis://elsewhere:1", b"mine")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.ledger.store import Ledger
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
 from runtime.worker.memory import MemoryTransport
 from tests.support.messages import KEY, message

@@ -15,7 +15,7 @@ from runtime.errors import PathOutsideWorkspace
 from runtime.gate.protected import protected_locations, refuse_settings_path
 from runtime.gate.shell.analysis import Analysis
 from runtime.gate.shell.lexer import command_words
-from runtime.gate.workspace import resolve_inside
+from runtime.workspace import resolve_inside
 
 # Commands that never write the files they name (their redirects are checked apart).
 READ_ONLY = {"cat", "ls", "head", "tail", "grep", "egrep", "fgrep", "rg", "wc", "stat", "file"}

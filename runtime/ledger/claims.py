@@ -7,6 +7,8 @@ call finished gets the recorded result; one that finds it claimed by a
 delivery that never finished gets `outcome_unknown` and does not run it.
 Reads and idempotent calls claim nothing: they may run again (the executor
 counts their deliveries in Redis and gives up after `max_deliveries`).
+
+A statement on a connection; the executor claims through `Ledger.claim`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from enum import StrEnum
 from sqlalchemy import Connection, Row, func, insert, select, update
 
 from runtime.ledger.rows import CALLS, EVENTS, event_fields
-from runtime.ledger.store import EventKind, Ledger
-from runtime.ledger.tables import utc_now
+from runtime.ledger.tables import EventKind, utc_now
 from runtime.types import Status
 
 OPEN = {"pending", "running", Status.awaiting_approval.value}
@@ -38,25 +39,21 @@ class Begun:
     row: Row | None  # the call's row as it was found (a `toolrun_call` row)
 
 
-def begin(ledger: Ledger, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
+def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
     """Claim a call, writing its started row with the claim."""
     where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
-
-    def work(connection: Connection) -> Begun:
-        call = connection.execute(select(CALLS).where(where).with_for_update()).first()
-        if call is None:
-            return Begun(Start.unrecorded, 1, None)
-        if call.status not in OPEN:
-            return Begun(Start.finished, call.attempts, call)
-        if call.status != "pending":
-            return Begun(Start.taken, call.attempts, call)
-        now, delivery = utc_now(), call.attempts + 1
-        connection.execute(update(CALLS).where(where).values(
-            status="running", worker=worker, attempts=delivery,
-            started_at=func.coalesce(CALLS.c.started_at, now)))  # fmt: skip
-        started = event_fields(batch_id, call_id, EventKind.started, at=now, worker=worker,
-                               attempt=delivery)  # fmt: skip
-        connection.execute(insert(EVENTS), [started])
-        return Begun(Start.run, delivery, call)
-
-    return ledger.transaction(work, core=True)
+    call = connection.execute(select(CALLS).where(where).with_for_update()).first()
+    if call is None:
+        return Begun(Start.unrecorded, 1, None)
+    if call.status not in OPEN:
+        return Begun(Start.finished, call.attempts, call)
+    if call.status != "pending":
+        return Begun(Start.taken, call.attempts, call)
+    now, delivery = utc_now(), call.attempts + 1
+    connection.execute(update(CALLS).where(where).values(
+        status="running", worker=worker, attempts=delivery,
+        started_at=func.coalesce(CALLS.c.started_at, now)))  # fmt: skip
+    started = event_fields(batch_id, call_id, EventKind.started, at=now, worker=worker,
+                           attempt=delivery)  # fmt: skip
+    connection.execute(insert(EVENTS), [started])
+    return Begun(Start.run, delivery, call)

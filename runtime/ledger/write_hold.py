@@ -1,4 +1,4 @@
-"""No ledger transaction of a process is open while a tool runs in it.
+"""The write hold: no ledger transaction of a process is open while a tool runs in it.
 
 In a pool process the tool runs on the main thread, and C code it calls can
 hold the GIL until the process is killed at its hard limit; a transaction
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
-class LedgerGate:
+class WriteHold:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._writers = 0

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import threading
 
-from runtime.ledger.gate import LedgerGate
+from runtime.ledger.write_hold import WriteHold
 
 
 def test_a_write_waits_for_the_tool_and_the_tool_for_a_write():
-    gate, order = LedgerGate(), []
+    hold, order = WriteHold(), []
     writing, tool_may_end = threading.Event(), threading.Event()
 
     def writer() -> None:
-        with gate.writing():
+        with hold.writing():
             order.append("write")
 
-    with gate.quiet():
+    with hold.quiet():
         order.append("tool starts")
-        with gate.writing():  # the tool's own thread still writes (a retry's row)
+        with hold.writing():  # the tool's own thread still writes (a retry's row)
             order.append("own write")
         thread = threading.Thread(target=writer)
         thread.start()
@@ -29,7 +29,7 @@ def test_a_write_waits_for_the_tool_and_the_tool_for_a_write():
     assert order == ["tool starts", "own write", "tool ends", "write"]
 
     def long_write() -> None:
-        with gate.writing():
+        with hold.writing():
             writing.set()
             tool_may_end.wait(5)
             order.append("long write ends")
@@ -38,7 +38,7 @@ def test_a_write_waits_for_the_tool_and_the_tool_for_a_write():
     thread.start()
     writing.wait(5)
     threading.Timer(0.2, tool_may_end.set).start()
-    with gate.quiet():  # waits for the write under way
+    with hold.quiet():  # waits for the write under way
         order.append("next tool starts")
     thread.join(timeout=5)
     assert order[-2:] == ["long write ends", "next tool starts"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.execution.claims import Start, begin
+from runtime.ledger.claims import Start
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings
 from runtime.types import Batch, ToolCall
@@ -21,7 +21,7 @@ def ledger(tmp_path):
 
 
 def test_the_first_delivery_claims_the_call_and_records_its_start(ledger):
-    begun = begin(ledger, "b1", "w", worker="effects@h")
+    begun = ledger.claim("b1", "w", worker="effects@h")
     assert (begun.start, begun.delivery) == (Start.run, 1)
     [call] = ledger.calls("b1")
     assert (call.status, call.worker, call.attempts) == ("running", "effects@h", 1)
@@ -30,19 +30,19 @@ def test_the_first_delivery_claims_the_call_and_records_its_start(ledger):
 
 
 def test_a_redelivery_of_a_claimed_call_that_never_ended_does_not_run_it(ledger):
-    begin(ledger, "b1", "w", worker="effects@h")
-    again = begin(ledger, "b1", "w", worker="effects@other")
+    ledger.claim("b1", "w", worker="effects@h")
+    again = ledger.claim("b1", "w", worker="effects@other")
     assert (again.start, again.row.worker) == (Start.taken, "effects@h")
     assert len(ledger.events("b1", "w")) == 1  # no second start
 
 
 def test_a_redelivery_of_a_finished_call_gets_its_recorded_end(ledger):
-    begin(ledger, "b1", "w", worker="effects@h")
+    ledger.claim("b1", "w", worker="effects@h")
     ledger.record_result("b1", endings.timed_out("w", "bump", 1.0), kind=EventKind.finished)
-    again = begin(ledger, "b1", "w", worker="effects@h")
+    again = ledger.claim("b1", "w", worker="effects@h")
     assert (again.start, again.row.status) == (Start.finished, "timeout")
 
 
 def test_a_call_no_client_recorded_is_never_claimed(ledger):
-    assert begin(ledger, "b1", "nobody", worker="effects@h").start is Start.unrecorded
-    assert begin(ledger, "b2", "w", worker="effects@h").start is Start.unrecorded
+    assert ledger.claim("b1", "nobody", worker="effects@h").start is Start.unrecorded
+    assert ledger.claim("b2", "w", worker="effects@h").start is Start.unrecorded

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import PathOutsideWorkspace, ToolError
-from runtime.gate.workspace import relative_name, resolve_inside
 from runtime.types import Status
+from runtime.workspace import relative_name, resolve_inside
 
 
 @pytest.fixture
