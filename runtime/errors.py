@@ -31,6 +31,12 @@ class LedgerRefused(LedgerUnavailable):
     outage; a buffer of rows drops it, logged, rather than hold back every later row."""
 
 
+class StateUnavailable(ToolrunError):
+    """The batch's shared state (Redis in a deployment) cannot be reached. Raised
+    by every implementation of the state seam instead of its client's own
+    errors, so that nothing above the seam knows what stores the state."""
+
+
 class ToolError(ToolrunError):
     """Raised by a tool for a failure the model should read and can act on.
 
