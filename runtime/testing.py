@@ -8,13 +8,15 @@ loop: no Redis, no Celery, no worker process to start.
 It is the client, the permission gate, the batch's rules and the executor that
 a deployment runs, on the in-memory transport (`runtime/transport/memory.py`:
 the workers are threads of this process) and a real SQLite ledger in a
-directory of its own, deleted on the way out. What a deployment adds (Celery's
+directory of its own, deleted when the process exits. What a deployment adds (Celery's
 delivery, Redis, other processes) is what toolrun's own integration tests cover.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,27 +49,29 @@ def memory_runtime(
     own, so that the tests read no file of the machine's user.
     `workspace`: a directory the runtime trusts, as `toolrun trust` would (its
     project rules may then allow); only with the default settings."""
-    with tempfile.TemporaryDirectory(prefix="toolrun-memory-") as folder:
-        base = Path(folder)
-        if settings is None:
-            user = base / "user.json"
-            trusted = [str(Path(workspace).resolve())] if workspace is not None else []
-            user.write_text(json.dumps({"trusted_workspaces": trusted}))
-            settings = Settings(home=base / "home", user_settings_file=user)
-        elif workspace is not None:
-            raise ConfigurationError(
-                "memory_runtime: trust a workspace in your own settings' user file, "
-                "or pass `workspace` without `settings`"
-            )
-        settings = settings.model_copy(update={"database_url": f"sqlite:///{base / 'ledger.db'}"})
-        chosen = _registry(tools, settings)
-        ledger = Ledger.from_settings(settings)
-        transport = MemoryTransport(registry=chosen, ledger=ledger, settings=settings)
-        runtime = Runtime(settings, registry=chosen, ledger=ledger, transport=transport)
-        try:
-            yield runtime
-        finally:
-            runtime.close()
+    base = Path(tempfile.mkdtemp(prefix="toolrun-memory-"))
+    # Removed when the process exits, not with the runtime: a batch's thread or the
+    # transport's sweep may still be ending when `close` returns.
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
+    if settings is None:
+        user = base / "user.json"
+        trusted = [str(Path(workspace).resolve())] if workspace is not None else []
+        user.write_text(json.dumps({"trusted_workspaces": trusted}))
+        settings = Settings(home=base / "home", user_settings_file=user)
+    elif workspace is not None:
+        raise ConfigurationError(
+            "memory_runtime: trust a workspace in your own settings' user file, "
+            "or pass `workspace` without `settings`"
+        )
+    settings = settings.model_copy(update={"database_url": f"sqlite:///{base / 'ledger.db'}"})
+    chosen = _registry(tools, settings)
+    ledger = Ledger.from_settings(settings)
+    transport = MemoryTransport(registry=chosen, ledger=ledger, settings=settings)
+    runtime = Runtime(settings, registry=chosen, ledger=ledger, transport=transport)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
 
 
 def _registry(tools: tuple[Tool, ...], settings: Settings) -> Registry:
