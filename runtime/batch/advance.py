@@ -110,7 +110,8 @@ class Advancer:
         announced. True if this was its end."""
         fields = decision.as_dict() if decision else {}
         row = CallEnd(plan.batch.id, end.result, kind=end.kind, unclaimed=end.only_if_pending,
-                      mode=plan.batch.mode.value, **fields)  # fmt: skip
+                      mode=plan.batch.mode.value, redactor=self.ledger.redactor,
+                      **fields)  # fmt: skip
         won = self.ledger.transaction(lambda c: write_ends(c, [row])[0], core=True)
         if won:
             self.transport.publish(plan.batch.id, end.result, reply_to=plan.reply_to)

@@ -55,7 +55,7 @@ def begin(ledger: Ledger, batch_id: str, call_id: str, *, worker: str | None) ->
             status="running", worker=worker, attempts=delivery,
             started_at=func.coalesce(CALLS.c.started_at, now)))  # fmt: skip
         started = event_fields(batch_id, call_id, EventKind.started, at=now, worker=worker,
-                               attempt=delivery)  # fmt: skip
+                               attempt=delivery, redactor=ledger.redactor)  # fmt: skip
         connection.execute(insert(EVENTS), [started])
         return Begun(Start.run, delivery, call)
 
