@@ -31,7 +31,8 @@ from workers import app
 
 log = logging.getLogger("toolrun.worker")
 settings = get_settings()
-registry = load_tools(settings.module_names)  # once per process, never per task
+registry = load_tools(settings.module_names,
+                      mcp_servers_file=settings.mcp_servers_file)  # once per process, not per task
 key = signing_key_for(settings)  # no key, no worker: it would run nothing anyway
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's result waits for Redis to come back
 SWEEP_SECONDS = 1.0  # how often each worker offers to sweep

@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import Celery
 from celery.app.amqp import AMQP
 
-from runtime.settings import Settings, get_settings
+from runtime.settings import Settings
 from runtime.stack.record import redis_url_for
 from runtime.transport.names import READS
 
@@ -29,8 +29,9 @@ class ShadowNamedEvents(AMQP):
         return message
 
 
-def make_app(settings: Settings | None = None, *, redis_url: str | None = None) -> Celery:
-    settings = settings or get_settings()
+def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
+    """The app of a deployment with `settings` (the worker's composition root
+    reads them from the environment; a client passes its `Runtime`'s)."""
     url = redis_url or redis_url_for(settings, required=False) or "redis://127.0.0.1:6379/0"
     app = Celery(
         "toolrun", broker=url, backend=url, include=["workers.tasks"], amqp=ShadowNamedEvents
