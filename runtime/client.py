@@ -75,7 +75,7 @@ class Runtime:
             self.redis_url = config.redis_url(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
             self.client = redis.Redis.from_url(self.redis_url)
-            transport = CeleryTransport(self.app, self.client)
+            transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
         key = getattr(transport, "key", None) or config.signing_key(settings)
         self.transport = transport
         self.approvals = Approvals(self.ledger, key)

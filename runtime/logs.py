@@ -17,7 +17,7 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.results.redaction import redact_text
+from runtime.results.redaction import BUILT_IN, Redactor
 
 CallIds = tuple[str, str | None]
 _CALL: ContextVar[CallIds | None] = ContextVar("toolrun_call", default=None)
@@ -25,13 +25,21 @@ _FIELDS = ("batch_id", "call_id", "task_id", "task_name")
 
 
 class RedactingFilter(logging.Filter):
+    """Redacts each record with the redactor of the settings the process was
+    started with (a worker's, the gateway's), given by `prepare_handlers`."""
+
+    def __init__(self, redactor: Redactor = BUILT_IN) -> None:
+        super().__init__()
+        self.redactor = redactor
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact_text(message)
+        cleaned = self.redactor.redact_text(message)
         if cleaned != message or record.args:
             record.msg, record.args = cleaned, None
         if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+            formatted = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = self.redactor.redact_text(formatted)
             record.exc_info = None
         return True
 
@@ -63,6 +71,10 @@ class CallFilter(logging.Filter):
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line (a traceback included)."""
 
+    def __init__(self, redactor: Redactor = BUILT_IN) -> None:
+        super().__init__()
+        self.redactor = redactor
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
@@ -76,7 +88,7 @@ class JsonFormatter(logging.Formatter):
             if value not in (None, "???"):  # Celery's task formatter says ??? outside a task
                 entry[name] = value
         if record.exc_info:
-            entry["exception"] = redact_text(self.formatException(record.exc_info))
+            entry["exception"] = self.redactor.redact_text(self.formatException(record.exc_info))
         elif record.exc_text:
             entry["exception"] = record.exc_text
         return json.dumps(entry, ensure_ascii=False, default=str)
@@ -97,17 +109,21 @@ class CallTextFormatter(logging.Formatter):
         return f"{text} [batch {batch_id} call {getattr(record, 'call_id', None) or '-'}]"
 
 
-def prepare_handlers(logger: logging.Logger, log_format: str = "text") -> None:
-    """Every handler of `logger` redacts, names the call, and writes `log_format`
+def prepare_handlers(
+    logger: logging.Logger, log_format: str = "text", redactor: Redactor = BUILT_IN
+) -> None:
+    """Every handler of `logger` redacts with `redactor` (the process's, from
+    the settings it started with), names the call, and writes `log_format`
     ("text" or "json"). Safe to call again."""
     for handler in logger.handlers:
-        for kind in (RedactingFilter, CallFilter):
-            if not any(isinstance(f, kind) for f in handler.filters):
-                handler.addFilter(kind())
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter(redactor))
+        if not any(isinstance(f, CallFilter) for f in handler.filters):
+            handler.addFilter(CallFilter())
         current = handler.formatter
         if log_format == "json":
             if not isinstance(current, JsonFormatter):
-                handler.setFormatter(JsonFormatter())
+                handler.setFormatter(JsonFormatter(redactor))
         elif not isinstance(current, CallTextFormatter):
             handler.setFormatter(CallTextFormatter(current))
 

@@ -23,6 +23,7 @@ from runtime.logs import (
     leave_call,
     prepare_handlers,
 )
+from runtime.results.redaction import redactor_for
 
 
 @contextmanager
@@ -80,6 +81,22 @@ def test_a_traceback_stays_on_one_json_line_and_is_redacted(capture):
     entry = json.loads(line)
     assert "ValueError" in entry["exception"] and SECRET not in line
     assert entry["call_id"] == "c"
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_lines_are_redacted_with_the_processs_own_patterns(capture, log_format):
+    """The process's settings are given to `prepare_handlers` at its entry point
+    (a worker, the gateway): their patterns redact its lines and tracebacks."""
+    logger, lines = capture
+    prepare_handlers(logger, log_format, redactor_for({"acme": r"ACME-\d{8}"}))
+    logger.info("order ACME-12345678 placed")
+    try:
+        raise ValueError("ACME-87654321 refused")
+    except ValueError:
+        logger.exception("failed")
+    text = "\n".join(lines())
+    assert "ACME-1" not in text and "ACME-8" not in text
+    assert "order [REDACTED:acme] placed" in text and "ValueError: [REDACTED:acme] refused" in text
 
 
 def test_text_lines_end_with_the_call(capture):

@@ -11,6 +11,7 @@ from contextvars import Token
 from celery import signals
 
 from runtime.logs import enter_call, leave_call, prepare_handlers
+from runtime.results.redaction import redactor_for
 from runtime.settings import get_settings
 from runtime.transport.app import make_app
 
@@ -23,7 +24,8 @@ _calls: dict[str, Token] = {}  # task id -> its log context, from prerun to post
 def _redact_worker_logs(logger, **_: object) -> None:
     """Worker logs leave the worker: redact them at every handler, name the
     call each line is about, and write TOOLRUN_LOG_FORMAT (json: one object a line)."""
-    prepare_handlers(logger, get_settings().log_format)
+    settings = get_settings()
+    prepare_handlers(logger, settings.log_format, redactor_for(settings.redaction_patterns))
 
 
 @signals.celeryd_init.connect

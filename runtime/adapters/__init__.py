@@ -27,7 +27,7 @@ from runtime.errors import InvalidBatch
 from runtime.gate.permissions import offered
 from runtime.gate.policy import Policy, PolicySources
 from runtime.registry.capabilities import CapabilitySpec
-from runtime.settings import get_settings
+from runtime.settings import Settings
 from runtime.types import Mode, ToolCall, ToolResult
 
 __all__ = ["definitions", "description", "detect", "parse", "plain", "reply", "require",
@@ -94,15 +94,17 @@ def definitions(
     mode: Mode | str | None = None,
     workspace: str | Path | None = None,
     policy: Policy | None = None,
+    settings: Settings | None = None,
 ) -> list[dict]:
     """The registry's tools as `format` tool definitions, so the model is given
     the same tools, with the same input schemas, that the registry accepts.
 
     With `mode`, only the tools that can run in that mode are offered: under
-    `policy`, or the policy of `workspace` (its trust and the settings files'
-    rules), else as in a trusted workspace without rules. A tool the gate would
-    refuse whatever its arguments is left out; one that would ask stays, except
-    in `auto`, where nobody can answer."""
+    `policy`, or the policy of `workspace` under `settings` (its trust and the
+    settings files' rules: a `Runtime`'s `rt.settings`), else as in a trusted
+    workspace without rules. A tool the gate would refuse whatever its
+    arguments is left out; one that would ask stays, except in `auto`, where
+    nobody can answer."""
     makers = {
         "anthropic": anthropic.definition,
         "openai": openai.chat_definition,
@@ -113,7 +115,10 @@ def definitions(
         raise InvalidBatch(f"unknown format {format!r}; use one of {', '.join(DEFINITION_FORMATS)}")
     if mode is not None:
         if policy is None and workspace is not None:
-            policy = PolicySources(get_settings()).policy_for(Path(workspace))
+            if settings is None:
+                raise TypeError("definitions(workspace=...) needs the settings whose files "
+                                "decide its trust and rules: settings=rt.settings")  # fmt: skip
+            policy = PolicySources(settings).policy_for(Path(workspace))
         specs = [spec for spec in specs if offered(spec, Mode(mode), policy)]
     return [makers[format](spec) for spec in specs]
 

@@ -32,12 +32,13 @@ class BatchAudit:
         caller fails closed; the rows, without the plan, wait in the buffer)."""
         events = [
             event_fields(self.batch.id, a.call.id, EventKind.decision,
+                         redactor=self.ledger.redactor,
                          **self._fields(a.decision, a.spec.risk.value))
             for a in admissions
             if isinstance(a, Admitted)
         ]  # fmt: skip
         ends = [
-            CallEnd(self.batch.id, a.result, kind=a.event,
+            CallEnd(self.batch.id, a.result, kind=a.event, redactor=self.ledger.redactor,
                     **self._fields(a.decision, a.spec.risk.value if a.spec else None))
             for a in admissions
             if isinstance(a, Refused)

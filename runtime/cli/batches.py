@@ -49,12 +49,13 @@ def tools(
     from runtime.gate.policy import PolicySources
     from runtime.tools.loading import load_tools
 
-    registry = load_tools(get_settings().module_names)
+    settings = get_settings()
+    registry = load_tools(settings.module_names, mcp_servers_file=settings.mcp_servers_file)
     specs = list(registry)
     if mode is not None:
         policy = None
         if workspace is not None:
-            policy = PolicySources(get_settings()).policy_for(workspace)
+            policy = PolicySources(settings).policy_for(workspace)
         specs = [spec for spec in specs if offered(spec, Mode(check_mode(mode)), policy)]
     if format_ is not None:
         chosen = choice("format", format_, adapters.DEFINITION_FORMATS)

@@ -26,11 +26,13 @@ def serve(
 
     from runtime.gateway.app import create_app
     from runtime.logs import prepare_handlers
+    from runtime.results.redaction import redactor_for
 
     settings = get_settings()
     logging.basicConfig(level=settings.log_level)
     root = logging.getLogger()
-    prepare_handlers(root, settings.log_format)  # redacted lines naming batch and call ids
+    redactor = redactor_for(settings.redaction_patterns)
+    prepare_handlers(root, settings.log_format, redactor)  # redacted, naming batch and call ids
     uvicorn.run(create_app(settings), host=host or settings.gateway_host,
                 port=settings.gateway_port if port is None else port,
                 log_config=None, timeout_graceful_shutdown=5)  # fmt: skip

@@ -110,7 +110,8 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
     def retried(attempt: int, error: BaseException) -> None:
         reason = f"{type(error).__name__}: {error}"
         retries.append(event_fields(message.batch_id, call_id, EventKind.retried, worker=worker,
-                                    attempt=attempt, reason=reason))  # fmt: skip
+                                    attempt=attempt, reason=reason,
+                                    redactor=ledger.redactor))  # fmt: skip
 
     started_at: datetime | None = utc_now()
     if look.delivery > 1:  # a redelivery: its start shows now, should this worker be lost too
@@ -119,7 +120,8 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
         started_at = None
     result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
                     on_retry=retried, quiet=ledger.quiet)  # fmt: skip
-    end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries)
+    end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries,
+                  redactor=ledger.redactor)  # fmt: skip
     return Outcome(result, _eventually(ledger, lambda: ledger.record_end(end)))
 
 

@@ -35,6 +35,7 @@ from runtime.execution import time_limits
 from runtime.gate.admission import Admitted
 from runtime.registry.capabilities import CapabilitySpec, ToolContext
 from runtime.results import formatter as results
+from runtime.results.redaction import redactor_for
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult
 
@@ -81,8 +82,10 @@ def invoke(
     call_id, name = message.call_id, spec.name
     if overran or isinstance(outcome.get("error"), CallTimedOut):
         return time_limits.overran(call_id, name, timeout, read=spec.risk is Risk.read, **meta)
+    redactor = redactor_for(settings.redaction_patterns)  # the worker's settings, not the process's
     if "error" in outcome:
         error, meta["max_bytes"] = outcome["error"], settings.result_max_bytes
+        meta["redactor"] = redactor  # an exception's text is the tool's: it may hold a secret
         if isinstance(error, ToolError):
             return results.failure(call_id, name, error.status, str(error), kind=error.kind, **meta)
         text = f"{type(error).__name__}: {error}"
@@ -90,11 +93,12 @@ def invoke(
     try:
         return results.success(
             call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes,
-            max_media_bytes=settings.result_max_media_bytes, **meta,
+            max_media_bytes=settings.result_max_media_bytes, redactor=redactor, **meta,
         )  # fmt: skip
     except Exception as error:  # noqa: BLE001 - a tool returned something unserializable
         text = f"the tool's output could not be formatted: {type(error).__name__}: {error}"
-        return results.failure(call_id, name, Status.error, text, kind="format", **meta)
+        return results.failure(call_id, name, Status.error, text, kind="format",
+                               redactor=redactor, **meta)  # fmt: skip
 
 
 def _alarm_free() -> bool:

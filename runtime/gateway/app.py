@@ -18,15 +18,19 @@ from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
 from runtime.ledger.keys import Keys
-from runtime.results.redaction import redact
+from runtime.results.redaction import Redactor, redactor_for
 from runtime.settings import Settings, get_settings
 
 
-class RedactedJSON(JSONResponse):
-    """Every JSON body the gateway returns passes the redactor, whatever route made it."""
+def redacted_json(redactor: Redactor) -> type[JSONResponse]:
+    """The response class of one gateway: every JSON body it returns passes its
+    redactor (from its settings), whatever route made it."""
 
-    def render(self, content: Any) -> bytes:
-        return super().render(redact(content))
+    class RedactedJSON(JSONResponse):
+        def render(self, content: Any) -> bytes:
+            return super().render(redactor.redact(content))
+
+    return RedactedJSON
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Gateway:
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
     settings = settings or get_settings()
     runtime = runtime or Runtime(settings)
+    redactor = redactor_for(runtime.settings.redaction_patterns)
     org = runtime.policies.org.get("permissions", {})
     gateway = Gateway(runtime=runtime, keys=Keys(runtime.ledger), handles=Handles(runtime),
                       metrics=Metrics(), org_allows=list(org.get("allow", [])))  # fmt: skip
@@ -54,13 +59,13 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         title="toolrun",
         version="1",
         lifespan=lifespan,
-        default_response_class=RedactedJSON,
+        default_response_class=redacted_json(redactor),
         docs_url=None,  # no HTML pages (they load scripts from a CDN); /openapi.json stays
         redoc_url=None,
         description="Runs AI agents' tool calls: batches, events, approvals.",
     )
     app.state.gateway = gateway
-    problems.install(app)
+    problems.install(app, redactor)
     for router in (batches.router, approvals.router, service.router):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=settings.gateway_max_body_bytes)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from runtime.errors import ConfigurationError, InvalidBatch, LedgerUnavailable
-from runtime.results.redaction import redact
+from runtime.results.redaction import BUILT_IN, Redactor
 
 log = logging.getLogger("toolrun.gateway")
 MEDIA_TYPE = "application/problem+json"
@@ -40,22 +40,26 @@ class NotFound(Problem):
         super().__init__(404, "not found", detail)
 
 
-def response(status: int, title: str, detail: str, instance: str | None = None,
-             **extra) -> JSONResponse:  # fmt: skip
+def response(status: int, title: str, detail: str, instance: str | None = None, *,
+             redactor: Redactor = BUILT_IN, **extra) -> JSONResponse:  # fmt: skip
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if instance:
         body["instance"] = instance
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(redact({**body, **extra}), status_code=status, media_type=MEDIA_TYPE,
-                        headers=headers)  # fmt: skip
+    return JSONResponse(redactor.redact({**body, **extra}), status_code=status,
+                        media_type=MEDIA_TYPE, headers=headers)  # fmt: skip
 
 
-def install(app: FastAPI) -> None:
-    """Every way a request can fail becomes a problem body."""
+def install(app: FastAPI, redactor: Redactor = BUILT_IN) -> None:
+    """Every way a request can fail becomes a problem body, redacted with the
+    gateway's `redactor` (from its settings)."""
+
+    def problem(*args, **extra) -> JSONResponse:
+        return response(*args, redactor=redactor, **extra)
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, error: Problem) -> JSONResponse:
-        return response(error.status, error.title, error.detail, request.url.path, **error.extra)
+        return problem(error.status, error.title, error.detail, request.url.path, **error.extra)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -63,28 +67,28 @@ def install(app: FastAPI) -> None:
                   for e in error.errors()]  # fmt: skip
         said = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         if any(e.get("type") == "json_invalid" for e in error.errors()):
-            return response(400, "malformed JSON", said, request.url.path, errors=errors)
-        return response(422, "invalid request", said, request.url.path, errors=errors)
+            return problem(400, "malformed JSON", said, request.url.path, errors=errors)
+        return problem(422, "invalid request", said, request.url.path, errors=errors)
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, error: HTTPException) -> JSONResponse:
         title = HTTPStatus(error.status_code).phrase.lower()
-        return response(error.status_code, title, str(error.detail), request.url.path)
+        return problem(error.status_code, title, str(error.detail), request.url.path)
 
     @app.exception_handler(InvalidBatch)
     async def _batch(request: Request, error: InvalidBatch) -> JSONResponse:
-        return response(422, "invalid batch", str(error), request.url.path)
+        return problem(422, "invalid batch", str(error), request.url.path)
 
     @app.exception_handler(ConfigurationError)
     async def _rules(request: Request, error: ConfigurationError) -> JSONResponse:
-        return response(422, "invalid rules", str(error), request.url.path)
+        return problem(422, "invalid rules", str(error), request.url.path)
 
     @app.exception_handler(LedgerUnavailable)
     async def _ledger(request: Request, error: LedgerUnavailable) -> JSONResponse:
         log.error("ledger unavailable: %s", error)
-        return response(503, "ledger unavailable", "the ledger cannot be reached; try again")
+        return problem(503, "ledger unavailable", "the ledger cannot be reached; try again")
 
     @app.exception_handler(Exception)
     async def _fault(request: Request, error: Exception) -> JSONResponse:
         log.exception("fault serving %s %s", request.method, request.url.path)
-        return response(500, "internal error", "the gateway failed; its log says why")
+        return problem(500, "internal error", "the gateway failed; its log says why")

@@ -26,7 +26,6 @@ from sqlmodel import Session, select
 
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import utc_now
-from runtime.results.redaction import redact
 
 APPROVALS = ApprovalRow.__table__
 
@@ -58,8 +57,8 @@ class Approvals:
     ) -> bool:  # fmt: skip
         """Store the request, once: True if this call stored it (and recorded
         `approval_asked`), False if it was stored already."""
-        row = {"batch_id": batch_id, "call_id": call_id, "tool": tool,
-               "arguments": redact(arguments), "reason": reason, "status": "pending",
+        row = {"batch_id": batch_id, "call_id": call_id, "tool": tool, "status": "pending",
+               "arguments": self.ledger.redactor.redact(arguments), "reason": reason,
                "requested_at": utc_now(), "expires_at": utc_now() + timedelta(seconds=timeout),
                "updated_arguments": False}  # fmt: skip
 
@@ -90,7 +89,7 @@ class Approvals:
             kind = EventKind.approval_given if approve else EventKind.approval_refused
             self.ledger.record_event(
                 batch_id, call_id, kind, approver=by, reason=reason,
-                detail={"updated_arguments": redact(updated_arguments)} if updated else None,
+                detail={"updated_arguments": updated_arguments} if updated else None,
             )  # fmt: skip
         return won
 

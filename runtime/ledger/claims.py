@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Row, func, insert, select, update
 
 from runtime.ledger.rows import CALLS, EVENTS, event_fields
 from runtime.ledger.tables import EventKind, utc_now
+from runtime.results.redaction import Redactor
 from runtime.types import Status
 
 OPEN = {"pending", "running", Status.awaiting_approval.value}
@@ -39,7 +40,8 @@ class Begun:
     row: Row | None  # the call's row as it was found (a `toolrun_call` row)
 
 
-def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
+def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | None,
+          redactor: Redactor) -> Begun:
     """Claim a call, writing its started row with the claim."""
     where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
     call = connection.execute(select(CALLS).where(where).with_for_update()).first()
@@ -54,6 +56,6 @@ def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | 
         status="running", worker=worker, attempts=delivery,
         started_at=func.coalesce(CALLS.c.started_at, now)))  # fmt: skip
     started = event_fields(batch_id, call_id, EventKind.started, at=now, worker=worker,
-                           attempt=delivery)  # fmt: skip
+                           attempt=delivery, redactor=redactor)  # fmt: skip
     connection.execute(insert(EVENTS), [started])
     return Begun(Start.run, delivery, call)

@@ -28,44 +28,46 @@ from runtime.ledger.tables import (
 )
 from runtime.registry import argument_limits
 from runtime.results.formatter import ledger_summary
-from runtime.results.redaction import redact, redact_text
+from runtime.results.redaction import BUILT_IN, Redactor
 from runtime.types import Batch, ToolResult
 
 BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__
 ENDS = EndRow.__table__
 
 
-def text(value: Any) -> str | None:
+def text(value: Any, redactor: Redactor = BUILT_IN) -> str | None:
     """A column's text: an enum by value, everything redacted, no NUL (which
-    PostgreSQL refuses in text, and a model may well send), no lone surrogate."""
+    PostgreSQL refuses in text, and a model may well send), no lone surrogate.
+    `redactor` is the ledger's (`Ledger.redactor`, from its settings)."""
     if value is None:
         return None
-    found = redact_text(value.value if isinstance(value, Enum) else str(value))
+    found = redactor.redact_text(value.value if isinstance(value, Enum) else str(value))
     if not found.isascii():  # a lone surrogate has no UTF-8: no database stores it
         found = found.encode("utf-8", "replace").decode("utf-8")
     return found.replace("\0", "\ufffd")
 
 
-def scrub(value: Any) -> Any:
+def scrub(value: Any, redactor: Redactor = BUILT_IN) -> Any:
     """JSON-shaped and redacted, whatever a caller put in a JSON column."""
-    return redact(to_jsonable_python(value, fallback=str))
+    return redactor.redact(to_jsonable_python(value, fallback=str))
 
 
-def stored(arguments: Any) -> Any:
+def stored(arguments: Any, redactor: Redactor = BUILT_IN) -> Any:
     """A call's arguments as the ledger keeps them: redacted, and in their place
     a note when admission refuses them (a value JSON cannot carry, or too big)."""
     fault = argument_limits.fault(arguments)
-    return scrub(arguments) if fault is None else {"not_stored": fault}
+    return scrub(arguments, redactor) if fault is None else {"not_stored": fault}
 
 
-def event_fields(batch_id: str, call_id: str | None, kind: Any, **fields: Any) -> dict[str, Any]:
+def event_fields(batch_id: str, call_id: str | None, kind: Any, *,
+                 redactor: Redactor = BUILT_IN, **fields: Any) -> dict[str, Any]:  # fmt: skip
     """Checked, plain and redacted columns of one event. Built before any retry,
     so that each attempt inserts a fresh row."""
     unknown = sorted(set(fields) - EVENT_TEXT - {"at", "attempt", "detail"})
     if unknown:
         raise TypeError(f"unknown event field(s) {unknown}; known: {sorted(EVENT_TEXT)}")
     row = dict.fromkeys(EVENT_TEXT) | {
-        name: text(value) for name, value in fields.items() if name in EVENT_TEXT
+        name: text(value, redactor) for name, value in fields.items() if name in EVENT_TEXT
     }
     return row | {
         "batch_id": batch_id,
@@ -73,7 +75,7 @@ def event_fields(batch_id: str, call_id: str | None, kind: Any, **fields: Any) -
         "kind": EventKind(text(kind)).value,
         "at": fields.get("at") or utc_now(),
         "attempt": fields.get("attempt"),
-        "detail": scrub(fields.get("detail")),
+        "detail": scrub(fields.get("detail"), redactor),
     }
 
 
@@ -90,31 +92,33 @@ class CallEnd:
         started_at: datetime | None = None,
         retries: Iterable[dict[str, Any]] = (),
         unclaimed: bool = False,
+        redactor: Redactor = BUILT_IN,
         **fields: Any,
     ) -> None:
         """`unclaimed`: end the call only while no worker has claimed it (a side
-        effect said not to have started must not be running)."""
+        effect said not to have started must not be running). `redactor`: the
+        ledger's (`Ledger.redactor`)."""
         self.unclaimed = unclaimed
         error = result.error
         meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
         row = event_fields(batch_id, result.call_id, kind, detail=ledger_summary(result),
-                           **meta, **fields)  # fmt: skip
+                           redactor=redactor, **meta, **fields)  # fmt: skip
         self.batch_id, self.call_id, self.events = batch_id, result.call_id, [row]
         self.end = {"batch_id": batch_id, "call_id": result.call_id, "status": row["status"],
                     "result": result.model_dump(mode="json"), "at": row["at"]}  # fmt: skip
         if started_at is not None:
             retries = list(retries)  # each one an attempt more than the start's
             start = event_fields(batch_id, result.call_id, EventKind.started, at=started_at,
-                                 worker=result.worker,
+                                 worker=result.worker, redactor=redactor,
                                  attempt=(result.attempts or 1) - len(retries))  # fmt: skip
             self.events[:0] = [start, *retries]
         self.values: dict[str, Any] = {
             "key_batch_id": batch_id,
             "key_call_id": result.call_id,
             "status": row["status"],
-            "summary": text(result.summary),
-            "error_kind": text(error.kind) if error else None,
-            "error_message": text(error.message) if error else None,
+            "summary": text(result.summary, redactor),
+            "error_kind": text(error.kind, redactor) if error else None,
+            "error_message": text(error.message, redactor) if error else None,
             "duration_ms": result.duration_ms,
             "attempts": result.attempts,
             "finished_at": row["at"],
@@ -200,16 +204,17 @@ END_CALL = (
 
 
 def batch_rows(
-    batch: Batch, risks: dict[str, Any], policy_version: str | None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    batch: Batch, risks: dict[str, Any], policy_version: str | None,
+    redactor: Redactor = BUILT_IN,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
     """The batch's row and its calls' rows, pending."""
     head = {"id": batch.id, "mode": text(batch.mode), "workspace": batch.workspace,
             "on_error": batch.on_error, "call_count": len(batch.calls),
             "policy_version": policy_version, "created_at": utc_now()}  # fmt: skip
     calls = [
-        {"batch_id": batch.id, "call_id": call.id, "position": position, "tool": text(call.name),
-         "risk": text(risks.get(call.id)), "status": "pending", "arguments": stored(call.arguments),
-         "attempts": 0}
+        {"batch_id": batch.id, "call_id": call.id, "position": position,
+         "tool": text(call.name, redactor), "risk": text(risks.get(call.id)), "status": "pending",
+         "arguments": stored(call.arguments, redactor), "attempts": 0}
         for position, call in enumerate(batch.calls)
     ]  # fmt: skip
     return head, calls

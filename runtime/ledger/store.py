@@ -43,7 +43,7 @@ from runtime.ledger.tables import (
     utc_now,
 )
 from runtime.ledger.write_hold import WriteHold
-from runtime.results.redaction import redact_text
+from runtime.results.redaction import BUILT_IN, Redactor, redactor_for
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
 
@@ -57,11 +57,15 @@ class Ledger:
     own: pooled connections must not cross a fork), shared by its threads."""
 
     def __init__(
-        self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6, lazy: bool = False
-    ) -> None:
+        self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6, lazy: bool = False,
+        redactor: Redactor = BUILT_IN,
+    ) -> None:  # fmt: skip
         """`lazy`: a database unreachable now is not an error yet; its schema is
         checked on first use (a worker's pool process must not lose the call it
-        started for because the ledger was down that moment)."""
+        started for because the ledger was down that moment). `redactor`: what
+        every row is redacted with, and what those who build rows for this
+        ledger pass on (`CallEnd`, `event_fields`)."""
+        self.redactor = redactor
         busy = min(ledger_engine.SQLITE_BUSY_MS / 1000, retry_seconds)
         self._engine = ledger_engine.engine(url, busy_seconds=busy)
         self._writer = ledger_engine.writer(self._engine)
@@ -78,7 +82,8 @@ class Ledger:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, lazy: bool = False) -> "Ledger":
-        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds, lazy=lazy)
+        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds, lazy=lazy,
+                   redactor=redactor_for(settings.redaction_patterns))  # fmt: skip
 
     def _check_schema(self) -> None:
         """The schema is Alembic's (`runtime.ledger.schema`): an empty database gets it
@@ -105,9 +110,9 @@ class Ledger:
         ids = [call.id for call in batch.calls]
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
-        head, calls = batch_rows(batch, risks or {}, policy_version)
+        head, calls = batch_rows(batch, risks or {}, policy_version, self.redactor)
         head |= columns or {}  # key, fingerprint, deadline_at
-        rows, ends = _event_rows(events), list(ends)
+        rows, ends = _event_rows(events, self.redactor), list(ends)
 
         def work(connection: Connection) -> None:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
@@ -137,12 +142,12 @@ class Ledger:
         self, batch_id: str, call_id: str | None, kind: EventKind | str, **fields: Any
     ) -> None:
         """One event; `fields` are `EventRow` columns (an unknown one is a TypeError)."""
-        row = event_fields(batch_id, call_id, kind, **fields)
+        row = event_fields(batch_id, call_id, kind, redactor=self.redactor, **fields)
         self._run(lambda connection: connection.execute(insert(EVENTS), [row]), core=True)
 
     def record_many(self, rows: Iterable[EventRow | dict[str, Any]]) -> None:
         """Several events in one transaction: all land or none do."""
-        fields = _event_rows(rows)
+        fields = _event_rows(rows, self.redactor)
         if fields:
             self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
 
@@ -173,7 +178,7 @@ class Ledger:
         all. `options` are `CallEnd`'s: the event's `kind`, the `started_at` and
         `retries` of a call that claimed nothing (a read: all its rows in one
         transaction), further `EventRow` columns (the decision of a refusal)."""
-        end = CallEnd(batch_id, result, **options)
+        end = CallEnd(batch_id, result, redactor=self.redactor, **options)
         return self._run(lambda connection: write_ends(connection, [end]), core=True)[0]
 
     def mark_started(
@@ -181,7 +186,8 @@ class Ledger:
     ) -> None:
         """A started event and the call row marked running. `started_at` keeps
         the first start, so a retried call shows how long it has been going."""
-        row = event_fields(batch_id, call_id, EventKind.started, worker=worker, attempt=attempt)
+        row = event_fields(batch_id, call_id, EventKind.started, worker=worker, attempt=attempt,
+                           redactor=self.redactor)  # fmt: skip
 
         def work(session: Session) -> None:
             lock_batches(session.connection(), {batch_id})  # see `lock_batches`
@@ -196,7 +202,8 @@ class Ledger:
     def claim(self, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
         """Claim a side effect before it runs, with its started row: whether
         this delivery runs it (`runtime.ledger.claims`)."""
-        return self._run(lambda c: claims.claim(c, batch_id, call_id, worker=worker), core=True)
+        return self._run(lambda c: claims.claim(c, batch_id, call_id, worker=worker,
+                                                         redactor=self.redactor), core=True)
 
     def mark_ended(self, batch_id: str) -> None:
         """Every call has ended: the sweep passes it by, and its plan (unredacted
@@ -305,7 +312,8 @@ class Ledger:
         except exc.SQLAlchemyError as error:
             tries = retrying.statistics.get("attempt_number", 1)
             cause = getattr(error, "orig", None) or error
-            said = f"{type(cause).__name__}: {redact_text(' '.join(str(cause).split()))[:500]}"
+            text = self.redactor.redact_text(" ".join(str(cause).split()))
+            said = f"{type(cause).__name__}: {text[:500]}"
             if ledger_engine.locked(error):
                 said = (f"another process held its write lock for over {self._retry_seconds:g} s "
                         f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}")  # fmt: skip
@@ -314,10 +322,13 @@ class Ledger:
             raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error
 
 
-def _event_rows(rows: Iterable[EventRow | dict[str, Any]]) -> list[dict[str, Any]]:
+def _event_rows(
+    rows: Iterable[EventRow | dict[str, Any]], redactor: Redactor
+) -> list[dict[str, Any]]:
     """Checked, redacted columns of events given as rows or as their fields."""
     found = []
     for row in rows:
         fields = row if isinstance(row, dict) else row.model_dump(exclude={"id"})
-        found.append(event_fields(**{k: v for k, v in fields.items() if k != "id"}))
+        found.append(event_fields(**{k: v for k, v in fields.items() if k != "id"},
+                                  redactor=redactor))  # fmt: skip
     return found

@@ -12,7 +12,7 @@ from typing import Any
 
 from runtime.registry.capabilities import ToolOutput
 from runtime.results import media
-from runtime.results.redaction import redact
+from runtime.results.redaction import BUILT_IN, Redactor
 from runtime.types import ErrorInfo, Status, ToolResult
 
 SUMMARY_CHARS = 120
@@ -27,12 +27,13 @@ def success(
     *,
     max_bytes: int,
     max_media_bytes: int = MEDIA_MAX_BYTES,
+    redactor: Redactor = BUILT_IN,
     **meta: Any,
 ) -> ToolResult:
     """A tool's return value as an ok result. A tool that returns a bare value
     instead of a `ToolOutput` gets its JSON as the model message. Its images and
     documents have a bound of their own, and one that does not fit is left out
-    whole, with a note in the message."""
+    whole, with a note in the message. `redactor`: the worker's, from its settings."""
     if not isinstance(output, ToolOutput):
         text = output if isinstance(output, str) else _json(output)
         output = ToolOutput(content=output, message=text, summary=_line(text))
@@ -51,7 +52,8 @@ def success(
             content=content,
             media=kept,
             **meta,
-        )
+        ),
+        redactor,
     )
 
 
@@ -63,6 +65,7 @@ def failure(
     *,
     kind: str | None = None,
     max_bytes: int = FAILURE_MAX_BYTES,
+    redactor: Redactor = BUILT_IN,
     **meta: Any,
 ) -> ToolResult:
     """Any non-ok end: the message is what the model reads to correct itself,
@@ -78,14 +81,15 @@ def failure(
             summary=f"{tool}: {message}",
             error=ErrorInfo(kind=kind or status.value, message=message),
             **meta,
-        )
+        ),
+        redactor,
     )
 
 
-def finish(result: ToolResult) -> ToolResult:
+def finish(result: ToolResult, redactor: Redactor = BUILT_IN) -> ToolResult:
     """Redact every string the result carries and keep the summary to one line.
     Media bytes are not text: redaction would only corrupt them."""
-    data = redact(result.model_dump(mode="json", exclude={"media"}))
+    data = redactor.redact(result.model_dump(mode="json", exclude={"media"}))
     data["summary"] = _line(data["summary"])
     data["media"] = result.media
     return ToolResult.model_validate(data)

@@ -12,30 +12,93 @@ there. Secrets are found two ways (docs/architecture.md, "Secrets"):
   connection strings, headers and command-line flags (`runtime/results/secret_names.py`);
   the kind is the name (`AWS_SECRET_ACCESS_KEY=...` -> `aws_secret_access_key`).
   A mapping's value under a secret name is replaced whole.
+
+A deployment's patterns come with the `Settings` a runtime, worker or gateway
+is built from, as a `Redactor` handed to what writes (the formatter, the
+ledger, the log handlers); nothing here reads the process's settings.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from runtime.errors import ConfigurationError
 from runtime.results import detectors, secret_names
-from runtime.settings import get_settings
 
 MARK = "[REDACTED:{}]"
+CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call
+
+
+class Redactor:
+    """The built-in detectors and a deployment's own patterns
+    (`Settings.redaction_patterns`): what one runtime, worker or gateway redacts
+    with. It is given, never looked up: two runtimes in one process, built
+    from different settings, each redact by their own (`redactor_for`)."""
+
+    def __init__(self, patterns: Mapping[str, str] | None = None) -> None:
+        """`patterns`: `{"kind": "regex"}`; an invalid one is a ValueError naming it."""
+        self.patterns = detectors.compile_patterns(patterns or {})
+
+    @functools.cached_property
+    def found(self) -> detectors.DetectorSet:
+        """Built on first use: the library's detectors take a while to build."""
+        return detectors.detectors(self.patterns)
+
+    def redact_text(self, text: str) -> str:
+        """`text` with every secret replaced by its marker."""
+        if len(text) <= CACHED_CHARS:
+            return _redact_short(text, self.found)
+        return _redact(text, self.found)
+
+    def redact(self, value: Any) -> Any:
+        """A copy of JSON-shaped `value` with every secret replaced."""
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, dict):
+            return {
+                key: (
+                    MARK.format(detectors.snake(key))
+                    if isinstance(key, str)
+                    and isinstance(item, str)
+                    and item
+                    and secret_names.is_secret_name(key)
+                    else self.redact(item)
+                )
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.redact(item) for item in value]
+        return value
+
+    def __repr__(self) -> str:
+        return f"Redactor({dict(self.patterns)!r})"
+
+
+def redactor_for(patterns: Mapping[str, str]) -> Redactor:
+    """The redactor of a set of patterns (a `Settings.redaction_patterns`),
+    built once: its detectors and its cache of short texts are shared."""
+    return _redactor(detectors.compile_patterns(patterns))
+
+
+@functools.lru_cache(maxsize=16)
+def _redactor(patterns: tuple[tuple[str, str], ...]) -> Redactor:
+    return Redactor(dict(patterns))
+
+
+BUILT_IN = Redactor()  # the built-in detectors only: for text no deployment's settings reach
 
 
 def redact_text(text: str) -> str:
-    """`text` with every secret replaced by its marker."""
-    found = _detectors()
-    if len(text) <= CACHED_CHARS:
-        return _redact_short(text, found)
-    return _redact(text, found)
+    """`text` redacted by the built-in detectors (`BUILT_IN`); what a runtime,
+    worker or gateway writes goes through its own `Redactor` instead."""
+    return BUILT_IN.redact_text(text)
 
 
-CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call
+def redact(value: Any) -> Any:
+    """`value` redacted by the built-in detectors (`BUILT_IN`)."""
+    return BUILT_IN.redact(value)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -66,43 +129,3 @@ def _redact(text: str, found: detectors.DetectorSet) -> str:
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
-
-
-def redact(value: Any) -> Any:
-    """A copy of JSON-shaped `value` with every secret replaced."""
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {
-            key: (
-                MARK.format(detectors.snake(key))
-                if isinstance(key, str)
-                and isinstance(item, str)
-                and item
-                and secret_names.is_secret_name(key)
-                else redact(item)
-            )
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    return value
-
-
-def _detectors() -> detectors.DetectorSet:
-    """The built-in detectors and the deployment's patterns from settings. Settings
-    that fail to load leave the built-in set: startup reports them, and a log
-    line on the way must still be redacted."""
-    try:
-        settings = get_settings()
-    except ConfigurationError:
-        return detectors.detectors()
-    if _LAST[0] is not settings:
-        _LAST[:] = [
-            settings,
-            detectors.detectors(tuple(sorted(settings.redaction_patterns.items()))),
-        ]
-    return _LAST[1]
-
-
-_LAST: list[Any] = [None, None]  # the settings last seen and their detectors

@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from runtime.settings import get_settings
+from runtime.settings import Settings, get_settings
 from runtime.stack.embedded import start_worker, stop_worker
 from runtime.stack.processes import is_alive
 from runtime.stack.record import StackRecord, WorkerInfo, load_record
@@ -31,9 +31,10 @@ MISSES = 3  # pings in a row a live worker may miss before it is replaced
 
 
 class Supervisor:
-    def __init__(self, home: Path, *, check: float = CHECK_SECONDS, misses: int = MISSES) -> None:
+    def __init__(self, home: Path, settings: Settings, *, check: float = CHECK_SECONDS,
+                 misses: int = MISSES) -> None:  # fmt: skip
         self.home, self.check, self.allowed = Path(home), check, misses
-        self.settings = get_settings()
+        self.settings = settings
         record = load_record(self.home)
         self.app = make_app(self.settings, redis_url=record.redis_url if record else None)
         self.missed: dict[str, int] = {}
@@ -93,7 +94,7 @@ class Supervisor:
 
 def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    supervisor = Supervisor(Path(argv[1]))
+    supervisor = Supervisor(Path(argv[1]), get_settings())
     signal.signal(signal.SIGTERM, lambda *_: supervisor.stopping.set())
     supervisor.run()
 

@@ -8,26 +8,23 @@ import importlib
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
 
 from runtime.errors import ConfigurationError
 from runtime.mcp.servers import register_servers
 from runtime.registry.capabilities import Registry, registry
-from runtime.settings import get_settings
 
 ENTRY_POINT_GROUP = "toolrun.tools"
 BUILTIN_MODULE = "runtime.tools"
 
-_FROM_SETTINGS: Any = object()
-
 
 def load_tools(
-    module_names: Iterable[str] = (), *, mcp_servers_file: Path | None = _FROM_SETTINGS
+    module_names: Iterable[str] = (), *, mcp_servers_file: Path | None = None
 ) -> Registry:
-    """Import the built-ins, `TOOLRUN_TOOL_MODULES` and the `toolrun.tools` entry
-    points, on clients and workers alike. Importing a module registers its tools.
-    Then register the tools of the MCP servers in `mcp_servers_file` (by default
-    `TOOLRUN_MCP_SERVERS_FILE`), as `<server>__<tool>`."""
+    """Import the built-ins, `module_names` (a deployment's `TOOLRUN_TOOL_MODULES`)
+    and the `toolrun.tools` entry points, on clients and workers alike. Importing
+    a module registers its tools. Then register the tools of the MCP servers in
+    `mcp_servers_file` (a deployment's `TOOLRUN_MCP_SERVERS_FILE`), as
+    `<server>__<tool>`. Callers pass both from the settings they were given."""
     for module_name in [BUILTIN_MODULE, *module_names]:
         try:
             importlib.import_module(module_name)
@@ -40,8 +37,6 @@ def load_tools(
             point.load()
         except Exception as error:
             raise ConfigurationError(f"tool entry point {point.name!r} failed: {error}") from error
-    if mcp_servers_file is _FROM_SETTINGS:
-        mcp_servers_file = get_settings().mcp_servers_file
     if mcp_servers_file is not None:
         register_servers(mcp_servers_file, into=registry)
     return registry

@@ -11,7 +11,7 @@ from celery import Celery
 from celery.app.amqp import AMQP
 
 from runtime import config
-from runtime.settings import Settings, get_settings
+from runtime.settings import Settings
 from runtime.transport.names import READS
 
 
@@ -29,8 +29,9 @@ class ShadowNamedEvents(AMQP):
         return message
 
 
-def make_app(settings: Settings | None = None, *, redis_url: str | None = None) -> Celery:
-    settings = settings or get_settings()
+def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
+    """The app of a deployment with `settings` (the worker's composition root
+    reads them from the environment; a client passes its `Runtime`'s)."""
     url = redis_url or config.redis_url(settings, required=False) or "redis://127.0.0.1:6379/0"
     app = Celery(
         "toolrun", broker=url, backend=url, include=["workers.tasks"], amqp=ShadowNamedEvents

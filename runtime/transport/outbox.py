@@ -17,7 +17,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import BatchPublishError, OperationalError
 
-from runtime.results.redaction import redact
+from runtime.results.redaction import BUILT_IN, Redactor
 from runtime.transport import chain
 from runtime.transport.names import EFFECTS, READS, TASK
 from runtime.types import CallMessage
@@ -30,8 +30,8 @@ SHOWN_CHARS = 2048  # what Flower keeps of a call's arguments (it holds thousand
 
 
 class CeleryQueue:
-    def __init__(self, app: Celery) -> None:
-        self.app = app
+    def __init__(self, app: Celery, *, redactor: Redactor = BUILT_IN) -> None:
+        self.app, self.redactor = app, redactor
 
     def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
         """Send signed messages (`chained`: the first carrying the rest) in one
@@ -44,7 +44,8 @@ class CeleryQueue:
         try:
             with self.app.producer_or_acquire() as producer, producer.batch() as batch:
                 for index, message in enumerate(messages):
-                    self.app.send_task(TASK, producer=producer, **task_options(message, queue))
+                    self.app.send_task(TASK, producer=producer,
+                                       **task_options(message, queue, self.redactor))
                     if index == 0:
                         batch.flush()  # a worker starts on the first while the rest are sent
             return True
@@ -53,12 +54,13 @@ class CeleryQueue:
             return False
 
 
-def task_options(message: CallMessage, queue: str) -> dict[str, Any]:
+def task_options(message: CallMessage, queue: str, redactor: Redactor = BUILT_IN
+                 ) -> dict[str, Any]:  # fmt: skip
     """`send_task`'s arguments for a signed message: its queue ("reads" run
     side by side, "effects" in order), and what Flower shows of it (the
     tool's name, redacted arguments)."""
     shown = {"batch_id": message.batch_id, "call_id": message.call_id, "tool": message.tool,
-             "arguments": redact(message.arguments)}  # fmt: skip
+             "arguments": redactor.redact(message.arguments)}  # fmt: skip
     return {
         "args": [message.wire()],
         "queue": queue,

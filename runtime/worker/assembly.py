@@ -27,12 +27,13 @@ class Parts:
     @classmethod
     def from_env(cls) -> Parts:
         settings = get_settings()
-        return cls(settings, load_tools(settings.module_names), signing_key(settings))
+        registry = load_tools(settings.module_names, mcp_servers_file=settings.mcp_servers_file)
+        return cls(settings, registry, signing_key(settings))
 
     def worker(self, app: Celery) -> Worker:
         """A `Worker` with this process's own ledger engine and Redis pool."""
         url = redis_url(self.settings, required=False) or app.conf.broker_url
-        transport = CeleryTransport(app, redis.Redis.from_url(url))
-        return Worker(settings=self.settings, registry=self.registry, key=self.key,
-                      ledger=Ledger.from_settings(self.settings, lazy=True),
+        ledger = Ledger.from_settings(self.settings, lazy=True)
+        transport = CeleryTransport(app, redis.Redis.from_url(url), redactor=ledger.redactor)
+        return Worker(settings=self.settings, registry=self.registry, key=self.key, ledger=ledger,
                       queue=transport, state=transport)  # fmt: skip

@@ -201,7 +201,8 @@ def test_definitions_offer_only_the_tools_that_can_run(fs_stack, spaces):
     assert not any(n.startswith("ufs__") for n in names)  # untrusted: asks, and auto cannot
     assert "fs__write_file" not in names and "write_file" not in names
     assert all(same_after_validation(ToolParam, d) for d in offered)
-    planned = adapters.definitions(fs_stack.registry, "openai", mode="plan", workspace=ws2)
+    planned = adapters.definitions(fs_stack.registry, "openai", mode="plan", workspace=ws2,
+                                   settings=fs_stack.settings)  # fmt: skip
     assert "fs__read_text_file" in {d["function"]["name"] for d in planned}
     assert "fs__move_file" not in {d["function"]["name"] for d in planned}
     default = {d["name"] for d in adapters.definitions(fs_stack.registry, "mcp", mode="default")}

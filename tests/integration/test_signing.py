@@ -3,6 +3,7 @@ broker never run a tool: the worker answers each with a denied result."""
 
 import redis
 
+from runtime.settings import Settings
 from runtime.transport import names
 from runtime.transport.redis_state import RedisState
 from runtime.types import Mode, Status
@@ -12,7 +13,7 @@ from workers.app import make_app
 
 
 def push(stack, raw, queue="effects"):
-    app = make_app(redis_url=stack.redis_url)
+    app = make_app(Settings(), redis_url=stack.redis_url)
     app.send_task("toolrun.execute", args=[raw], queue=queue, ignore_result=True)
 
 

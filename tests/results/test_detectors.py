@@ -10,7 +10,7 @@ import pytest
 
 from runtime.errors import ConfigurationError
 from runtime.results import detectors
-from runtime.results.redaction import redact_text
+from runtime.results.redaction import redact_text, redactor_for
 from runtime.settings import Settings, get_settings
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "secrets"
@@ -39,17 +39,26 @@ def test_anchors_never_lose_a_match():
             assert anchored == sorted(detector.spans(text, None)), detector.kind
 
 
-def test_a_deployments_pattern_is_redacted_under_its_kind(monkeypatch):
-    monkeypatch.setenv(
-        "TOOLRUN_REDACTION_PATTERNS", json.dumps({"acme token": r"acme_[a-z0-9]{16}"})
-    )
+def test_a_deployments_pattern_is_redacted_under_its_kind():
+    acme = redactor_for({"acme token": r"acme_[a-z0-9]{16}"})
+    assert acme.redact_text("use acme_0123456789abcdef now") == "use [REDACTED:acme_token] now"
+    assert redact_text("use acme_0123456789abcdef now") == "use acme_0123456789abcdef now"
+    assert redactor_for({"acme token": r"acme_[a-z0-9]{16}"}) is acme  # built once
+
+
+def test_the_environments_patterns_are_not_read_behind_a_callers_back(monkeypatch):
+    """Settings are given (docs/architecture.md, "Secrets"): the process's
+    environment changes nothing for a caller that did not build a redactor from it."""
+    monkeypatch.setenv("TOOLRUN_REDACTION_PATTERNS", json.dumps({"acme": r"acme_[0-9]{4}"}))
     get_settings.cache_clear()
     try:
-        assert redact_text("use acme_0123456789abcdef now") == "use [REDACTED:acme_token] now"
+        assert redact_text("acme_1234") == "acme_1234"
+        assert redactor_for(get_settings().redaction_patterns).redact_text("acme_1234") == (
+            "[REDACTED:acme]"
+        )
     finally:
         monkeypatch.delenv("TOOLRUN_REDACTION_PATTERNS")
         get_settings.cache_clear()
-    assert redact_text("use acme_0123456789abcdef now") == "use acme_0123456789abcdef now"
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from runtime.results.redaction import redact, redact_text
@@ -42,3 +44,39 @@ def test_structures_are_walked_and_secret_keys_blanked():
 def test_ordinary_text_is_left_alone():
     text = "def read_file(path): return open(path).read()  # tokens are counted"
     assert redact_text(text) == text
+
+
+def test_each_runtime_redacts_by_the_settings_it_was_given(tmp_path):
+    """Two runtimes in one process, each given its own patterns: each redacts
+    its results and its ledger rows by its own, and neither by the other's
+    (docs/architecture.md, "Secrets")."""
+    from runtime.registry.loading import load_tools
+
+    from runtime import Settings, memory_runtime
+
+    tools = load_tools(["tests.support.tools"])
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps({"trusted_workspaces": [str(tmp_path)]}))
+    said = "ACME-12345678 and BETA-87654321"
+    calls = [{"id": "echo", "name": "echo", "arguments": {"text": said}},
+             {"id": "fail", "name": "explode", "arguments": {"message": said}}]  # fmt: skip
+    shown = {}
+    for name, pattern in (("acme", r"ACME-\d{8}"), ("beta", r"BETA-\d{8}")):
+        settings = Settings(home=tmp_path / name, user_settings_file=user,
+                            redaction_patterns={name: pattern})  # fmt: skip
+        with memory_runtime(tools, settings=settings) as rt:
+            handle = rt.submit(calls, mode="bypass", workspace=tmp_path)
+            echoed, failed = handle.results(timeout=30)
+            rows = {row.call_id: row for row in rt.ledger.calls(handle.batch_id)}
+        shown[name] = (echoed.model_message, echoed.content["text"], failed.model_message,
+                       rows["echo"].arguments["text"], rows["fail"].error_message)  # fmt: skip
+    assert shown["acme"] == ("[REDACTED:acme] and BETA-87654321",) * 2 + (
+        "explode: ValueError: [REDACTED:acme] and BETA-87654321",
+        "[REDACTED:acme] and BETA-87654321",
+        "ValueError: [REDACTED:acme] and BETA-87654321",
+    )
+    assert shown["beta"] == ("ACME-12345678 and [REDACTED:beta]",) * 2 + (
+        "explode: ValueError: ACME-12345678 and [REDACTED:beta]",
+        "ACME-12345678 and [REDACTED:beta]",
+        "ValueError: ACME-12345678 and [REDACTED:beta]",
+    )
