@@ -125,6 +125,19 @@ class ToolResult(BaseModel):
         return self.status is Status.ok
 
 
+class ApprovalRequested(BaseModel):
+    """A call waits for a human's answer (`Runtime.approve` or `deny`): a
+    notice that its final result follows, never a result itself. A handle's
+    stream yields it; `results()` never holds it."""
+
+    call_id: str
+    tool: str
+    reason: str
+
+
+Event = ToolResult | ApprovalRequested  # what a handle's stream yields
+
+
 class CallMessage(BaseModel):
     """What the client sends a worker for one admitted call: the call, the
     batch policy it was admitted under and the decision, signed (HMAC) so the
