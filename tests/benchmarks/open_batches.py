@@ -17,14 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from runtime.client import Runtime
 from runtime.settings import Settings
+from tests.benchmarks.report import Figure, Target
 from tests.benchmarks.tools import MODULE, NOOP, WRITE
 
 WAIT = 600.0  # seconds the run waits for every notice, then for every end
@@ -111,6 +115,39 @@ def measure(runtime: Runtime, workspace: Path, batches: int) -> dict[str, Any]:
         "deny_and_end_s": round(answered, 2),
         "denied": ended,
     }
+
+
+def figures(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
+    """P7 on the bench's stack, in a client process of its own: every thread of
+    that process while it follows the open batches (at most 8 is the target),
+    and the resident memory each open batch costs. One reading: its size, not
+    repetitions, is the point."""
+    batches = options.p7_batches
+    console.log(f"P7: {batches:,} one-call batches waiting for approval in one client process")
+    command = [sys.executable, "-m", "tests.benchmarks.open_batches", "--batches", str(batches),
+               "--redis-url", bench.record.redis_url, "--database-url",
+               bench.record.database_url, "--home", str(bench.settings.home)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          timeout=2 * WAIT + 600)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"P7's client failed: {done.stderr[-3000:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    before, opened = found["before"], found["open"]
+    extra = {"p7": found}
+    note = (f"{found['threads_per_batch']:.4f} threads per open batch "
+            f"({before['threads']} threads after a first batch), "
+            f"{opened['redis_connections']} connections to Redis "
+            f"({before['redis_connections']} before); every batch then denied and "
+            f"ended: {found['denied']:,}")  # fmt: skip
+    return [
+        Figure("P7_threads", f"threads of one client following {batches:,} open batches",
+               "threads", Target("toolrun", "<=", 8), [float(opened["threads"])], note=note,
+               extra=extra),
+        Figure("P7_rss", "resident memory per open batch, one client", "KiB",
+               Target("toolrun", "<=", 64), [round(found["rss_kib_per_batch"], 2)],
+               note="VmRSS with every batch open minus before the first, over the "
+               "batches", extra=extra),
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
