@@ -42,6 +42,8 @@ class Status(StrEnum):
     invalid_arguments = "invalid_arguments"
     disabled = "disabled"
     denied = "denied"
+    # Not an end: the wire's and the ledger's word for a call waiting for a
+    # human. A handle turns it into an `ApprovalRequested`; no result has it.
     awaiting_approval = "awaiting_approval"
     skipped = "skipped"
     timeout = "timeout"

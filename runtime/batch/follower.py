@@ -84,14 +84,16 @@ class Follower:
 
     def _wake(self, entry: _Followed) -> None:
         with self._changed:
-            if entry.busy:
-                entry.again = True
-            else:
-                self._enqueue(entry)
+            self._enqueue(entry)
 
     def _enqueue(self, entry: _Followed) -> None:
-        """Call with the lock held."""
-        if not entry.queued and entry.run in self._followed:
+        """Have a driver look at `entry`: soon, or again once the look under
+        way ends (so that no arrival and no timer is lost). Call with the lock held."""
+        if entry.run not in self._followed:
+            return
+        if entry.busy:
+            entry.again = True
+        elif not entry.queued:
             entry.queued = True
             self._ready.append(entry)
             self._changed.notify()

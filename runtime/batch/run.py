@@ -4,8 +4,9 @@ the results to the handle as they arrive.
 
 Once `start` has returned the batch belongs to the cluster: workers, the
 sweep and whoever answers an approval carry it on, and nothing here has to
-stay alive (docs/architecture.md, "A batch the cluster owns"). The thread
-that `pump` runs on only delivers results to this process's handle.
+stay alive (docs/architecture.md, "A batch the cluster owns"). `look`, on
+one of the follower's threads, only delivers what arrived to this process's
+handles (docs/architecture.md, "Following batches").
 """
 
 from __future__ import annotations
