@@ -1,7 +1,16 @@
 """toolrun: runs the tool calls of AI agents on Celery workers, safely and audited."""
 
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, registry, tool
-from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolResult
+from runtime.types import (
+    ApprovalRequested,
+    Batch,
+    ErrorInfo,
+    Mode,
+    Risk,
+    Status,
+    ToolCall,
+    ToolResult,
+)
 
 
 def __getattr__(name: str):
@@ -18,6 +27,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "ApprovalRequested",
     "AsyncBatchHandle",
     "Batch",
     "BatchHandle",

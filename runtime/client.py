@@ -84,8 +84,11 @@ class Runtime:
             self.redis_url = redis_url_for(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
             pool = redis.BlockingConnectionPool.from_url(
-                self.redis_url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS,
-                client_name=f"toolrun-client:{os.getpid()}")  # fmt: skip
+                self.redis_url,
+                max_connections=REDIS_CONNECTIONS,
+                timeout=REDIS_WAIT_SECONDS,
+                client_name=f"toolrun-client:{os.getpid()}",
+            )
             self.client = redis.Redis.from_pool(pool)
             transport = CeleryTransport(self.app, self.client)
         key = getattr(transport, "key", None) or signing_key_for(settings)

@@ -120,8 +120,9 @@ class Follower:
         """Start the drivers on the first batch; call with the lock held."""
         self._threads = [t for t in self._threads if t.is_alive()]
         for index in range(len(self._threads), self._drivers):
-            thread = threading.Thread(target=self._drive, name=f"toolrun-follower-{index}",
-                                      daemon=True)  # fmt: skip
+            thread = threading.Thread(
+                target=self._drive, name=f"toolrun-follower-{index}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
@@ -156,8 +157,9 @@ class Follower:
                 entry.run.look(thorough=thorough)
                 failed = False
             except Exception as error:  # noqa: BLE001 - the batch goes on without this process
-                log.warning("batch %s: stopped following its results: %s",
-                            entry.run.batch.id, error)  # fmt: skip
+                log.warning(
+                    "batch %s: stopped following its results: %s", entry.run.batch.id, error
+                )
                 failed = True
             self._after(entry, thorough, failed)
 

@@ -123,8 +123,8 @@ class BatchRun:
         for result in batches.ends(self.services.approvals.ledger, self.batch.id).values():
             self.events.end(result)
         for row in self.services.approvals.pending(self.batch.id):
-            self.events.notice(ApprovalRequested(call_id=row.call_id, tool=row.tool,
-                                                 reason=row.reason))  # fmt: skip
+            notice = ApprovalRequested(call_id=row.call_id, tool=row.tool, reason=row.reason)
+            self.events.notice(notice)
 
     def look(self, *, thorough: bool) -> None:
         """Hand on what has arrived, without waiting: ends in the model's order,
@@ -193,10 +193,9 @@ class BatchRun:
                                          parallel=True)  # fmt: skip
 
 
-
 def requested(notice: ToolResult) -> ApprovalRequested:
     """The wire's notice (a `ToolResult` whose status is `awaiting_approval`,
     made by `endings.awaiting_approval`) as the event a handle yields."""
     reason = notice.model_message.removeprefix(f"{notice.tool}: ")
-    return ApprovalRequested(call_id=notice.call_id, tool=notice.tool,
-                             reason=reason.removeprefix("awaiting approval: "))  # fmt: skip
+    reason = reason.removeprefix("awaiting approval: ")
+    return ApprovalRequested(call_id=notice.call_id, tool=notice.tool, reason=reason)

@@ -208,8 +208,8 @@ def _table(seen: dict[str, ToolResult | ApprovalRequested], batch_id: str):
     table = display.results_table(results, f"batch {batch_id}")
     for event in seen.values():
         if isinstance(event, ApprovalRequested):
-            table.add_row(event.call_id, event.tool, "[yellow]awaiting approval[/]", "", "",
-                          event.reason)  # fmt: skip
+            status = "[yellow]awaiting approval[/]"
+            table.add_row(event.call_id, event.tool, status, "", "", event.reason)
     return table
 
 

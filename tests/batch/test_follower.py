@@ -30,14 +30,16 @@ def unswept(tmp_path, ledger, workspace):
     runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
     yield runtime
     transport.close()
+    for thread in threading.enumerate():  # the nap still running ends before the ledger closes
+        if thread.name.startswith("memory-reads"):
+            thread.join(timeout=30)
 
 
 def test_a_hundred_batches_waiting_for_approval_add_no_thread(rt, workspace):
     asks = [{"id": "w", "name": "bump", "arguments": {"label": "w"}}]
     first = rt.submit(asks, mode="default", workspace=workspace)  # the drivers start here
     threads = threading.active_count()
-    handles = [first] + [rt.submit(asks, mode="default", workspace=workspace)
-                         for _ in range(99)]  # fmt: skip
+    handles = [first] + [rt.submit(asks, mode="default", workspace=workspace) for _ in range(99)]
     for handle in handles:
         assert isinstance(next(iter(handle.stream(timeout=30))), ApprovalRequested)
     assert threading.active_count() == threads
@@ -50,8 +52,11 @@ def test_a_hundred_batches_waiting_for_approval_add_no_thread(rt, workspace):
 
 
 def test_with_no_sweep_the_follower_ends_a_batch_at_its_deadline(unswept, workspace):
-    batch = [{"id": "r", "name": "nap", "arguments": {"label": "r", "seconds": 5}},
-             {"id": "w", "name": "bump", "arguments": {"label": "w"}}]  # fmt: skip
-    handle = unswept.submit(batch, mode="auto", workspace=workspace, timeout=0.2,
-                            rules={"allow": ["bump"]})  # fmt: skip
+    batch = [
+        {"id": "r", "name": "nap", "arguments": {"label": "r", "seconds": 5}},
+        {"id": "w", "name": "bump", "arguments": {"label": "w"}},
+    ]
+    handle = unswept.submit(
+        batch, mode="auto", workspace=workspace, timeout=0.2, rules={"allow": ["bump"]}
+    )
     assert [r.status for r in handle.results()] == [Status.timeout, Status.skipped]

@@ -122,8 +122,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
 def _meta(options: argparse.Namespace, bench) -> dict[str, Any]:
     slots = options.reads_slots
     pools = {
-        "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second "
-        "half)",
+        "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second half)",
         "effects": "prefork pool, concurrency 1, 1 worker",
     }
     return {

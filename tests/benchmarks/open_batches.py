@@ -67,8 +67,11 @@ def redis_sockets(port: int, pid: str = "self") -> int:
 
 
 def sample(port: int) -> dict[str, int]:
-    return {"threads": proc_status("Threads"), "rss_kib": proc_status("VmRSS"),
-            "redis_connections": redis_sockets(port)}  # fmt: skip
+    return {
+        "threads": proc_status("Threads"),
+        "rss_kib": proc_status("VmRSS"),
+        "redis_connections": redis_sockets(port),
+    }
 
 
 def _until(done, seconds: float) -> bool:
@@ -84,13 +87,20 @@ def _until(done, seconds: float) -> bool:
 def measure(runtime: Runtime, workspace: Path, batches: int) -> dict[str, Any]:
     """Open `batches` one-call batches waiting for approval; what they cost."""
     port = int(runtime.redis_url.rsplit(":", 1)[1].split("/")[0])
-    runtime.submit([{"id": "warm", "name": NOOP, "arguments": {}}], mode="auto",
-                   workspace=workspace).results(timeout=60)  # fmt: skip
+    runtime.submit(
+        [{"id": "warm", "name": NOOP, "arguments": {}}], mode="auto", workspace=workspace
+    ).results(timeout=60)
     before = sample(port)
     began = time.monotonic()
-    handles = [runtime.submit([{"id": "w", "name": WRITE, "arguments": {}}], mode="default",
-                              workspace=workspace, timeout=3600)  # fmt: skip
-               for _ in range(batches)]
+    handles = [
+        runtime.submit(
+            [{"id": "w", "name": WRITE, "arguments": {}}],
+            mode="default",
+            workspace=workspace,
+            timeout=3600,
+        )
+        for _ in range(batches)
+    ]
     submitted = time.monotonic() - began
     _until(lambda: all(h.so_far()[1] for h in handles), WAIT)
     noticed = sum(bool(h.so_far()[1]) for h in handles)
@@ -124,36 +134,62 @@ def figures(options: argparse.Namespace, bench, console: Console) -> list[Figure
     repetitions, is the point."""
     batches = options.p7_batches
     console.log(f"P7: {batches:,} one-call batches waiting for approval in one client process")
-    command = [sys.executable, "-m", "tests.benchmarks.open_batches", "--batches", str(batches),
-               "--redis-url", bench.record.redis_url, "--database-url",
-               bench.record.database_url, "--home", str(bench.settings.home)]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          timeout=2 * WAIT + 600)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tests.benchmarks.open_batches",
+        "--batches",
+        str(batches),
+        "--redis-url",
+        bench.record.redis_url,
+        "--database-url",
+        bench.record.database_url,
+        "--home",
+        str(bench.settings.home),
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=2 * WAIT + 600
+    )
     if done.returncode != 0:
         raise RuntimeError(f"P7's client failed: {done.stderr[-3000:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
     before, opened = found["before"], found["open"]
     extra = {"p7": found}
-    note = (f"{found['threads_per_batch']:.4f} threads per open batch "
-            f"({before['threads']} threads after a first batch), "
-            f"{opened['redis_connections']} connections to Redis "
-            f"({before['redis_connections']} before); every batch then denied and "
-            f"ended: {found['denied']:,}")  # fmt: skip
+    note = (
+        f"{found['threads_per_batch']:.4f} threads per open batch "
+        f"({before['threads']} threads after a first batch), "
+        f"{opened['redis_connections']} connections to Redis "
+        f"({before['redis_connections']} before); every batch then denied and "
+        f"ended: {found['denied']:,}"
+    )
     return [
-        Figure("P7_threads", f"threads of one client following {batches:,} open batches",
-               "threads", Target("toolrun", "<=", 8), [float(opened["threads"])], note=note,
-               extra=extra),
-        Figure("P7_rss", "resident memory per open batch, one client", "KiB",
-               Target("toolrun", "<=", 64), [round(found["rss_kib_per_batch"], 2)],
-               note="VmRSS with every batch open minus before the first, over the "
-               "batches", extra=extra),
-    ]  # fmt: skip
+        Figure(
+            "P7_threads",
+            f"threads of one client following {batches:,} open batches",
+            "threads",
+            Target("toolrun", "<=", 8),
+            [float(opened["threads"])],
+            note=note,
+            extra=extra,
+        ),
+        Figure(
+            "P7_rss",
+            "resident memory per open batch, one client",
+            "KiB",
+            Target("toolrun", "<=", 64),
+            [round(found["rss_kib_per_batch"], 2)],
+            note="VmRSS with every batch open minus before the first, over the batches",
+            extra=extra,
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.open_batches",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.open_batches",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--batches", type=int, default=5000)
     parser.add_argument("--redis-url")
     parser.add_argument("--database-url")
@@ -173,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     workspace.mkdir(exist_ok=True)
     user = home / "p7-user.json"
     user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
-    settings = Settings(home=home, redis_url=options.redis_url,
-                        database_url=options.database_url, tool_modules=MODULE,
-                        user_settings_file=user)  # fmt: skip
+    settings = Settings(
+        home=home,
+        redis_url=options.redis_url,
+        database_url=options.database_url,
+        tool_modules=MODULE,
+        user_settings_file=user,
+    )
     runtime = Runtime(settings)
     try:
         found = measure(runtime, workspace, options.batches)

@@ -31,8 +31,10 @@ def test_a_client_follows_300_batches_waiting_for_approval_on_a_few_threads(
     threads = threading.active_count()
     with runtime_on(stack, user_settings) as rt:
         calls = [{"id": "w", "name": "bump", "arguments": {"label": "asked"}}]
-        handles = [rt.submit(calls, mode="default", workspace=workspace, timeout=600)
-                   for _ in range(BATCHES)]  # fmt: skip
+        handles = [
+            rt.submit(calls, mode="default", workspace=workspace, timeout=600)
+            for _ in range(BATCHES)
+        ]
         for handle in handles:
             assert isinstance(next(iter(handle.stream(timeout=120))), ApprovalRequested)
         assert threading.active_count() <= threads + THREADS
