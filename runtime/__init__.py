@@ -29,7 +29,18 @@ from runtime.registry.capabilities import (
     registry,
     tool,
 )
-from runtime.types import Batch, ErrorInfo, Media, Mode, OnError, Risk, Status, ToolCall, ToolResult
+from runtime.types import (
+    ApprovalRequested,
+    Batch,
+    ErrorInfo,
+    Media,
+    Mode,
+    OnError,
+    Risk,
+    Status,
+    ToolCall,
+    ToolResult,
+)
 
 # Loaded on first use: the client pulls in Celery, Redis and the ledger, and
 # settings pull in the secret detectors; tools that only need `@tool` should not.
@@ -60,6 +71,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ApprovalRequested",
     "AsyncBatchHandle",
     "Batch",
     "BatchHandle",

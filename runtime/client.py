@@ -9,12 +9,15 @@ results as they finish and returns them in the model's order.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
 import logging
-import threading
+import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from pydantic import ValidationError
 
 from runtime import adapters, config
 from runtime.batch.advance import CLOSED_BY, Advancer
+from runtime.batch.follower import Follower
 from runtime.batch.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.batch.run import BatchRun, Services, fingerprint
@@ -41,12 +45,16 @@ from runtime.transport.cluster import CeleryTransport
 from runtime.types import Batch, Mode, OnError, ToolCall
 
 log = logging.getLogger("toolrun.client")
-# How long close() waits for a batch: the cancel's grace for running calls, plus
-# the time a wait for approval takes to see the cancel.
-CLOSE_SECONDS = CANCEL_GRACE + 5.0
-log = logging.getLogger("toolrun.client")
-# How long close() waits for its batches: a cancel's grace for calls running, and a sweep.
+# How long close() waits, in all, for its cancelled batches to end: a cancel's
+# grace for calls still running, then a few seconds for the worker's sweep (once
+# a second) to end those and for their ends to reach this process.
 CLOSE_SECONDS = CANCEL_GRACE + 3.0
+# Connections to Redis of one Runtime, whatever it follows: the listener's
+# subscription, the follower's drivers, the offload threads and the caller's own
+# threads share them; a caller's thread waits for one when all are in use.
+REDIS_CONNECTIONS = 16
+REDIS_WAIT_SECONDS = 30.0  # how long a thread waits for a free connection before failing
+OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
 
 
@@ -74,14 +82,21 @@ class Runtime:
         if transport is None:
             self.redis_url = config.redis_url(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
-            self.client = redis.Redis.from_url(self.redis_url)
+            pool = redis.BlockingConnectionPool.from_url(
+                self.redis_url,
+                max_connections=REDIS_CONNECTIONS,
+                timeout=REDIS_WAIT_SECONDS,
+                client_name=f"toolrun-client:{os.getpid()}",
+            )
+            self.client = redis.Redis.from_pool(pool)
             transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
         key = getattr(transport, "key", None) or config.signing_key(settings)
         self.transport = transport
         self.approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
         bindings.check(self.policies.rules(), self.registry)  # and rules that cannot bind
-        self._handles: list[BatchHandle] = []  # this runtime's batches, until they end
+        self.follower = Follower()  # every open batch of this runtime, on a few threads
+        self._offload = ThreadPoolExecutor(OFFLOAD_THREADS, thread_name_prefix="toolrun-offload")
         self._closed = False
         advancer = Advancer(ledger=self.ledger, registry=self.registry, key=key,
                             queue=transport, state=transport, approvals=self.approvals)  # fmt: skip
@@ -124,16 +139,17 @@ class Runtime:
             raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
         policy = self.policies.policy_for(Path(batch.workspace), rules)
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
-        handle = BatchHandle(batch, self.services)
-        handle._run = BatchRun(batch, self.services, emit=handle._add, notify=handle._notice)
-        deadline = time.time() + (timeout or self.settings.batch_timeout)
-        handle._run.start(policy, deadline=deadline, key=key)
-        self._follow(handle)
-        return handle
+        run = BatchRun(batch, self.services)
+        run.start(policy, deadline=time.time() + (timeout or self.settings.batch_timeout), key=key)
+        self.follower.follow(run)
+        return BatchHandle(run)
 
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
         results that have ended, then those still to come."""
+        following = next((r for r in self.follower.open_runs() if r.batch.id == batch_id), None)
+        if following is not None:  # this process follows it already
+            return BatchHandle(following)
         row = self.ledger.batch(batch_id)
         if row is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
@@ -141,17 +157,10 @@ class Runtime:
                  for c in self.ledger.calls(batch_id)]  # fmt: skip
         batch = Batch(id=batch_id, calls=calls, mode=Mode(row.mode), workspace=row.workspace,
                       on_error=row.on_error)  # fmt: skip
-        handle = BatchHandle(batch, self.services)
-        handle._run = BatchRun(batch, self.services, emit=handle._add, notify=handle._notice)
-        handle._run.attach()
-        self._follow(handle)
-        return handle
-
-    def _follow(self, handle: BatchHandle) -> None:
-        handle._thread = threading.Thread(target=handle._run.pump, daemon=True,
-                                          name=f"batch-{handle.batch_id}")  # fmt: skip
-        self._handles = [*(h for h in self._handles if not h.done), handle]
-        handle._thread.start()
+        run = BatchRun(batch, self.services)
+        run.attach()
+        self.follower.follow(run)
+        return BatchHandle(run)
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
         """Calls waiting for a human, from the ledger: any process sees them."""
@@ -175,7 +184,9 @@ class Runtime:
     async def asubmit(
         self, calls: Batch | Iterable[ToolCall | dict], **options: Any
     ) -> AsyncBatchHandle:
-        return AsyncBatchHandle(self.submit(calls, **options))
+        """`submit` for asyncio: its ledger and Redis work runs on one of the
+        runtime's few offload threads, never on the event loop."""
+        return await self._offloaded(functools.partial(self.submit, calls, **options))
 
     def submit_message(
         self, message: Any, format: adapters.Format | None = None, **options: Any
@@ -199,7 +210,15 @@ class Runtime:
     async def asubmit_message(
         self, message: Any, format: adapters.Format | None = None, **options: Any
     ) -> AsyncBatchHandle:
-        return AsyncBatchHandle(self.submit_message(message, format, **options))
+        return await self._offloaded(
+            functools.partial(self.submit_message, message, format, **options)
+        )
+
+    async def _offloaded(self, submit: Callable[[], BatchHandle]) -> AsyncBatchHandle:
+        if self._closed:  # its offload threads are gone
+            raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
+        handle = await asyncio.get_running_loop().run_in_executor(self._offload, submit)
+        return AsyncBatchHandle(handle, self._offload)
 
     def close(self, *, cancel: bool = True) -> None:
         """End this runtime's open batches, then let go of Redis and the ledger.
@@ -214,16 +233,33 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        open_handles = [handle for handle in self._handles if not handle.done] if cancel else []
-        for handle in open_handles:
+        open_runs = [run for run in self.follower.open_runs() if not run.done] if cancel else []
+        for run in open_runs:
             try:
-                self.services.advancer.cancel(handle.batch_id, by=CLOSED_BY)
+                run.cancel(by=CLOSED_BY)
             except Exception as error:  # noqa: BLE001 - the sweep ends it at its deadline
-                log.warning("batch %s: could not cancel it: %s", handle.batch_id, error)
-        for handle in open_handles:
-            handle._thread.join(timeout=CLOSE_SECONDS)
+                log.warning("batch %s: could not cancel it: %s", run.batch.id, error)
+        limit = time.monotonic() + CLOSE_SECONDS
+        for run in open_runs:
+            run.events.wait_done(max(0.0, limit - time.monotonic()))
+        self.follower.close()
+        self._offload.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
         self.ledger.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Closes on a thread of the loop's executor: closing waits for the
+        batches it cancelled to end."""
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
 
 
 def keyed_id(key: str) -> str:

@@ -42,6 +42,8 @@ class Status(StrEnum):
     invalid_arguments = "invalid_arguments"
     disabled = "disabled"
     denied = "denied"
+    # Not an end: the wire's and the ledger's word for a call waiting for a
+    # human. A handle turns it into an `ApprovalRequested`; no result has it.
     awaiting_approval = "awaiting_approval"
     skipped = "skipped"
     timeout = "timeout"
@@ -123,6 +125,19 @@ class ToolResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status is Status.ok
+
+
+class ApprovalRequested(BaseModel):
+    """A call waits for a human's answer (`Runtime.approve` or `deny`): a
+    notice that its final result follows, never a result itself. A handle's
+    stream yields it; `results()` never holds it."""
+
+    call_id: str
+    tool: str
+    reason: str
+
+
+Event = ToolResult | ApprovalRequested  # what a handle's stream yields
 
 
 class CallMessage(BaseModel):

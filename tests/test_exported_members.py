@@ -10,6 +10,7 @@ import runtime
 from runtime.errors import ToolrunError
 
 EXPORTED = [
+    "ApprovalRequested",
     "AsyncBatchHandle",
     "Batch",
     "BatchHandle",

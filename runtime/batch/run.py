@@ -4,8 +4,9 @@ the results to the handle as they arrive.
 
 Once `start` has returned the batch belongs to the cluster: workers, the
 sweep and whoever answers an approval carry it on, and nothing here has to
-stay alive (docs/architecture.md, "A batch the cluster owns"). The thread
-that `pump` runs on only delivers results to this process's handle.
+stay alive (docs/architecture.md, "A batch the cluster owns"). `look`, on
+one of the follower's threads, only delivers what arrived to this process's
+handles (docs/architecture.md, "Following batches").
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from pathlib import Path
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
 from runtime.batch.audit import BatchAudit
+from runtime.batch.events import BatchEvents
 from runtime.batch.signer import Signer
 from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
@@ -30,12 +31,11 @@ from runtime.ledger.approvals import Approvals
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import Inbox, Transport
-from runtime.types import Batch, Risk, Status, ToolResult
+from runtime.types import ApprovalRequested, Batch, Risk, Status, ToolResult
 
 log = logging.getLogger("toolrun.batch")
-WAKE_SECONDS = 1.0  # how often a waiting handle also reads what the ledger holds
 DEADLINE_GRACE = 2.0  # seconds past the deadline before a follower ends the batch itself
-LEDGER_EVERY = 5  # wakes between two reads of the ledger's ends (Redis may have lost some)
+LEDGER_EVERY = 5  # thorough looks between two reads of the ledger's ends (Redis may lose some)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,6 @@ class Services:
     advancer: Advancer
     key: bytes
     approval_timeout: float
-    max_argument_bytes: int
     max_argument_bytes: int
 
 
@@ -68,20 +67,21 @@ def _json(value: object) -> str:
 
 
 class BatchRun:
-    def __init__(
-        self,
-        batch: Batch,
-        services: Services,
-        *,
-        emit: Callable[[ToolResult], None],
-        notify: Callable[[ToolResult], None],
-    ) -> None:
+    """One batch as this process follows it: recorded and sent by `start`, or
+    found in the ledger by `attach`; then `look` hands each arrival to its
+    `events`, on the follower's thread (runtime/batch/follower.py)."""
+
+    def __init__(self, batch: Batch, services: Services) -> None:
         self.batch, self.services = batch, services
-        self.emit, self.notify = emit, notify
-        self.done: dict[str, ToolResult] = {}
-        self.noticed: set[str] = set()
+        self.events = BatchEvents([call.id for call in batch.calls])
+        self.order = {call.id: index for index, call in enumerate(batch.calls)}
         self.inbox: Inbox | None = None
         self.deadline: float | None = None  # epoch seconds
+        self._looks = 0
+
+    @property
+    def done(self) -> bool:
+        return self.events.done
 
     def start(self, policy: Policy, *, deadline: float, key: str | None) -> None:
         """Record the batch with its plan and send its first stage. If the
@@ -105,7 +105,7 @@ class BatchRun:
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
         recorded = audit.admissions(admissions, plan=plan.model_dump(mode="json"), columns=columns)
         for result in refusals.values():
-            self._end(result)
+            self.events.end(result)
         if not recorded:
             self._without_ledger(plan, admissions, audit)
             return
@@ -120,35 +120,42 @@ class BatchRun:
         row = self.services.approvals.ledger.batch(self.batch.id)
         self.deadline = row.deadline_at.timestamp() if row and row.deadline_at else None
         for result in self.services.approvals.ledger.ends(self.batch.id).values():
-            self._end(result)
+            self.events.end(result)
         for row in self.services.approvals.pending(self.batch.id):
-            self._notice(endings.awaiting_approval(row.call_id, row.tool, row.reason))
+            notice = ApprovalRequested(call_id=row.call_id, tool=row.tool, reason=row.reason)
+            self.events.notice(notice)
 
-    def pump(self) -> None:
-        """Hand each result to the handle as it arrives, until every call has one."""
-        ids = {call.id for call in self.batch.calls}
-        order = {call.id: index for index, call in enumerate(self.batch.calls)}
-        wakes = 0
-        try:
-            while len(self.done) < len(ids):
-                waiting = ids - set(self.done)
-                arrived = self.inbox.results(waiting, WAKE_SECONDS)  # those that ended at once
-                for result in sorted(arrived, key=lambda r: order[r.call_id]):  # in model order
-                    if result.status is Status.awaiting_approval:
-                        self._notice(result)
-                    else:
-                        self._end(result)
-                wakes += 1
-                if self.deadline is not None and time.time() >= self.deadline + DEADLINE_GRACE:
-                    self._past_deadline()  # the sweep's job, unless no worker is alive to do it
-                if wakes % LEDGER_EVERY == 0:  # an end announced while Redis was away
-                    for call_id, result in self._ledger_ends().items():
-                        if call_id in waiting:
-                            self._end(result)
-        except Exception as error:  # noqa: BLE001 - the batch goes on without this process
-            log.warning("batch %s: stopped following its results: %s", self.batch.id, error)
-        finally:
-            self.services.transport.unwatch(self.batch.id)
+    def look(self, *, thorough: bool) -> None:
+        """Hand on what has arrived, without waiting: ends in the model's order,
+        a notice as an `ApprovalRequested`. `thorough` (the follower's look now
+        and then): also end the batch past its deadline if no worker's sweep
+        has, and read the ledger's ends every few looks (Redis may have lost one)."""
+        waiting = self.events.open_calls()
+        arrived = self.inbox.results(waiting, 0)
+        for result in sorted(arrived, key=lambda r: self.order[r.call_id]):
+            if result.status is Status.awaiting_approval:
+                self.events.notice(requested(result))
+            else:
+                self.events.end(result)
+        if not thorough or self.done:
+            return
+        self._looks += 1
+        if self.past_deadline():
+            self._past_deadline()  # the sweep's job, unless no worker is alive to do it
+        if self._looks % LEDGER_EVERY == 0:  # an end announced while Redis was away
+            for call_id, result in self._ledger_ends().items():
+                if call_id in waiting:
+                    self.events.end(result)
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline + DEADLINE_GRACE
+
+    def seconds_to_deadline(self) -> float | None:
+        """Until the moment a follower ends the batch itself; None: no deadline."""
+        return None if self.deadline is None else self.deadline + DEADLINE_GRACE - time.time()
+
+    def unwatch(self) -> None:
+        self.services.transport.unwatch(self.batch.id)
 
     def _ledger_ends(self) -> dict[str, ToolResult]:
         try:
@@ -179,18 +186,15 @@ class BatchRun:
             if isinstance(admission, Admitted) and admission not in reads:
                 result = endings.ledger_unavailable(admission.call.id, admission.spec.name)
                 audit.end(result)
-                self._end(result)
+                self.events.end(result)
         if reads:  # no side effect of this batch runs, so no read can miss one
             self.services.transport.post([plan.calls[a.call.id].message for a in reads],
                                          parallel=True)  # fmt: skip
 
-    def _notice(self, result: ToolResult) -> None:
-        if result.call_id not in self.noticed and result.call_id not in self.done:
-            self.noticed.add(result.call_id)
-            self.notify(result)
 
-    def _end(self, result: ToolResult) -> None:
-        if result.call_id in self.done:
-            return
-        self.done[result.call_id] = result
-        self.emit(result)
+def requested(notice: ToolResult) -> ApprovalRequested:
+    """The wire's notice (a `ToolResult` whose status is `awaiting_approval`,
+    made by `endings.awaiting_approval`) as the event a handle yields."""
+    reason = notice.model_message.removeprefix(f"{notice.tool}: ")
+    reason = reason.removeprefix("awaiting approval: ")
+    return ApprovalRequested(call_id=notice.call_id, tool=notice.tool, reason=reason)

@@ -24,7 +24,7 @@ from runtime.cli.deployment import down, up
 from runtime.registry.argument_limits import MAX_DEPTH
 from runtime.results import display
 from runtime.settings import get_settings
-from runtime.types import Mode, ToolCall
+from runtime.types import ApprovalRequested, Mode, ToolCall, ToolResult
 
 
 @app.command()
@@ -181,20 +181,37 @@ def demo() -> None:
 
 
 def _follow(handle, *, quiet: bool) -> list:
-    """Show results as they finish (a live table on a TTY), return them in order."""
+    """Show results as they finish, and calls waiting for approval (a live table
+    on a TTY), return the results in order."""
     if quiet:
         return handle.results()
     if out.is_terminal:
-        seen = []
-        with Live(display.results_table(seen), console=out, refresh_per_second=8) as live:
-            for result in handle.stream():
-                seen.append(result)
-                live.update(display.results_table(seen, f"batch {handle.batch_id}"))
+        seen: dict[str, ToolResult | ApprovalRequested] = {}  # a call's end replaces its notice
+        with Live(_table(seen, handle.batch_id), console=out, refresh_per_second=8) as live:
+            for event in handle.stream():
+                seen[event.call_id] = event
+                live.update(_table(seen, handle.batch_id))
     else:
         out.print(f"batch {handle.batch_id}", markup=False)
-        for result in handle.stream():
-            out.print(display.result_line(result), markup=False)
+        for event in handle.stream():
+            out.print(_line(event), markup=False)
     return handle.results()
+
+
+def _line(event: ToolResult | ApprovalRequested) -> str:
+    if isinstance(event, ApprovalRequested):
+        return f"{event.call_id}  {'awaiting approval':<17} {event.tool}: {event.reason}"
+    return display.result_line(event)
+
+
+def _table(seen: dict[str, ToolResult | ApprovalRequested], batch_id: str):
+    results = [event for event in seen.values() if isinstance(event, ToolResult)]
+    table = display.results_table(results, f"batch {batch_id}")
+    for event in seen.values():
+        if isinstance(event, ApprovalRequested):
+            status = "[yellow]awaiting approval[/]"
+            table.add_row(event.call_id, event.tool, status, "", "", event.reason)
+    return table
 
 
 MAX_FILE_BYTES = 64 << 20  # a batch file's size: calls of bounded arguments, and room

@@ -1,8 +1,9 @@
 """A batch's results as Server-Sent Events, and the long poll's wait
 (docs/architecture.md, "The HTTP gateway").
 
-One event per result as it ends (`event: result`), a notice for a call waiting
-for approval (`event: notice`) and a last `event: end`. An event's id is a
+One event per result as it ends (`event: result`, a `ToolResult`), a notice
+for a call waiting for approval (`event: notice`, an `ApprovalRequested`:
+call_id, tool, reason) and a last `event: end`. An event's id is a
 cursor: a bitmap, two bits a call in the model's order (its notice, its final
 result), of what the stream has sent so far. A client that reconnects with
 `Last-Event-ID` gets exactly what the cursor lacks, from any gateway process,
@@ -20,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from runtime.batch.handle import BatchHandle
 from runtime.gateway.problems import Problem
 from runtime.results.redaction import redact
-from runtime.types import Status, ToolResult
+from runtime.types import Event, ToolResult
 
 MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not one of ours
 
@@ -37,30 +38,30 @@ def cursor(text: str | None) -> int:
     return int(text, 16)
 
 
-def body(result: ToolResult) -> dict:
-    return redact(result.model_dump(mode="json"))
+def body(event: Event) -> dict:
+    return redact(event.model_dump(mode="json"))
 
 
 async def stream(handle: BatchHandle, sent: int, *, on_event: Callable[[], None] = lambda: None,
                  ) -> AsyncIterator[dict]:  # fmt: skip
     """The events `sent` lacks, as sse-starlette's dicts, until every call has ended."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[ToolResult] = asyncio.Queue()
+    queue: asyncio.Queue[Event] = asyncio.Queue()
 
-    def listener(result: ToolResult) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, result)
+    def listener(event: Event) -> None:  # on the thread that follows the batch
+        loop.call_soon_threadsafe(queue.put_nowait, event)
 
-    for result in handle._listen(listener):  # later events queue behind these (same loop turn)
-        queue.put_nowait(result)
+    for event in handle.subscribe(listener):  # later events queue behind these (same loop turn)
+        queue.put_nowait(event)
     index = {call.id: i for i, call in enumerate(handle.batch.calls)}
     finals = sum(1 for i in range(len(index)) if sent >> (2 * i + 1) & 1)
     try:
         while finals < len(index):
-            result = await queue.get()
-            position = index.get(result.call_id)
+            event = await queue.get()
+            position = index.get(event.call_id)
             if position is None:
                 continue
-            final = result.status is not Status.awaiting_approval
+            final = isinstance(event, ToolResult)
             bit, final_bit = 1 << (2 * position + final), 1 << (2 * position + 1)
             if sent & bit or sent & final_bit:  # sent already, or a notice after its end
                 continue
@@ -68,10 +69,10 @@ async def stream(handle: BatchHandle, sent: int, *, on_event: Callable[[], None]
             finals += final
             on_event()
             yield {"id": format(sent, "x"), "event": "result" if final else "notice",
-                   "data": json.dumps(body(result))}  # fmt: skip
+                   "data": json.dumps(body(event))}  # fmt: skip
         yield {"event": "end", "data": json.dumps({"batch_id": handle.batch_id})}
     finally:
-        handle._unlisten(listener)
+        handle.unsubscribe(listener)
 
 
 async def settled(handle: BatchHandle, seconds: float) -> None:
@@ -81,15 +82,15 @@ async def settled(handle: BatchHandle, seconds: float) -> None:
     loop = asyncio.get_running_loop()
     ended = asyncio.Event()
 
-    def listener(_: ToolResult) -> None:
+    def listener(_: Event) -> None:
         if handle.done:
             loop.call_soon_threadsafe(ended.set)
 
-    handle._listen(listener)
+    handle.subscribe(listener)
     try:
         if not handle.done:
             await asyncio.wait_for(ended.wait(), seconds)
     except TimeoutError:
         pass
     finally:
-        handle._unlisten(listener)
+        handle.unsubscribe(listener)

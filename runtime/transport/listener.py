@@ -1,5 +1,6 @@
 """The client's side of the results channel: one pub/sub connection and one
-thread per `Runtime`, routing results to each batch's inbox.
+thread per `Runtime`, routing results to each batch's inbox and waking the
+batch's follower (runtime/batch/follower.py), so no batch needs a thread.
 
 Workers publish a call's result on the channel its message names (`reply_to`,
 this listener's own), so a batch costs no subscription of its own. The
@@ -20,6 +21,7 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import redis
 
@@ -51,13 +53,22 @@ class Inbox:
         self.gap = False  # a result may have been published while nobody listened
         self._messages: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         self._sweep_at = time.monotonic() + SWEEP_SECONDS
+        self._arrived: Callable[[], None] = lambda: None
+
+    def on_arrival(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (on the listener's thread; it must not block) each
+        time something is put here: the batch's follower then reads `results`."""
+        self._arrived = callback
 
     def put(self, data: bytes) -> None:
         self._messages.put(data)
+        self._arrived()
 
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         """Results of `waiting` calls that arrive within about `timeout`
-        seconds; sets `cancelled` if the batch is cancelled meanwhile."""
+        seconds (0: those in now); sets `cancelled` if the batch is cancelled
+        meanwhile. Reads the hash too after a gap, or `SWEEP_SECONDS` after it
+        last did."""
         found = []
         try:
             data = [self._messages.get(timeout=max(0.0, timeout))]

@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from runtime.batch import run
 from runtime.errors import InvalidBatch
-from runtime.types import Status
+from runtime.types import ApprovalRequested, Status
 
 ALLOW = {"allow": ["bump"]}
 
@@ -26,12 +25,14 @@ def test_the_stream_shows_a_notice_then_the_final_result_and_results_only_finals
     handle = rt.submit([call("r", "nap", label="r"), call("w", "bump", label="w")],
                        mode="default", workspace=workspace)  # fmt: skip
     seen = []
-    for result in handle.stream(10):
-        seen.append((result.call_id, result.status))
-        if result.status is Status.awaiting_approval:
-            assert not handle.done
-            assert handle.approve(result.call_id, by="alice")
-    assert seen == [("r", Status.ok), ("w", Status.awaiting_approval), ("w", Status.ok)]
+    for event in handle.stream(10):
+        if isinstance(event, ApprovalRequested):
+            seen.append((event.call_id, "asks"))
+            assert not handle.done and event.reason.startswith("write tools need approval")
+            assert handle.approve(event.call_id, by="alice")
+        else:
+            seen.append((event.call_id, event.status))
+    assert seen == [("r", Status.ok), ("w", "asks"), ("w", Status.ok)]
     assert handle.done
     assert [(r.call_id, r.status) for r in handle.results()] == [("r", Status.ok), ("w", Status.ok)]
 
@@ -45,14 +46,7 @@ def test_a_stream_without_notices_yields_one_final_result_per_call(rt, workspace
     assert result.status is Status.denied and "not now" in result.model_message
 
 
-@pytest.fixture
-def prompt(monkeypatch):
-    """The batch looks at a deadline brought forward by a handle's timeout when
-    it next wakes (every second); here at once, to keep the tests short."""
-    monkeypatch.setattr(run, "WAKE_SECONDS", 0.02)
-
-
-def test_a_stream_s_timeout_ends_the_batch_and_still_yields_every_call(rt, workspace, prompt):
+def test_a_stream_s_timeout_ends_the_batch_and_still_yields_every_call(rt, workspace):
     handle = rt.submit([call("r", "nap", label="r", seconds=5)], mode="auto", workspace=workspace)
     [result] = handle.stream(0.1)
     assert result.status is Status.timeout and handle.done
@@ -89,18 +83,18 @@ def test_the_async_handle_streams_on_the_event_loop_and_keeps_the_results(rt, wo
     assert [m["tool_call_id"] for m in openai] == ["a", "b"]
 
 
-def test_the_async_stream_shows_notices_and_its_timeout_ends_the_batch(rt, workspace, prompt):
+def test_the_async_stream_shows_notices_and_its_timeout_ends_the_batch(rt, workspace):
     rt.services = dataclasses.replace(rt.services, approval_timeout=3600)
 
     async def main():
         handle = await rt.asubmit([call("w", "bump", label="w"), call("r", "nap", label="r",
                                   seconds=5)], mode="default", workspace=workspace)  # fmt: skip
         seen = []
-        async for result in handle.astream(0.2):
-            seen.append((result.call_id, result.status))
+        async for event in handle.astream(0.2):
+            seen.append((event.call_id, getattr(event, "status", "asks")))
         return seen
 
     # A guard, not a measure: the timeout must end the approval's wait, not the hour.
     seen = asyncio.run(asyncio.wait_for(main(), 10))
-    assert seen[0] == ("w", Status.awaiting_approval)
+    assert seen[0] == ("w", "asks")
     assert seen[1:] == [("w", Status.denied), ("r", Status.skipped)]

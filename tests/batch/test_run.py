@@ -10,7 +10,7 @@ import dataclasses
 import threading
 import time
 
-from runtime.types import Status
+from runtime.types import ApprovalRequested, Status
 from tests.support.tools import marks
 
 WRITES = {"allow": ["bump", "slow_write", "explode", "obliterate"]}
@@ -95,7 +95,7 @@ def test_approved_calls_run_in_order_and_each_waits_for_its_answer(rt, workspace
     stream = handle.stream(10)
     for call_id in ("w1", "w2"):
         notice = next(stream)
-        assert (notice.call_id, notice.status) == (call_id, Status.awaiting_approval)
+        assert notice == ApprovalRequested(call_id=call_id, tool="bump", reason=notice.reason)
         assert len(labels(workspace)) == int(call_id[1]) - 1  # nothing after it ran yet
         assert handle.approve(call_id, by="alice")
         assert next(stream).status is Status.ok
@@ -107,16 +107,16 @@ def test_approved_calls_run_in_order_and_each_waits_for_its_answer(rt, workspace
 def test_approvals_refused_updated_and_expired(rt, workspace):
     batch = [call("a", "bump", label="a"), call("b", "bump", label="b")]
     handle = rt.submit(batch, mode="default", workspace=workspace, on_error="continue")
-    threading.Thread(target=lambda: _answer(handle), daemon=True).start()
+    threading.Thread(target=lambda: _answer(rt, handle), daemon=True).start()
     results = handle.results(10)
     assert [r.status for r in results] == [Status.denied, Status.ok]
     assert "refused it: not this one" in results[0].model_message
     assert labels(workspace) == ["edited"]
 
 
-def _answer(handle) -> None:
+def _answer(rt, handle) -> None:
     for call_id, answer in (("a", "deny"), ("b", "approve")):
-        while not handle._services.approvals.get(handle.batch_id, call_id):
+        while not rt.approvals.get(handle.batch_id, call_id):
             time.sleep(0.01)
         if answer == "deny":
             handle.deny(call_id, "not this one", by="bob")

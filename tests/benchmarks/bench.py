@@ -9,6 +9,10 @@ table, writes every repetition to `<out-dir>/bench-<timestamp>.json`, and
 exits 0 whether or not targets are met: it reports, it does not judge. Sizes
 come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 `BENCH_REPEATS=3`), else the issue's sizes.
+
+P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
+waiting for approval, its threads and memory. `--only P7` measures it alone
+(`make bench BENCH_FLAGS="--only P7"`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 import celery
 from rich.console import Console
 
-from tests.benchmarks import baseline, compare, gateway, redaction_time, report
+from tests.benchmarks import baseline, compare, gateway, open_batches, redaction_time, report
 from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 
@@ -49,6 +53,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "g1_samples": (100, 5, "G1: one-call batches over HTTP per repetition"),
     "g2_calls": (1000, 40, "G2: no-op reads through the gateway per repetition"),
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
+    "p7_batches": (5000, 50, "P7: one-call batches waiting for approval in one client process"),
 }
 
 
@@ -61,6 +66,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test's)")
     parser.add_argument("--out-dir", type=Path, help="where the JSON goes (default .toolrun)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
+    parser.add_argument("--only", choices=["P7"], help="measure this figure alone")
     for name, (full, _, text) in SIZES.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=type(full), help=f"{text} (default {full})")
@@ -100,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list[Figure], dict]:
     slots = options.reads_slots
     with harness(home, slots, console) as bench:
+        if options.only == "P7":
+            return open_batches.figures(options, bench, console), _meta(options, bench)
         found = compare.measure(options, bench.sides, console, bench.processes())
         found.append(compare.peak_rss(options, bench, console))
         console.log("P5: two reads workers over one")
@@ -107,30 +115,34 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         console.log(f"R1: a 32 KiB result redacted {options.r1_samples} times x {options.repeats}")
         found.append(redaction_time.figure(options))
         found += gateway.measure(options, bench, console)
-        pools = {
-            "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second "
-            "half)",
-            "effects": "prefork pool, concurrency 1, 1 worker",
-        }
-        meta = {
-            "pools": {
-                f"{side} {queue}": pool
-                for side in ("toolrun", "baseline")
-                for queue, pool in pools.items()
-            },
-            "queues": {
-                "toolrun": ["reads", "effects"],
-                "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
-            },
-            "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
-            "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)",
-            "shared_celery_settings": bench.conf,
-            "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",
-            "sizes": {name: getattr(options, name) for name in SIZES},
-            "quick": options.quick,
-            "machine": machine(bench.runtime),
-        }
-        return found, meta
+        found += open_batches.figures(options, bench, console)
+        return found, _meta(options, bench)
+
+
+def _meta(options: argparse.Namespace, bench) -> dict[str, Any]:
+    slots = options.reads_slots
+    pools = {
+        "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second half)",
+        "effects": "prefork pool, concurrency 1, 1 worker",
+    }
+    return {
+        "pools": {
+            f"{side} {queue}": pool
+            for side in ("toolrun", "baseline")
+            for queue, pool in pools.items()
+        },
+        "queues": {
+            "toolrun": ["reads", "effects"],
+            "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
+        },
+        "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
+        "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)",
+        "shared_celery_settings": bench.conf,
+        "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",
+        "sizes": {name: getattr(options, name) for name in SIZES},
+        "quick": options.quick,
+        "machine": machine(bench.runtime),
+    }
 
 
 def machine(runtime) -> dict[str, Any]:

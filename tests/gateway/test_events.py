@@ -4,19 +4,30 @@ event's id lacks, whatever order the results reached this process in."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from runtime.batch.handle import BatchHandle
+from runtime.batch.run import BatchRun
 from runtime.gateway.events import cursor, stream
 from runtime.gateway.problems import Problem
-from runtime.results import endings
-from runtime.types import Batch, ErrorInfo, Status, ToolCall, ToolResult
+from runtime.types import ApprovalRequested, Batch, ErrorInfo, Status, ToolCall, ToolResult
 
 
 def _handle(n: int) -> BatchHandle:
+    """A handle on a batch that nothing follows: the test feeds its events."""
     calls = [ToolCall(id=f"c{i}", name="read_file", arguments={}) for i in range(n)]
-    return BatchHandle(Batch(id="b", calls=calls, workspace="/"), services=None)
+    return BatchHandle(BatchRun(Batch(id="b", calls=calls, workspace="/"), services=None))
+
+
+def _feed(handle: BatchHandle, event) -> None:
+    events = handle._run.events
+    (events.notice if isinstance(event, ApprovalRequested) else events.end)(event)
+
+
+def _asks(call_id: str) -> ApprovalRequested:
+    return ApprovalRequested(call_id=call_id, tool="read_file", reason="asks")
 
 
 def _end(call_id: str) -> ToolResult:
@@ -39,8 +50,8 @@ async def _collect(handle, sent=0, feed=()):
 
     task = asyncio.create_task(run())
     await asyncio.sleep(0)
-    for result in feed:
-        (handle._notice if result.status is Status.awaiting_approval else handle._add)(result)
+    for event in feed:
+        _feed(handle, event)
         await asyncio.sleep(0)
     await asyncio.wait_for(task, 5)
     return got
@@ -48,9 +59,10 @@ async def _collect(handle, sent=0, feed=()):
 
 def test_a_resumed_stream_sends_only_what_the_cursor_lacks():
     handle = _handle(3)
-    notice = endings.awaiting_approval("c1", "read_file", "asks")
+    notice = _asks("c1")
     first = asyncio.run(_collect(handle, feed=[_end("c2"), notice, _end("c0"), _end("c1")]))
     assert [e["event"] for e in first] == ["result", "notice", "result", "result", "end"]
+    assert json.loads(first[1]["data"]) == {"call_id": "c1", "tool": "read_file", "reason": "asks"}
     after_two = cursor(first[1]["id"])
     # Another process learnt them in another order: the cursor still says which were sent.
     again = asyncio.run(_collect(handle, after_two))
@@ -61,8 +73,8 @@ def test_a_resumed_stream_sends_only_what_the_cursor_lacks():
 
 def test_a_notice_after_its_final_result_is_not_sent():
     handle = _handle(1)
-    handle._add(_end("c0"))
-    handle._notice(endings.awaiting_approval("c0", "read_file", "asks"))
+    _feed(handle, _end("c0"))
+    _feed(handle, _asks("c0"))
     assert [e["event"] for e in asyncio.run(_collect(handle))] == ["result", "end"]
 
 

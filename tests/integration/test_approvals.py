@@ -10,7 +10,7 @@ import time
 import pytest
 
 from runtime.settings import Settings
-from runtime.types import Status
+from runtime.types import ApprovalRequested, Status
 from tests.support.tools import marks
 
 TOOLRUN = shutil.which("toolrun", path=os.path.dirname(sys.executable))
@@ -39,7 +39,7 @@ def answer(stack, user_settings):
 
 def wait_for_notice(stream, call_id):
     for event in stream:
-        if event.call_id == call_id and event.status is Status.awaiting_approval:
+        if event.call_id == call_id and isinstance(event, ApprovalRequested):
             return event
     raise AssertionError(f"no approval notice for {call_id}")
 
@@ -53,7 +53,7 @@ def test_approve_from_another_process(runtime, workspace, answer):
     handle = runtime.submit(batch, mode="default", workspace=workspace)
     stream = handle.stream(timeout=60)
     notice = wait_for_notice(stream, "w1")
-    assert "approval" in notice.model_message
+    assert notice.tool == "bump" and "approval" in notice.reason
     assert "w1" in answer("approvals", "--batch", handle.batch_id)
     assert marks(workspace, "effects") == []
     answer("approve", "w1", "--batch", handle.batch_id, "--by", "bob")
@@ -156,14 +156,14 @@ def test_only_the_first_answer_counts(runtime, workspace):
 CLOSE_WHILE_ASKING = """
 import sys
 from runtime.client import Runtime
-from runtime.types import Status
+from runtime.types import ApprovalRequested
 
 rt = Runtime.from_env()
 handle = rt.submit([{"id": "w1", "name": "bump", "arguments": {"label": "asked"}},
                     {"id": "w2", "name": "bump", "arguments": {"label": "later"}}],
                    mode="default", workspace=sys.argv[1])
 for event in handle.stream(timeout=60):
-    if event.status is Status.awaiting_approval:
+    if isinstance(event, ApprovalRequested):
         break
 rt.close()
 rt.close()

@@ -3,7 +3,7 @@ the same results, order and skips as steps sent one by one from the client."""
 
 import time
 
-from runtime.types import Status
+from runtime.types import ApprovalRequested, Status
 from tests.support.tools import marks
 
 WRITES = {"allow": ["bump", "explode", "slow_write"]}
@@ -85,7 +85,7 @@ def test_steps_after_one_that_waits_for_approval_wait_with_it(runtime, workspace
                             rules={"allow": ["bump"]})  # fmt: skip
     stream = handle.stream(timeout=60)
     for event in stream:
-        if event.call_id == "x" and event.status is Status.awaiting_approval:
+        if event.call_id == "x" and isinstance(event, ApprovalRequested):
             break
     time.sleep(0.5)  # a chain sent past the waiting step would have run by now
     assert labels(workspace) == ["a"]

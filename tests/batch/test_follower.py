@@ -1,0 +1,62 @@
+"""The follower (runtime/batch/follower.py) on the in-memory transport: many
+open batches on its few threads, and a batch's deadline kept by a timer when
+no worker's sweep ends it. tests/integration/test_following.py counts threads
+and Redis connections on real processes."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from runtime.registry.loading import load_tools
+from runtime.transport.memory import MemoryTransport
+
+from runtime.batch.follower import DRIVERS
+from runtime.client import Runtime
+from runtime.settings import Settings
+from runtime.types import ApprovalRequested, Status
+
+
+@pytest.fixture
+def unswept(tmp_path, ledger, workspace):
+    """A runtime whose in-memory "workers" run no sweep: only its follower can
+    end a batch at its deadline, as with no worker alive."""
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
+    settings = Settings(home=tmp_path / "home", user_settings_file=user)
+    registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
+    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings, sweep=False)
+    runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
+    yield runtime
+    transport.close()
+    for thread in threading.enumerate():  # the nap still running ends before the ledger closes
+        if thread.name.startswith("memory-reads"):
+            thread.join(timeout=30)
+
+
+def test_a_hundred_batches_waiting_for_approval_add_no_thread(rt, workspace):
+    asks = [{"id": "w", "name": "bump", "arguments": {"label": "w"}}]
+    first = rt.submit(asks, mode="default", workspace=workspace)  # the drivers start here
+    threads = threading.active_count()
+    handles = [first] + [rt.submit(asks, mode="default", workspace=workspace) for _ in range(99)]
+    for handle in handles:
+        assert isinstance(next(iter(handle.stream(timeout=30))), ApprovalRequested)
+    assert threading.active_count() == threads
+    assert len(rt.follower.open_runs()) == 100
+    for handle in handles:
+        assert handle.deny("w", "no", by="test")
+    assert {handle.results(30)[0].status for handle in handles} == {Status.denied}
+    assert rt.follower.open_runs() == []
+    assert sum(t.name.startswith("toolrun-follower") for t in threading.enumerate()) == DRIVERS
+
+
+def test_with_no_sweep_the_follower_ends_a_batch_at_its_deadline(unswept, workspace):
+    batch = [
+        {"id": "r", "name": "nap", "arguments": {"label": "r", "seconds": 5}},
+        {"id": "w", "name": "bump", "arguments": {"label": "w"}},
+    ]
+    handle = unswept.submit(
+        batch, mode="auto", workspace=workspace, timeout=0.2, rules={"allow": ["bump"]}
+    )
+    assert [r.status for r in handle.results()] == [Status.timeout, Status.skipped]

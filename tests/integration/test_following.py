@@ -1,0 +1,50 @@
+"""One client process follows many open batches on real workers and Redis with
+a fixed number of threads and Redis connections (runtime/batch/follower.py,
+docs/architecture.md, "Following batches"), and every batch still ends."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import redis
+
+from runtime.client import REDIS_CONNECTIONS
+from runtime.types import ApprovalRequested, Status
+from tests.conftest import runtime_on
+
+BATCHES = 300  # enough that a thread or a connection per batch could not hide
+THREADS = 8  # what the client may add, in all, to the threads it had before its first batch
+
+
+def named_connections(stack, name: str) -> int:
+    """Connections Redis holds for clients that named themselves `name`."""
+    with redis.Redis.from_url(stack.redis_url) as admin:
+        return sum(client.get("name") == name for client in admin.client_list())
+
+
+def test_a_client_follows_300_batches_waiting_for_approval_on_a_few_threads(
+    stack, user_settings, workspace
+):
+    name = f"toolrun-client:{os.getpid()}"  # every Runtime of this process names its connections
+    connections = named_connections(stack, name)
+    threads = threading.active_count()
+    with runtime_on(stack, user_settings) as rt:
+        calls = [{"id": "w", "name": "bump", "arguments": {"label": "asked"}}]
+        handles = [
+            rt.submit(calls, mode="default", workspace=workspace, timeout=600)
+            for _ in range(BATCHES)
+        ]
+        for handle in handles:
+            assert isinstance(next(iter(handle.stream(timeout=120))), ApprovalRequested)
+        assert threading.active_count() <= threads + THREADS
+        assert named_connections(stack, name) <= connections + REDIS_CONNECTIONS
+        for index, handle in enumerate(handles):
+            if index % 30 == 0:
+                assert handle.approve("w", by="test")
+            else:
+                assert handle.deny("w", "not now", by="test")
+        ends = [handle.results(timeout=120)[0].status for handle in handles]
+        assert threading.active_count() <= threads + THREADS
+    assert ends.count(Status.ok) == BATCHES // 30
+    assert ends.count(Status.denied) == BATCHES - BATCHES // 30
