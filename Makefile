@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz soak up down clean migration migrate
+.PHONY: demo check test lint bench fuzz soak up down clean migration migrate
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/toolrun demo
 
+# The edit-test loop: lint, and every test that needs no server process (no
+# redis-server, celery worker, stack or PostgreSQL); tests/conftest.py marks the others
+# `server` and fails this run if one of its tests starts such a process after all.
+check: $(STAMP)
+	$(BIN)/ruff check runtime workers tests
+	$(BIN)/python -m pytest -q -m "not server"
+
+# Everything, servers included (CI's command).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
