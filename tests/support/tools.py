@@ -56,6 +56,32 @@ def nap(args: Sleep, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content={"label": args.label}, message=f"slept {args.seconds}s", summary="ok")
 
 
+class Held(ToolInput):
+    label: str
+
+
+@tool(risk=Risk.read, idempotent=True, timeout=60)
+def held(args: Held, ctx: ToolContext) -> ToolOutput:
+    """A read that runs until the test calls `release(workspace, label)`: a test
+    that needs calls running waits for their marks (`marks(ws, "held")`), which
+    also say which worker process runs each, instead of sleeping."""
+    record = {"label": args.label, "call_id": ctx.call_id, "pid": os.getpid()}
+    _mark(ctx, "held", {**record, "ppid": os.getppid()})
+    released = Path(ctx.workspace) / MARKS / f"release-{args.label}"
+    deadline = time.monotonic() + 50  # never released: the test failed, do not hang its worker
+    while not released.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{args.label} was never released")
+        time.sleep(0.02)
+    return ToolOutput(content={"label": args.label}, message="released", summary="ok")
+
+
+def release(workspace: Path, label: str) -> None:
+    folder = Path(workspace) / MARKS
+    folder.mkdir(exist_ok=True)
+    (folder / f"release-{label}").touch()
+
+
 class Count(ToolInput):
     label: str
 
