@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -21,7 +22,7 @@ import pytest
 from runtime.settings import Settings
 from runtime.types import Status
 from tests.conftest import TEST_TOOLS
-from tests.support.tools import marks
+from tests.support.tools import marks, release
 
 pytestmark = pytest.mark.timeout(60)
 WRITES = {"allow": ["bump", "write_file"]}
@@ -220,45 +221,47 @@ def test_status_shows_workers_active_calls_queues_and_pending_approvals(
 def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
     scaled, scaled_runtime, workspace
 ):
+    """The batch's first stage holds both reads workers busy until the test
+    releases it, so the stop provably comes mid-batch: while the reads victim
+    runs calls of it, and before anything of it has ended."""
     from runtime.stack.embedded import stop_worker
 
-    batch = []
-    for step in range(6):
-        batch += [call(f"r{step}.{i}", "nap", label=f"n{step}.{i}", seconds=0.4) for i in range(4)]
+    batch = [call(f"h{i}", "held", label="first") for i in range(4)]
+    batch.append(call("w0", "bump", label="e0"))
+    for step in range(1, 6):
+        batch += [call(f"r{step}.{i}", "nap", label=f"n{step}.{i}", seconds=0.1) for i in range(4)]
         batch.append(call(f"w{step}", "bump", label=f"e{step}"))
     handle = scaled_runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
     seen = []
     reader = threading.Thread(target=lambda: seen.extend(handle.stream(timeout=50)))
     reader.start()
-    deadline = time.monotonic() + 20
-    while not seen:  # the batch is under way
-        assert time.monotonic() < deadline, "no result within 20 s"
+    deadline = time.monotonic() + 30  # a bound on a broken stack, not a measure
+    while len(marks(workspace, "held")) < 4:  # two on each reads worker (concurrency 2)
+        assert time.monotonic() < deadline, "the held reads did not all start"
         time.sleep(0.05)
 
-    victims = [
-        next(w for w in scaled.workers if w["queue"] == "reads"),
-        next(w for w in scaled.workers if w["queue"] == "effects"),
-    ]
-    stopped = {}
-
-    def stop(worker) -> None:
-        stopped[worker["name"]] = stop_worker(worker, graceful=True, timeout=20)
-
-    stoppers = [threading.Thread(target=stop, args=(worker,)) for worker in victims]
-    for stopper in stoppers:
-        stopper.start()
-    for stopper in stoppers:
-        stopper.join(timeout=30)
-    done_at_stop, stopped_at = len(seen), datetime.now(UTC)
+    held_by = {mark["call_id"]: mark["ppid"] for mark in marks(workspace, "held")}
+    reads_victim = next(w for w in scaled.workers if w["pid"] in held_by.values())
+    victims = [reads_victim, next(w for w in scaled.workers if w["queue"] == "effects")]
+    for victim in victims:  # a warm stop begins while the held reads run
+        os.kill(victim["pid"], signal.SIGTERM)
+    assert seen == []  # nothing could end yet: the first stage is held
+    release(workspace, "first")
+    stopped = {w["name"]: stop_worker(w, graceful=True, timeout=30) for w in victims}
+    stopped_at = datetime.now(UTC)
     reader.join(timeout=50)
 
     assert stopped == {worker["name"]: True for worker in victims}
-    assert done_at_stop < len(batch), "the stop came after the batch ended"
     assert sorted(r.call_id for r in seen) == sorted(c["id"] for c in batch)
     results = handle.results()
     assert all(r.status is Status.ok for r in results), [
         (r.call_id, r.status, r.model_message) for r in results if r.status is not Status.ok
     ]
+    # The calls running at the stop ended there, with their own results.
+    finished_on = {r.call_id: r.worker for r in results}
+    assert {finished_on[c] for c, pid in held_by.items() if pid == reads_victim["pid"]} == {
+        reads_victim["name"]
+    }
     # Every side effect exactly once, in the model's order.
     assert [m["label"] for m in marks(workspace, "effects")] == [f"e{s}" for s in range(6)]
     events = scaled_runtime.ledger.events(handle.batch_id)
@@ -271,4 +274,4 @@ def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
     assert {w.name for w in report.workers if not w.up} == gone
     assert "DOWN" in "\n".join(status.lines(report))
     later = [e for e in events if e.kind == "started" and e.at > stopped_at]
-    assert later and not [e.call_id for e in later if e.worker in gone]
+    assert not [e.call_id for e in later if e.worker in gone]
