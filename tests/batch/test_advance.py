@@ -35,7 +35,7 @@ from runtime.transport.memory import MemoryTransport
 from runtime.transport.outbox import Signer
 from runtime.types import Batch, Mode, Status, ToolCall, ToolResult
 from tests.support.messages import KEY, policy
-from tests.support.tools import marks, release
+from tests.support.tools import held_running, marks, release
 
 HELD = "held"  # the label every held read of a test waits on
 BOUND = 20.0  # seconds a wait may take before the test says what it was waiting for
@@ -100,10 +100,7 @@ class World:
         return {call_id: result.status for call_id, result in found.items()}
 
     def held_running(self, count: int) -> None:
-        deadline = time.monotonic() + BOUND
-        while len(marks(self.workspace, "held")) < count:
-            assert time.monotonic() < deadline, "the held reads did not start"
-            time.sleep(0.01)
+        held_running(self.workspace, count, BOUND)
 
     def ended(self, batch_id: str) -> bool:
         row = self.ledger.batch(batch_id)

@@ -22,7 +22,7 @@ import pytest
 from runtime.settings import Settings
 from runtime.types import Status
 from tests.conftest import TEST_TOOLS
-from tests.support.tools import marks, release
+from tests.support.tools import held_running, marks, release
 
 pytestmark = pytest.mark.timeout(60)
 WRITES = {"allow": ["bump", "write_file"]}
@@ -181,15 +181,17 @@ def test_many_orchestrator_processes_each_get_exactly_their_own_results(
 
 
 def test_status_shows_workers_active_calls_queues_and_pending_approvals(
-    scaled, scaled_runtime, workspace
+    scaled, scaled_runtime, workspace, request
 ):
     from runtime.stack import status
 
-    batch = [call(f"s{i}", "nap", label=f"s{i}", seconds=1.5) for i in range(6)]
+    request.addfinalizer(lambda: release(workspace, "status"))  # a failed test frees its workers
+    # Six reads that run until released, for four reads slots: four run, two wait.
+    batch = [call(f"s{i}", "held", label="status") for i in range(6)]
     asking = [call("ask", "bump", label="asks")]  # default mode: a write waits for a person
     naps = scaled_runtime.submit(batch, mode="auto", workspace=workspace)
     waiting = scaled_runtime.submit(asking, mode="default", workspace=workspace)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a bound on a broken stack, not a measure
     while True:
         report = status.collect(scaled_runtime.settings, timeout=1.0)
         active = {
@@ -206,7 +208,7 @@ def test_status_shows_workers_active_calls_queues_and_pending_approvals(
         assert worker.queues == [
             next(w["queue"] for w in scaled.workers if w["name"] == worker.name)
         ]
-        assert all(c.tool == "toolrun.nap" for c in worker.active)
+        assert all(c.tool == "toolrun.held" for c in worker.active)
     assert report.queues["reads"] == 2  # 2 workers x 2 threads run 4, two wait
     assert [(a.call_id, a.tool) for a in pending] == [("ask", "bump")]
     assert report.schema_revision == report.schema_head and report.problems == []
@@ -215,17 +217,19 @@ def test_status_shows_workers_active_calls_queues_and_pending_approvals(
 
     assert scaled_runtime.deny(waiting.batch_id, "ask", "not now", by="test")
     assert [r.status for r in waiting.results(timeout=20)] == [Status.denied]
+    release(workspace, "status")
     assert all(r.status is Status.ok for r in naps.results(timeout=30))
 
 
 def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
-    scaled, scaled_runtime, workspace
+    scaled, scaled_runtime, workspace, request
 ):
     """The batch's first stage holds both reads workers busy until the test
     releases it, so the stop provably comes mid-batch: while the reads victim
     runs calls of it, and before anything of it has ended."""
     from runtime.stack.embedded import stop_worker
 
+    request.addfinalizer(lambda: release(workspace, "first"))
     batch = [call(f"h{i}", "held", label="first") for i in range(4)]
     batch.append(call("w0", "bump", label="e0"))
     for step in range(1, 6):
@@ -235,12 +239,8 @@ def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
     seen = []
     reader = threading.Thread(target=lambda: seen.extend(handle.stream(timeout=50)))
     reader.start()
-    deadline = time.monotonic() + 30  # a bound on a broken stack, not a measure
-    while len(marks(workspace, "held")) < 4:  # two on each reads worker (concurrency 2)
-        assert time.monotonic() < deadline, "the held reads did not all start"
-        time.sleep(0.05)
-
-    held_by = {mark["call_id"]: mark["ppid"] for mark in marks(workspace, "held")}
+    running = held_running(workspace, 4)  # two on each reads worker (concurrency 2)
+    held_by = {mark["call_id"]: mark["ppid"] for mark in running}
     reads_victim = next(w for w in scaled.workers if w["pid"] in held_by.values())
     victims = [reads_victim, next(w for w in scaled.workers if w["queue"] == "effects")]
     for victim in victims:  # a warm stop begins while the held reads run
