@@ -72,7 +72,8 @@ def held(args: Held, ctx: ToolContext) -> ToolOutput:
 @tool(risk=Risk.write, timeout=60)
 def held_write(args: Held, ctx: ToolContext) -> ToolOutput:
     """A side effect (counted in `effects` when it starts) that runs until released."""
-    _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time()})
+    started = {"label": args.label, "call_id": ctx.call_id, "at": time.time()}
+    _mark(ctx, "effects", {**started, "pid": os.getpid()})
     _hold(ctx, args.label)
     return ToolOutput(content={"label": args.label}, message="released", summary="ok")
 
