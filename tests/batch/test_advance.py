@@ -68,7 +68,7 @@ class World:
         admissions = [
             admit(
                 call,
-                registry=self.transport.registry,
+                registry=self.advancer.registry,
                 mode=mode,
                 workspace=self.workspace,
                 policy=rules,
