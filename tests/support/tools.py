@@ -87,6 +87,7 @@ def _hold(ctx: ToolContext, label: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{label} was never released")
         time.sleep(0.02)
+    _mark(ctx, "released", {**record, "at": time.time()})
 
 
 def held_running(workspace: Path, count: int, bound: float = 30.0) -> list[dict]:
