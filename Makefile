@@ -16,11 +16,13 @@ demo: $(STAMP)
 	$(BIN)/toolrun demo
 
 # The edit-test loop: lint, and every test that needs no server process (no
-# redis-server, celery worker, stack or PostgreSQL); tests/conftest.py marks the others
-# `server` and fails this run if one of its tests starts such a process after all.
+# redis-server, celery worker, stack or PostgreSQL), on every core (CHECK_WORKERS=0: one
+# process). tests/conftest.py marks the others `server` and fails this run if one of
+# its tests starts such a process after all.
+CHECK_WORKERS ?= auto
 check: $(STAMP)
 	$(BIN)/ruff check runtime workers tests
-	$(BIN)/python -m pytest -q -m "not server"
+	$(BIN)/python -m pytest -q -m "not server" -n $(CHECK_WORKERS)
 
 # Everything, servers included (CI's command).
 test: $(STAMP)

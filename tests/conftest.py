@@ -46,6 +46,8 @@ def pytest_configure(config):
     server process (tests/support/fast_tier/sitecustomize.py)."""
     if "not server" not in (config.getoption("markexpr") or ""):
         return
+    if hasattr(config, "workerinput"):  # an xdist worker: the guard came with its environment
+        return
     folder = Path(__file__).parent / "support" / "fast_tier"
     handle, log = tempfile.mkstemp(prefix="toolrun-server-starts-", suffix=".log")
     os.close(handle)
@@ -57,9 +59,10 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    log = os.environ.pop(guard.STARTS, None)
-    if log is None:
+    log = os.environ.get(guard.STARTS)
+    if log is None or hasattr(session.config, "workerinput"):
         return
+    del os.environ[guard.STARTS]
     starts = Path(log).read_text()
     Path(log).unlink()
     if starts:
