@@ -4,17 +4,27 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz soak up down clean migration migrate
+.PHONY: demo check test lint bench fuzz soak up down clean migration migrate
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[embedded,postgres,test,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[embedded,postgres,gateway,test,dev]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/toolrun demo
 
+# The edit-test loop: lint, and every test that needs no server process (no
+# redis-server, celery worker, stack or PostgreSQL), on every core (CHECK_WORKERS=0: one
+# process). tests/conftest.py marks the others `server` and fails this run if one of
+# its tests starts such a process after all.
+CHECK_WORKERS ?= auto
+check: $(STAMP)
+	$(BIN)/ruff check runtime workers tests
+	$(BIN)/python -m pytest -q -m "not server" -n $(CHECK_WORKERS)
+
+# Everything, servers included (CI's command).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 

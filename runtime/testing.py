@@ -6,7 +6,7 @@ loop: no Redis, no Celery, no worker process to start.
         [result] = handle.results(timeout=10)
 
 It is the client, the permission gate, the batch's rules and the executor that
-a deployment runs, on the in-memory transport (`runtime/transport/memory.py`:
+a deployment runs, on the in-memory transport (`runtime/worker/memory.py`:
 the workers are threads of this process) and a real SQLite ledger in a
 directory of its own, deleted when the process exits. What a deployment adds (Celery's
 delivery, Redis, other processes) is what toolrun's own integration tests cover.
@@ -26,9 +26,9 @@ from runtime.client import Runtime
 from runtime.errors import ConfigurationError
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import CapabilitySpec, Registry, registry
-from runtime.registry.loading import load_tools
 from runtime.settings import Settings
-from runtime.transport.memory import MemoryTransport
+from runtime.tools.loading import load_tools
+from runtime.worker.memory import MemoryTransport
 
 Tool = Callable | CapabilitySpec | Registry
 

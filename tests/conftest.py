@@ -1,17 +1,73 @@
 """Shared fixtures. Integration tests run against one embedded stack per session:
 a real redis-server and real `celery worker` processes (a reads and an effects
-queue), started the way `toolrun up` starts them. Never an eager mode or a fake."""
+queue), started the way `toolrun up` starts them. Never an eager mode or a fake.
+
+Two tiers: a test that needs a server process (redis-server, a celery worker, a
+stack, PostgreSQL) is marked `server` here, by what it uses and where it lives;
+`make check` runs the others (`-m "not server"`) and fails any of them that
+starts a server process after all."""
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from runtime.settings import Settings, get_settings
+from tests.support.fast_tier import sitecustomize as guard
 
 TEST_TOOLS = "tests.support.tools"
+
+# What makes a test a `server` test: the fixtures that start (or need) the session's
+# stack, and the folders whose tests all run against processes. A module elsewhere
+# that starts processes itself says so with `pytestmark = pytest.mark.server`.
+SERVER_FIXTURES = {"stack", "runtime", "gateway"}
+SERVER_FOLDERS = {"integration", "gateway"}
+SERVER_MARKS = {"postgres", "faults"}
+
+
+def pytest_collection_modifyitems(config, items):
+    tests = Path(__file__).parent
+    for item in items:
+        folder = Path(item.path).relative_to(tests).parts[0]
+        if (
+            SERVER_FIXTURES.intersection(item.fixturenames)
+            or folder in SERVER_FOLDERS
+            or any(item.get_closest_marker(mark) for mark in SERVER_MARKS)
+        ):
+            item.add_marker(pytest.mark.server)
+
+
+def pytest_configure(config):
+    """In the fast tier, every Python process of the run refuses to start a
+    server process (tests/support/fast_tier/sitecustomize.py)."""
+    if "not server" not in (config.getoption("markexpr") or ""):
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: the guard came with its environment
+        return
+    folder = Path(__file__).parent / "support" / "fast_tier"
+    handle, log = tempfile.mkstemp(prefix="toolrun-server-starts-", suffix=".log")
+    os.close(handle)
+    os.environ[guard.STARTS] = log
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    guard.install(log)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    log = os.environ.get(guard.STARTS)
+    if log is None or hasattr(session.config, "workerinput"):
+        return
+    del os.environ[guard.STARTS]
+    starts = Path(log).read_text()
+    Path(log).unlink()
+    if starts:
+        print(f"\nthe fast tier started server processes (mark their tests `server`):\n{starts}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(autouse=True)

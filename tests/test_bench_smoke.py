@@ -16,6 +16,7 @@ from tests.benchmarks.report import ALONE, FIGURES
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.server  # the benchmark starts its own stacks
 @pytest.mark.timeout(150)
 def test_a_quick_run_writes_every_figure_with_both_sides_and_a_verdict(tmp_path):
     done = subprocess.run(

@@ -1,4 +1,4 @@
-"""`Runtime` itself, on the in-memory transport (runtime/transport/memory.py):
+"""`Runtime` itself, on the in-memory transport (runtime/worker/memory.py):
 a context manager that closes it, `asubmit` off the event loop, and one
 followed run per batch in a process however many handles it has."""
 
@@ -9,14 +9,14 @@ import json
 import threading
 
 import pytest
-from runtime.registry.loading import load_tools
-from runtime.transport.memory import MemoryTransport
 
 from runtime.client import Runtime
 from runtime.errors import InvalidBatch
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status
+from runtime.worker.memory import MemoryTransport
 
 ASKS = [{"id": "w", "name": "bump", "arguments": {"label": "w"}}]  # a write: asks in default mode
 

@@ -13,6 +13,7 @@ from runtime.cli.common import (
     fail,
     out,
 )
+from runtime.cli.gateway import WITHOUT_EXTRA, gateway_installed
 from runtime.settings import get_settings
 
 
@@ -29,7 +30,7 @@ def up() -> None:
             markup=False,
         )
         return
-    record = stack.start_stack(settings, supervise=True, gateway=True)
+    record = stack.start_stack(settings, supervise=True, gateway=gateway_installed())
     out.print(
         f"redis   {address(record.redis_url)} (password in {settings.home / stack.RECORD})",
         markup=False,
@@ -54,6 +55,8 @@ def up() -> None:
     if record.gateway:
         out.print(f"gateway {record.gateway['url']} (keys: `toolrun keys create NAME --role ...`)",
                   markup=False)  # fmt: skip
+    else:
+        out.print(f"gateway not started: {WITHOUT_EXTRA}", markup=False)
 
 
 @app.command()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,15 @@ from runtime.settings import get_settings
 keys = typer.Typer(help="API keys of the HTTP gateway.", no_args_is_help=True)
 app.add_typer(keys, name="keys")
 
+# The `gateway` extra (pyproject.toml): the core install, what `Runtime` and the
+# workers need, leaves them out. Keys live in the ledger and need none of them.
+GATEWAY_MODULES = ("fastapi", "starlette", "sse_starlette", "uvicorn")
+WITHOUT_EXTRA = "the HTTP gateway needs its extra: pip install 'tool-runtime[gateway]'"
+
+
+def gateway_installed() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in GATEWAY_MODULES)
+
 
 @app.command()
 def serve(
@@ -22,9 +32,14 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Default TOOLRUN_GATEWAY_PORT.")] = None,
 ) -> None:
     """Run the HTTP gateway (FastAPI on uvicorn); its OpenAPI document is /openapi.json."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from runtime.gateway.app import create_app
+        from runtime.gateway.app import create_app
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in GATEWAY_MODULES:
+            raise
+        fail(WITHOUT_EXTRA)
     from runtime.logs import prepare_handlers
     from runtime.results.redaction import redactor_for
 

@@ -1,4 +1,4 @@
-"""A `Runtime` on the in-memory transport (runtime/transport/memory.py): the same
+"""A `Runtime` on the in-memory transport (runtime/worker/memory.py): the same
 client, batch and executor code as on Celery, the workers on threads of this
 process, the ledger a real SQLite file, and the test tools registered."""
 

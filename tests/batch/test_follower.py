@@ -9,13 +9,13 @@ import json
 import threading
 
 import pytest
-from runtime.registry.loading import load_tools
-from runtime.transport.memory import MemoryTransport
 
 from runtime.batch.follower import DRIVERS
 from runtime.client import Runtime
 from runtime.settings import Settings
+from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status
+from runtime.worker.memory import MemoryTransport
 
 
 @pytest.fixture

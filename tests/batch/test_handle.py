@@ -13,6 +13,7 @@ import pytest
 
 from runtime.errors import InvalidBatch
 from runtime.types import ApprovalRequested, Status
+from tests.support.tools import release
 
 ALLOW = {"allow": ["bump"]}
 
@@ -53,10 +54,11 @@ def test_a_stream_s_timeout_ends_the_batch_and_still_yields_every_call(rt, works
 
 
 def test_cancel_through_the_handle_ends_calls_not_yet_started(rt, workspace):
-    batch = [call("w1", "slow_write", label="slow", seconds=0.3), call("w2", "bump", label="x")]
-    rules = {"allow": ["slow_write", "bump"]}
+    batch = [call("w1", "held_write", label="slow"), call("w2", "bump", label="x")]
+    rules = {"allow": ["held_write", "bump"]}
     handle = rt.submit(batch, mode="auto", workspace=workspace, rules=rules)
-    handle.cancel(by="test")
+    handle.cancel(by="test")  # w2 cannot have started: w1 runs until released
+    release(workspace, "slow")
     assert handle.results(10)[-1].status is Status.cancelled
 
 

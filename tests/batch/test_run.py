@@ -11,9 +11,9 @@ import threading
 import time
 
 from runtime.types import ApprovalRequested, Status
-from tests.support.tools import marks
+from tests.support.tools import held_running, marks, release
 
-WRITES = {"allow": ["bump", "slow_write", "explode", "obliterate"]}
+WRITES = {"allow": ["bump", "slow_write", "held_write", "explode", "obliterate"]}
 
 
 def call(call_id: str, name: str, **arguments) -> dict:
@@ -72,18 +72,19 @@ def test_every_early_end_is_one_result_in_the_models_order(rt, workspace):
 
 
 def test_cancel_ends_what_has_not_started_and_lets_the_running_step_finish(rt, workspace):
-    batch = [call("w1", "slow_write", label="slow", seconds=0.5), call("w2", "bump", label="x")]
+    batch = [call("w1", "held_write", label="slow"), call("w2", "bump", label="x")]
     handle = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
-    while not marks(workspace, "effects"):
-        time.sleep(0.01)
-    handle.cancel(by="test")
+    held_running(workspace, 1)
+    handle.cancel(by="test")  # while w1 runs: it runs until released
+    release(workspace, "slow")
     results = handle.results(10)
     assert [r.status for r in results] == [Status.ok, Status.cancelled]
     assert labels(workspace) == ["slow"]
 
 
-def test_the_deadline_ends_a_running_read_and_skips_what_did_not_start(rt, workspace):
-    batch = [call("r", "nap", label="long", seconds=2), call("w", "bump", label="x")]
+def test_the_deadline_ends_a_running_read_and_skips_what_did_not_start(rt, workspace, request):
+    request.addfinalizer(lambda: release(workspace, "long"))  # runs past the deadline
+    batch = [call("r", "held", label="long"), call("w", "bump", label="x")]
     results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES, timeout=0.3)
     assert [r.status for r in results.results(10)] == [Status.timeout, Status.skipped]
     assert labels(workspace) == []

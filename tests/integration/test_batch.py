@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from runtime.types import Status
-from tests.support.tools import marks
+from tests.support.tools import held_running, marks, release
 
 # Auto mode runs side effects only where a rule allows them.
 WRITES = {"allow": ["bump", "explode", "write_file", "edit_file"]}
@@ -15,30 +15,33 @@ def call(call_id, name, **arguments):
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-def overlap(a, b) -> bool:
-    return a["start"] < b["end"] and b["start"] < a["end"]
-
-
-def test_reads_between_writes_run_together_and_a_read_after_a_write_sees_it(runtime, workspace):
+def test_reads_between_writes_run_together_and_a_read_after_a_write_sees_it(
+    runtime, workspace, request
+):
+    """The reads of a stage are held until both have started: they can only
+    end if they ran side by side."""
+    request.addfinalizer(lambda: [release(workspace, label) for label in ("ab", "cd")])
     batch = [
-        call("r1", "nap", label="a", seconds=0.4),
-        call("r2", "nap", label="b", seconds=0.4),
+        call("r1", "held", label="ab"),
+        call("r2", "held", label="ab"),
         call("w1", "write_file", path="notes.txt", content="fresh"),
         call("r3", "read_file", path="notes.txt"),
-        call("r4", "nap", label="c", seconds=0.4),
-        call("r5", "nap", label="d", seconds=0.4),
+        call("r4", "held", label="cd"),
+        call("r5", "held", label="cd"),
         call("w2", "bump", label="after"),
     ]
-    results = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(
-        timeout=60
-    )
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
+    held_running(workspace, 2)
+    assert marks(workspace, "effects") == [] and not (workspace / "notes.txt").exists()
+    release(workspace, "ab")
+    held_running(workspace, 4)
+    release(workspace, "cd")
+    results = handle.results(timeout=60)
     assert [r.call_id for r in results] == ["r1", "r2", "w1", "r3", "r4", "r5", "w2"]
     assert all(r.status is Status.ok for r in results), [r.model_message for r in results]
     assert "fresh" in results[3].content["text"]
-    spans = {m["label"]: m for m in marks(workspace, "intervals")}
-    assert overlap(spans["a"], spans["b"]) and overlap(spans["c"], spans["d"])
     bumped = marks(workspace, "effects")[0]["at"]
-    assert spans["d"]["end"] <= bumped
+    assert all(m["at"] <= bumped for m in marks(workspace, "released"))
     assert results[0].worker and results[2].worker and results[0].worker != results[2].worker
 
 
@@ -101,14 +104,15 @@ def test_on_error_continue_runs_every_step(runtime, workspace):
     assert [r.status for r in results] == [Status.error, Status.ok]
 
 
-def test_results_stream_as_they_finish(runtime, workspace):
-    batch = [call("slow", "nap", label="slow", seconds=1.0), call("fast", "nap", label="fast")]
-    first = next(
-        iter(
-            runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).stream(timeout=60)
-        )
-    )
+def test_results_stream_as_they_finish(runtime, workspace, request):
+    request.addfinalizer(lambda: release(workspace, "slow"))
+    batch = [call("slow", "held", label="slow"), call("fast", "nap", label="fast")]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
+    stream = handle.stream(timeout=60)
+    first = next(stream)  # `slow` runs until released
     assert first.call_id == "fast"
+    release(workspace, "slow")
+    assert [r.call_id for r in stream] == ["slow"]
 
 
 def test_asyncio_orchestrators_iterate_results(runtime, workspace):
@@ -144,8 +148,9 @@ def test_the_ledger_holds_a_decision_and_a_finished_row_for_each_call_that_ran(r
     ]
 
 
-def test_a_batch_deadline_ends_every_open_call(runtime, workspace):
-    batch = [call("slow", "nap", label="z", seconds=3), call("w", "bump", label="later")]
+def test_a_batch_deadline_ends_every_open_call(runtime, workspace, request):
+    request.addfinalizer(lambda: release(workspace, "slow"))  # runs past the deadline
+    batch = [call("slow", "held", label="slow"), call("w", "bump", label="later")]
     results = runtime.submit(
         batch, mode="auto", workspace=workspace, timeout=0.5, rules=WRITES
     ).results()

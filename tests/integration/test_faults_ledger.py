@@ -19,7 +19,7 @@ import pytest
 from runtime.types import Status
 from tests.support.faults import FaultStack, Relay
 from tests.support.postgres import fresh_database
-from tests.support.tools import marks
+from tests.support.tools import held_running, marks, release
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 ALLOW = {"allow": ["bump"]}
@@ -94,11 +94,14 @@ def rows_settle(runtime, batch_id: str, expected: dict[str, set[str]], timeout: 
         time.sleep(0.2)
 
 
-def test_a_ledger_cut_mid_batch_stops_side_effects_and_loses_no_row(ledger_runtime, workspace):
+def test_a_ledger_cut_mid_batch_stops_side_effects_and_loses_no_row(
+    ledger_runtime, workspace, request
+):
     stack, runtime = ledger_runtime
-    batch = [
-        call("r0", "nap", label="r0", seconds=1.0),
-        call("r1", "nap", label="r1", seconds=1.0),
+    request.addfinalizer(lambda: release(workspace, "first"))
+    batch = [  # the first two reads run until the ledger is cut: the cut comes mid-batch
+        call("r0", "held", label="first"),
+        call("r1", "held", label="first"),
         call("w1", "bump", label="w1"),
         call("r2", "nap", label="r2", seconds=0.2),
         call("w2", "bump", label="w2"),
@@ -107,11 +110,9 @@ def test_a_ledger_cut_mid_batch_stops_side_effects_and_loses_no_row(ledger_runti
     handle = runtime.submit(
         batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=40
     )
-    began = time.monotonic()  # a read's rows land when it ends: wait for the naps themselves
-    while {m["call_id"] for m in marks(workspace, "starts")} < {"r0", "r1"}:
-        assert time.monotonic() - began < 20, "the reads did not start"
-        time.sleep(0.05)
+    held_running(workspace, 2)  # a read's rows land when it ends: wait for the reads themselves
     cut, results = Cut(stack), {}
+    release(workspace, "first")
     for result in handle.stream(timeout=45):  # the ledger is back once w2 has ended
         results[result.call_id] = result
         if result.call_id == "w2":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -21,7 +22,7 @@ import pytest
 from runtime.settings import Settings
 from runtime.types import Status
 from tests.conftest import TEST_TOOLS
-from tests.support.tools import marks
+from tests.support.tools import held_running, marks, release
 
 pytestmark = pytest.mark.timeout(60)
 WRITES = {"allow": ["bump", "write_file"]}
@@ -180,15 +181,17 @@ def test_many_orchestrator_processes_each_get_exactly_their_own_results(
 
 
 def test_status_shows_workers_active_calls_queues_and_pending_approvals(
-    scaled, scaled_runtime, workspace
+    scaled, scaled_runtime, workspace, request
 ):
     from runtime.stack import status
 
-    batch = [call(f"s{i}", "nap", label=f"s{i}", seconds=1.5) for i in range(6)]
+    request.addfinalizer(lambda: release(workspace, "status"))  # a failed test frees its workers
+    # Six reads that run until released, for four reads slots: four run, two wait.
+    batch = [call(f"s{i}", "held", label="status") for i in range(6)]
     asking = [call("ask", "bump", label="asks")]  # default mode: a write waits for a person
     naps = scaled_runtime.submit(batch, mode="auto", workspace=workspace)
     waiting = scaled_runtime.submit(asking, mode="default", workspace=workspace)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a bound on a broken stack, not a measure
     while True:
         report = status.collect(scaled_runtime.settings, timeout=1.0)
         active = {
@@ -205,7 +208,7 @@ def test_status_shows_workers_active_calls_queues_and_pending_approvals(
         assert worker.queues == [
             next(w["queue"] for w in scaled.workers if w["name"] == worker.name)
         ]
-        assert all(c.tool == "toolrun.nap" for c in worker.active)
+        assert all(c.tool == "toolrun.held" for c in worker.active)
     assert report.queues["reads"] == 2  # 2 workers x 2 threads run 4, two wait
     assert [(a.call_id, a.tool) for a in pending] == [("ask", "bump")]
     assert report.schema_revision == report.schema_head and report.problems == []
@@ -214,51 +217,51 @@ def test_status_shows_workers_active_calls_queues_and_pending_approvals(
 
     assert scaled_runtime.deny(waiting.batch_id, "ask", "not now", by="test")
     assert [r.status for r in waiting.results(timeout=20)] == [Status.denied]
+    release(workspace, "status")
     assert all(r.status is Status.ok for r in naps.results(timeout=30))
 
 
 def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
-    scaled, scaled_runtime, workspace
+    scaled, scaled_runtime, workspace, request
 ):
+    """The batch's first stage holds both reads workers busy until the test
+    releases it, so the stop provably comes mid-batch: while the reads victim
+    runs calls of it, and before anything of it has ended."""
     from runtime.stack.embedded import stop_worker
 
-    batch = []
-    for step in range(6):
-        batch += [call(f"r{step}.{i}", "nap", label=f"n{step}.{i}", seconds=0.4) for i in range(4)]
+    request.addfinalizer(lambda: release(workspace, "first"))
+    batch = [call(f"h{i}", "held", label="first") for i in range(4)]
+    batch.append(call("w0", "bump", label="e0"))
+    for step in range(1, 6):
+        batch += [call(f"r{step}.{i}", "nap", label=f"n{step}.{i}", seconds=0.1) for i in range(4)]
         batch.append(call(f"w{step}", "bump", label=f"e{step}"))
     handle = scaled_runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
     seen = []
     reader = threading.Thread(target=lambda: seen.extend(handle.stream(timeout=50)))
     reader.start()
-    deadline = time.monotonic() + 20
-    while not seen:  # the batch is under way
-        assert time.monotonic() < deadline, "no result within 20 s"
-        time.sleep(0.05)
-
-    victims = [
-        next(w for w in scaled.workers if w["queue"] == "reads"),
-        next(w for w in scaled.workers if w["queue"] == "effects"),
-    ]
-    stopped = {}
-
-    def stop(worker) -> None:
-        stopped[worker["name"]] = stop_worker(worker, graceful=True, timeout=20)
-
-    stoppers = [threading.Thread(target=stop, args=(worker,)) for worker in victims]
-    for stopper in stoppers:
-        stopper.start()
-    for stopper in stoppers:
-        stopper.join(timeout=30)
-    done_at_stop, stopped_at = len(seen), datetime.now(UTC)
+    running = held_running(workspace, 4)  # two on each reads worker (concurrency 2)
+    held_by = {mark["call_id"]: mark["ppid"] for mark in running}
+    reads_victim = next(w for w in scaled.workers if w["pid"] in held_by.values())
+    victims = [reads_victim, next(w for w in scaled.workers if w["queue"] == "effects")]
+    for victim in victims:  # a warm stop begins while the held reads run
+        os.kill(victim["pid"], signal.SIGTERM)
+    assert seen == []  # nothing could end yet: the first stage is held
+    release(workspace, "first")
+    stopped = {w["name"]: stop_worker(w, graceful=True, timeout=30) for w in victims}
+    stopped_at = datetime.now(UTC)
     reader.join(timeout=50)
 
     assert stopped == {worker["name"]: True for worker in victims}
-    assert done_at_stop < len(batch), "the stop came after the batch ended"
     assert sorted(r.call_id for r in seen) == sorted(c["id"] for c in batch)
     results = handle.results()
     assert all(r.status is Status.ok for r in results), [
         (r.call_id, r.status, r.model_message) for r in results if r.status is not Status.ok
     ]
+    # The calls running at the stop ended there, with their own results.
+    finished_on = {r.call_id: r.worker for r in results}
+    assert {finished_on[c] for c, pid in held_by.items() if pid == reads_victim["pid"]} == {
+        reads_victim["name"]
+    }
     # Every side effect exactly once, in the model's order.
     assert [m["label"] for m in marks(workspace, "effects")] == [f"e{s}" for s in range(6)]
     events = scaled_runtime.ledger.events(handle.batch_id)
@@ -271,4 +274,4 @@ def test_a_warm_stop_of_one_worker_of_each_kind_mid_batch_loses_nothing(
     assert {w.name for w in report.workers if not w.up} == gone
     assert "DOWN" in "\n".join(status.lines(report))
     later = [e for e in events if e.kind == "started" and e.at > stopped_at]
-    assert later and not [e.call_id for e in later if e.worker in gone]
+    assert not [e.call_id for e in later if e.worker in gone]

@@ -50,9 +50,8 @@ def test_each_runtime_redacts_by_the_settings_it_was_given(tmp_path):
     """Two runtimes in one process, each given its own patterns: each redacts
     its results and its ledger rows by its own, and neither by the other's
     (docs/architecture.md, "Secrets")."""
-    from runtime.registry.loading import load_tools
-
     from runtime import Settings, memory_runtime
+    from runtime.tools.loading import load_tools
 
     tools = load_tools(["tests.support.tools"])
     user = tmp_path / "user.json"

@@ -12,7 +12,7 @@ from runtime.stack import processes
 from runtime.stack.embedded import load_record, stop_stack
 from tests.support.cli import REPO, toolrun, toolrun_env
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.server, pytest.mark.timeout(120)]  # starts a stack
 
 
 @pytest.fixture

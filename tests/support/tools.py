@@ -56,6 +56,57 @@ def nap(args: Sleep, ctx: ToolContext) -> ToolOutput:
     return ToolOutput(content={"label": args.label}, message=f"slept {args.seconds}s", summary="ok")
 
 
+class Held(ToolInput):
+    label: str
+
+
+@tool(risk=Risk.read, idempotent=True, timeout=60)
+def held(args: Held, ctx: ToolContext) -> ToolOutput:
+    """A read that runs until the test calls `release(workspace, label)`: a test
+    that needs calls running waits for their marks (`marks(ws, "held")`), which
+    also say which worker process runs each, instead of sleeping."""
+    _hold(ctx, args.label)
+    return ToolOutput(content={"label": args.label}, message="released", summary="ok")
+
+
+@tool(risk=Risk.write, timeout=60)
+def held_write(args: Held, ctx: ToolContext) -> ToolOutput:
+    """A side effect (counted in `effects` when it starts) that runs until released."""
+    started = {"label": args.label, "call_id": ctx.call_id, "at": time.time()}
+    _mark(ctx, "effects", {**started, "pid": os.getpid()})
+    _hold(ctx, args.label)
+    return ToolOutput(content={"label": args.label}, message="released", summary="ok")
+
+
+def _hold(ctx: ToolContext, label: str) -> None:
+    record = {"label": label, "call_id": ctx.call_id, "pid": os.getpid()}
+    _mark(ctx, "held", {**record, "ppid": os.getppid()})
+    released = Path(ctx.workspace) / MARKS / f"release-{label}"
+    deadline = time.monotonic() + 50  # never released: the test failed, do not hang its worker
+    while not released.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{label} was never released")
+        time.sleep(0.02)
+    _mark(ctx, "released", {**record, "at": time.time()})
+
+
+def held_running(workspace: Path, count: int, bound: float = 30.0) -> list[dict]:
+    """The marks of the held calls, once `count` of them run. `bound` only stops
+    a broken run from hanging; a test passes whatever the machine's speed."""
+    deadline = time.monotonic() + bound
+    while len(found := marks(workspace, "held")) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(found)} of {count} held calls started")
+        time.sleep(0.02)
+    return found
+
+
+def release(workspace: Path, label: str) -> None:
+    folder = Path(workspace) / MARKS
+    folder.mkdir(exist_ok=True)
+    (folder / f"release-{label}").touch()
+
+
 class Count(ToolInput):
     label: str
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from runtime.registry.loading import load_tools
 
 from runtime.errors import ConfigurationError
 from runtime.settings import get_settings
+from runtime.tools.loading import load_tools
 
 
 def test_the_environments_servers_file_is_not_read_behind_the_callers_back(monkeypatch, tmp_path):
