@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     @classmethod
     def _compile_redaction_patterns(cls, patterns: dict[str, str]) -> dict[str, str]:
         for kind, regex in patterns.items():  # a bad one is a startup error that names it
-            _check_pattern(kind, regex)
+            check_pattern(kind, regex)
         return patterns
 
     @model_validator(mode="before")
@@ -148,7 +148,7 @@ def get_settings() -> Settings:
         raise ConfigurationError(f"invalid toolrun settings: {error}") from error
 
 
-def _check_pattern(kind: str, regex: str) -> None:
+def check_pattern(kind: str, regex: str) -> None:
     """A deployment's redaction pattern must compile and match something."""
     if not kind.strip() or not regex:
         raise ValueError(f"redaction pattern {kind!r}: a kind and a regex are both required")

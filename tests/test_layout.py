@@ -38,6 +38,7 @@ LAYERS = [
     {"execution", "batch"},
     {"worker"},
     {"client"},
+    {"testing"},
     {"stack", "gateway"},
     {"cli", "workers", "runtime"},
 ]

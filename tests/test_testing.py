@@ -8,6 +8,7 @@ import json
 import pytest
 
 from runtime import (
+    ApprovalRequested,
     ConfigurationError,
     Registry,
     Risk,
@@ -69,10 +70,12 @@ def test_an_agent_loop_answers_an_approval_and_gets_the_final_result(tmp_path):
                            mode="default", workspace=tmp_path)  # fmt: skip
         seen = []
         for event in handle.stream(timeout=30):
-            seen.append(event.status)
-            if event.status is Status.awaiting_approval:
+            seen.append(type(event).__name__)
+            if isinstance(event, ApprovalRequested):
                 assert rt.approve(handle.batch_id, event.call_id, by="test")
-    assert seen == [Status.awaiting_approval, Status.ok]
+            else:
+                assert event.status is Status.ok
+    assert seen == ["ApprovalRequested", "ToolResult"]
     assert (tmp_path / "n.txt").exists()
 
 

@@ -10,7 +10,7 @@ by the names they are assigned to are `runtime/results/secret_names.py`'s part.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -19,6 +19,7 @@ from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 
 from runtime.results.anchors import Anchor, anchors, lines_with, prefix
+from runtime.settings import check_pattern
 
 # Plugins whose patterns do not look for a secret by its shape: an IP address is
 # not a secret, private keys are taken as whole blocks below, and the keyword and
@@ -252,3 +253,11 @@ def detectors(extra: tuple[tuple[str, str], ...] = ()) -> DetectorSet:
     """The library's detectors, and a deployment's `(kind, regex)` pairs first."""
     deployment = [_detector(snake(kind), [re.compile(regex)]) for kind, regex in extra]
     return DetectorSet((*deployment, *library()))
+
+
+def compile_patterns(patterns: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """A deployment's patterns, checked (`runtime.settings.check_pattern`): an
+    invalid one is a ValueError naming it."""
+    for kind, regex in patterns.items():
+        check_pattern(kind, regex)
+    return tuple(sorted(patterns.items()))

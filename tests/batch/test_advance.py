@@ -23,6 +23,7 @@ from runtime.batch.advance import Advancer
 from runtime.batch.audit import BatchAudit
 from runtime.batch.plan import BatchPlan, build
 from runtime.batch.progress import End
+from runtime.batch.signer import Signer
 from runtime.gate.admission import Refused, admit
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -30,7 +31,6 @@ from runtime.ledger.tables import ApprovalRow
 from runtime.results import endings
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
-from runtime.transport.outbox import Signer
 from runtime.types import Batch, Mode, Status, ToolCall, ToolResult
 from runtime.worker.memory import MemoryTransport
 from tests.support.messages import KEY, policy
@@ -122,7 +122,8 @@ def world(tmp_path, workspace):
     )
     approvals = Approvals(ledger, KEY)
     advancer = Advancer(
-        ledger=ledger, registry=registry, key=KEY, transport=transport, approvals=approvals
+        ledger=ledger, registry=registry, key=KEY, queue=transport, state=transport,
+        approvals=approvals,
     )
     yield World(ledger, transport, advancer, approvals, workspace)
     release(workspace, HELD)

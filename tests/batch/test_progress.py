@@ -17,10 +17,15 @@ from runtime.batch.plan import CHAIN_STEPS, BatchPlan, PlannedCall, PlannedStage
 from runtime.batch.progress import CANCEL_GRACE, RESEND_AFTER, Answer, View, next_steps
 from runtime.ledger.tables import EventKind
 from runtime.results import endings
-from runtime.types import Batch, Status, ToolCall, ToolResult
+from runtime.types import Batch, CallMessage, Mode, Status, ToolCall, ToolResult
 
 NOW = 1_000_000.0
 EFFECTS = {"r": "allow", "w": "allow", "q": "ask", "x": "refused"}
+
+
+def sent_as(call_id: str) -> CallMessage:
+    return CallMessage(batch_id="b", call_id=call_id, tool=f"tool_{call_id}", arguments={},
+                       mode=Mode.auto, workspace=".", position=0, policy={}, decision={})
 
 
 def plan_of(calls: str, *, on_error: str = "stop", deadline: float = NOW + 600) -> BatchPlan:
@@ -39,7 +44,7 @@ def plan_of(calls: str, *, on_error: str = "stop", deadline: float = NOW + 600) 
             read=call_id.startswith("r"),
             effect=EFFECTS[call_id[0]],
             reason="asks first",
-            message=None if call_id.startswith("x") else {"call_id": call_id},
+            message=None if call_id.startswith("x") else sent_as(call_id),
             stage=index,
         )
         for index, stage in enumerate(stages)

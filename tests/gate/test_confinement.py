@@ -13,7 +13,7 @@ from runtime.execution.executor import execute
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
-from runtime.types import Mode, Status
+from runtime.types import CallMessage, Mode, Status
 from tests.support.messages import KEY, message
 
 SECRET = "outside-secret-4242"
@@ -73,8 +73,8 @@ def test_no_path_escapes_the_workspace(world, tool, template):
     before = snapshot(world["outside"])
     raw = message("c", tool, TOOLS[tool](path), workspace=world["ws"], mode=Mode.bypass,
                   rules={"allow": [tool]})  # fmt: skip
-    outcome = execute(raw, registry=world["registry"], ledger=world["ledger"],
-                      settings=world["settings"], key=KEY)  # fmt: skip
+    outcome = execute(CallMessage.from_wire(raw), registry=world["registry"],
+                      ledger=world["ledger"], settings=world["settings"], key=KEY)  # fmt: skip
     assert outcome is not None
     result = outcome.result
     event(f"{tool}: {result.status.value}")
