@@ -45,8 +45,8 @@ from runtime.types import (
 # Loaded on first use: the client pulls in Celery, Redis and the ledger, and
 # settings pull in the secret detectors; tools that only need `@tool` should not.
 _LAZY = {
-    "AsyncBatchHandle": "runtime.batch.handle",
-    "BatchHandle": "runtime.batch.handle",
+    "AsyncBatchHandle": "runtime.client.handle",
+    "BatchHandle": "runtime.client.handle",
     "Runtime": "runtime.client",
     "Settings": "runtime.settings",
     "adapters": None,  # the module itself: parse, reply, definitions

@@ -17,7 +17,7 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.results.redaction import BUILT_IN, Redactor
+from runtime.redaction import BUILT_IN, Redactor
 
 CallIds = tuple[str, str | None]
 _CALL: ContextVar[CallIds | None] = ContextVar("toolrun_call", default=None)

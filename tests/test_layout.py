@@ -29,6 +29,7 @@ LAYERS = [
     {"errors"},
     {"settings", "workspace"},
     {"config"},
+    {"redaction"},
     {"registry"},
     {"results"},
     {"ledger", "logs"},

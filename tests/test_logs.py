@@ -23,7 +23,7 @@ from runtime.logs import (
     leave_call,
     prepare_handlers,
 )
-from runtime.results.redaction import redactor_for
+from runtime.redaction import redactor_for
 
 
 @contextmanager

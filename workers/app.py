@@ -11,7 +11,7 @@ from contextvars import Token
 from celery import signals
 
 from runtime.logs import enter_call, leave_call, prepare_handlers
-from runtime.results.redaction import redactor_for
+from runtime.redaction import redactor_for
 from runtime.settings import get_settings
 from runtime.transport.app import make_app
 

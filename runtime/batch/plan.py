@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from runtime.batch.planner import plan as stages_of
+from runtime.batch.stages import plan as stages_of
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.decision import Effect
 from runtime.types import Batch, CallMessage, Risk, ToolCall

@@ -41,7 +41,7 @@ def serve(
             raise
         fail(WITHOUT_EXTRA)
     from runtime.logs import prepare_handlers
-    from runtime.results.redaction import redactor_for
+    from runtime.redaction import redactor_for
 
     settings = get_settings()
     logging.basicConfig(level=settings.log_level)

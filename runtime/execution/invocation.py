@@ -33,9 +33,9 @@ import tenacity
 from runtime.errors import CallTimedOut, ToolError
 from runtime.execution import time_limits
 from runtime.gate.admission import Admitted
+from runtime.redaction import redactor_for
 from runtime.registry.capabilities import CapabilitySpec, ToolContext
 from runtime.results import formatter as results
-from runtime.results.redaction import redactor_for
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.batch.handle import BatchHandle
+from runtime.client.handle import BatchHandle
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import NotFound
 from runtime.gateway.roles import within

@@ -18,7 +18,7 @@ from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
 from runtime.ledger.keys import Keys
-from runtime.results.redaction import Redactor, redactor_for
+from runtime.redaction import Redactor, redactor_for
 from runtime.settings import Settings, get_settings
 
 

@@ -14,7 +14,7 @@ from runtime.gateway import access, roles
 from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import NotFound, Problem
-from runtime.results.redaction import redact
+from runtime.redaction import redact
 
 log = logging.getLogger("toolrun.gateway")
 router = APIRouter(tags=["approvals"])

@@ -18,9 +18,9 @@ import json
 import string
 from collections.abc import AsyncIterator, Callable
 
-from runtime.batch.handle import BatchHandle
+from runtime.client.handle import BatchHandle
 from runtime.gateway.problems import Problem
-from runtime.results.redaction import redact
+from runtime.redaction import redact
 from runtime.types import Event, ToolResult
 
 MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not one of ours

@@ -8,8 +8,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from runtime.batch.handle import BatchHandle
 from runtime.client import Runtime
+from runtime.client.handle import BatchHandle
 from runtime.errors import InvalidBatch
 
 KEEP_ENDED = 1024  # handles of ended batches kept for their readers; open ones are always kept

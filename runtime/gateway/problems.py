@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from runtime.errors import ConfigurationError, InvalidBatch, LedgerUnavailable
-from runtime.results.redaction import BUILT_IN, Redactor
+from runtime.redaction import BUILT_IN, Redactor
 
 log = logging.getLogger("toolrun.gateway")
 MEDIA_TYPE = "application/problem+json"

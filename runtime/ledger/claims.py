@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Row, func, insert, select, update
 
 from runtime.ledger.rows import CALLS, EVENTS, event_fields
 from runtime.ledger.tables import EventKind, utc_now
-from runtime.results.redaction import Redactor
+from runtime.redaction import Redactor
 from runtime.types import Status
 
 OPEN = {"pending", "running", Status.awaiting_approval.value}

@@ -26,9 +26,9 @@ from runtime.ledger.tables import (
     EventRow,
     utc_now,
 )
+from runtime.redaction import BUILT_IN, Redactor
 from runtime.registry import argument_limits
 from runtime.results.formatter import ledger_summary
-from runtime.results.redaction import BUILT_IN, Redactor
 from runtime.types import Batch, ToolResult
 
 BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__

@@ -32,7 +32,7 @@ from sqlmodel.sql.sqltypes import AutoString
 from runtime.errors import ConfigurationError, LedgerUnavailable
 from runtime.ledger.engine import engine, writer
 from runtime.ledger.tables import UTCDateTime  # importing the tables registers them
-from runtime.results.redaction import redact_text
+from runtime.redaction import redact_text
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "toolrun_alembic_version"  # not `alembic_version`: the database may be shared

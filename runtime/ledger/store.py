@@ -43,7 +43,7 @@ from runtime.ledger.tables import (
     utc_now,
 )
 from runtime.ledger.write_hold import WriteHold
-from runtime.results.redaction import BUILT_IN, Redactor, redactor_for
+from runtime.redaction import BUILT_IN, Redactor, redactor_for
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
 

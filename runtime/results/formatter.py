@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runtime.redaction import BUILT_IN, Redactor
 from runtime.registry.capabilities import ToolOutput
 from runtime.results import media
-from runtime.results.redaction import BUILT_IN, Redactor
 from runtime.types import ErrorInfo, Status, ToolResult
 
 SUMMARY_CHARS = 120

@@ -15,6 +15,7 @@ library's own errors) when the state cannot be reached.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +30,11 @@ class Inbox(Protocol):
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         """Results (or notices: `awaiting_approval`) of `waiting` calls that
         arrive within about `timeout` seconds; a call's end wins over its notice."""
+        ...
+
+    def on_arrival(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (it must not block) whenever something arrives for
+        the batch, so its follower reads `results` then instead of polling."""
         ...
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import redis
 from celery import Celery
 
-from runtime.results.redaction import BUILT_IN, Redactor
+from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport.outbox import CeleryQueue
 from runtime.transport.redis_state import RedisState
 from runtime.types import CallMessage

@@ -1,6 +1,6 @@
 """The client's side of the results channel: one pub/sub connection and one
 thread per `Runtime`, routing results to each batch's inbox and waking the
-batch's follower (runtime/batch/follower.py), so no batch needs a thread.
+batch's follower (runtime/client/follower.py), so no batch needs a thread.
 
 Workers publish a call's result on the channel its message names (`reply_to`,
 this listener's own), so a batch costs no subscription of its own. The
@@ -25,7 +25,6 @@ from collections.abc import Callable
 
 import redis
 
-from runtime.transport.channel import LOST, RECONNECT_SECONDS, SWEEP_SECONDS
 from runtime.transport.names import (
     BATCH_CHANNELS,
     CANCEL_NOTICE,
@@ -38,7 +37,10 @@ from runtime.types import Status, ToolResult
 
 NOTICE = Status.awaiting_approval
 
-log = logging.getLogger("toolrun.channel")
+log = logging.getLogger("toolrun.listener")
+LOST = (redis.ConnectionError, redis.TimeoutError)  # the connection to Redis was lost
+SWEEP_SECONDS = 1.0  # how often a listener also reads the results hash
+RECONNECT_SECONDS = 0.5  # the pause before subscribing again after a lost connection
 CONFIRM_SECONDS = 2.0  # how long the first batch waits for Redis to confirm the subscription
 WAKE = b""  # put in an inbox to have it read its hash at once
 

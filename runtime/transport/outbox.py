@@ -17,7 +17,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import BatchPublishError, OperationalError
 
-from runtime.results.redaction import BUILT_IN, Redactor
+from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport import chain
 from runtime.transport.names import EFFECTS, READS, TASK
 from runtime.types import CallMessage

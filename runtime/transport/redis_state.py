@@ -22,8 +22,7 @@ import tenacity
 
 from runtime.errors import StateUnavailable
 from runtime.transport.base import Inbox, Look
-from runtime.transport.channel import LOST
-from runtime.transport.listener import Listener
+from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
     EPOCH_KEY,

@@ -21,6 +21,7 @@ import secrets
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -60,6 +61,7 @@ class MemoryTransport:
         self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
         self._sweeper: str | None = None
+        self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
         self._effects = ThreadPoolExecutor(1, thread_name_prefix="memory-effects")
         self._closed = threading.Event()
@@ -83,12 +85,15 @@ class MemoryTransport:
             if stage is not None:
                 self._stages[batch_id, stage] += 1
             self._changed.notify_all()
-            return self._stages[batch_id, stage] if stage is not None else None
+            done = self._stages[batch_id, stage] if stage is not None else None
+        self._arrived(batch_id)
+        return done
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         with self._changed:
             self._notices[batch_id][notice.call_id] = notice
             self._changed.notify_all()
+        self._arrived(batch_id)
 
     def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
         with self._changed:
@@ -111,11 +116,15 @@ class MemoryTransport:
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         return dict(self._results[batch_id])
 
+    def _arrived(self, batch_id: str) -> None:
+        for callback in list(self._arrivals.get(batch_id, ())):
+            callback()
+
     def watch(self, batch_id: str) -> MemoryInbox:
         return MemoryInbox(self, batch_id)
 
     def unwatch(self, batch_id: str) -> None:
-        pass
+        self._arrivals.pop(batch_id, None)
 
     def cancelled(self, batch_id: str) -> bool:
         return batch_id in self._cancelled
@@ -124,6 +133,7 @@ class MemoryTransport:
         with self._changed:
             self._cancelled.setdefault(batch_id, by)
             self._changed.notify_all()
+        self._arrived(batch_id)
 
     def close(self) -> None:
         self._closed.set()
@@ -198,3 +208,6 @@ class MemoryInbox:
 
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         return self.transport.arrived(self.batch_id, waiting, timeout)
+
+    def on_arrival(self, callback: Callable[[], None]) -> None:
+        self.transport._arrivals[self.batch_id].append(callback)

@@ -20,10 +20,10 @@ from sqlalchemy import update
 
 from runtime.batch import progress
 from runtime.batch.advance import Advancer
-from runtime.batch.audit import BatchAudit
 from runtime.batch.plan import BatchPlan, build
 from runtime.batch.progress import End
 from runtime.batch.signer import Signer
+from runtime.client.audit import BatchAudit
 from runtime.gate.admission import Refused, admit
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -57,7 +57,7 @@ class World:
         allow: tuple[str, ...] = ("bump",),
     ) -> tuple[BatchPlan, dict[str, ToolResult]]:
         """Record a batch with its plan, as the submitter does before it sends
-        anything (runtime/batch/run.py); the plan and the refusals' ends."""
+        anything (runtime/client/run.py); the plan and the refusals' ends."""
         batch = Batch(
             calls=[ToolCall(id=i, name=n, arguments=a) for i, n, a in calls],
             mode=mode,

@@ -1,5 +1,5 @@
 """The redactor before issue 14 (a hand list of 11 patterns), kept unchanged as
-R1's baseline: `make bench` times it beside `runtime/results/redaction.py` on the same
+R1's baseline: `make bench` times it beside `runtime/redaction/redactor.py` on the same
 result. Not used by toolrun itself."""
 
 from __future__ import annotations

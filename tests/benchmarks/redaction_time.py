@@ -1,5 +1,5 @@
 """R1: the worker's time to redact one 32 KiB result, in-process: toolrun's
-redactor (`runtime/results/redaction.py`) against the one before it
+redactor (`runtime/redaction/redactor.py`) against the one before it
 (`redaction_before.py`), on the same result, taking turns."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import statistics
 import time
 from pathlib import Path
 
-from runtime.results import redaction
+from runtime.redaction import redactor as redaction
 from tests.benchmarks import redaction_before
 from tests.benchmarks.compare import repeated
 from tests.benchmarks.report import Figure, Target

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from runtime.batch.handle import BatchHandle
-from runtime.batch.run import BatchRun
+from runtime.client.handle import BatchHandle
+from runtime.client.run import BatchRun
 from runtime.gateway.events import cursor, stream
 from runtime.gateway.problems import Problem
 from runtime.types import ApprovalRequested, Batch, ErrorInfo, Status, ToolCall, ToolResult

@@ -1,5 +1,5 @@
 """One client process follows many open batches on real workers and Redis with
-a fixed number of threads and Redis connections (runtime/batch/follower.py,
+a fixed number of threads and Redis connections (runtime/client/follower.py,
 docs/architecture.md, "Following batches"), and every batch still ends."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 
 import redis
 
-from runtime.client import REDIS_CONNECTIONS
+from runtime.client.runtime import REDIS_CONNECTIONS
 from runtime.types import ApprovalRequested, Status
 from tests.conftest import runtime_on
 

@@ -1,7 +1,7 @@
 """Approvals in a real SQLite ledger: request (once), answer (the first answer
 wins, an expired one cannot be answered), the seal over what was answered,
 expiry, and what is pending. Nothing waits: the batch is carried on by
-whoever answers (tests/batch/test_run.py)."""
+whoever answers (tests/client/test_run.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from runtime import adapters
-from runtime.batch.run import BatchRun, Services
+from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
 from runtime.types import ApprovalRequested, Event, ToolResult
 

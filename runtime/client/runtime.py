@@ -27,10 +27,10 @@ from pydantic import ValidationError
 
 from runtime import adapters, config
 from runtime.batch.advance import CLOSED_BY, Advancer
-from runtime.batch.follower import Follower
-from runtime.batch.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.batch.progress import CANCEL_GRACE
-from runtime.batch.run import BatchRun, Services, fingerprint
+from runtime.client.follower import Follower
+from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
+from runtime.client.run import BatchRun, Services, fingerprint
 from runtime.errors import InvalidBatch
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources

@@ -1,4 +1,4 @@
-"""The follower (runtime/batch/follower.py) on the in-memory transport: many
+"""The follower (runtime/client/follower.py) on the in-memory transport: many
 open batches on its few threads, and a batch's deadline kept by a timer when
 no worker's sweep ends it. tests/integration/test_following.py counts threads
 and Redis connections on real processes."""
@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from runtime.batch.follower import DRIVERS
 from runtime.client import Runtime
+from runtime.client.follower import DRIVERS
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status

@@ -3,8 +3,8 @@
 deployment's patterns (`TOOLRUN_REDACTION_PATTERNS`).
 
 Each detector is a kind (the name its marker shows), compiled patterns and their
-anchors (`runtime/results/anchors.py`). `find` returns the spans to redact; values found
-by the names they are assigned to are `runtime/results/secret_names.py`'s part.
+anchors (`runtime/redaction/anchors.py`). `find` returns the spans to redact; values found
+by the names they are assigned to are `runtime/redaction/secret_names.py`'s part.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_cla
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 
-from runtime.results.anchors import Anchor, anchors, lines_with, prefix
+from runtime.redaction.anchors import Anchor, anchors, lines_with, prefix
 from runtime.settings import check_pattern
 
 # Plugins whose patterns do not look for a secret by its shape: an IP address is

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from runtime.batch.audit import BatchAudit
+from runtime.client.audit import BatchAudit
 from runtime.gate.admission import admit
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings

@@ -1,4 +1,4 @@
-from runtime.batch.planner import plan
+from runtime.batch.stages import plan
 
 
 def stages(kinds: str):

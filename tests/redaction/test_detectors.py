@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import ConfigurationError
-from runtime.results import detectors
-from runtime.results.redaction import redact_text, redactor_for
+from runtime.redaction import detectors, redact_text, redactor_for
 from runtime.settings import Settings, get_settings
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "secrets"

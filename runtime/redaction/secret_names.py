@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from detect_secrets.plugins.keyword import DENYLIST
 
-from runtime.results.detectors import snake
+from runtime.redaction.detectors import snake
 
 # `api_?key` -> ("api", "key"); `password` -> ("password",)
 _LIBRARY = [tuple(entry.split("_?")) for entry in DENYLIST]

@@ -6,10 +6,10 @@ names its kind, `[REDACTED:<kind>]`, so the model still knows something was
 there. Secrets are found two ways (docs/architecture.md, "Secrets"):
 
 - by their shape: detect-secrets' regex plugins, toolrun's own detectors and a
-  deployment's `TOOLRUN_REDACTION_PATTERNS` (`runtime/results/detectors.py`); the kind
+  deployment's `TOOLRUN_REDACTION_PATTERNS` (`runtime/redaction/detectors.py`); the kind
   is the detector's (`github_token`, `aws_access_key`, `url_password`, ...);
 - by the name they are assigned to, in env, shell, INI, TOML, YAML, JSON,
-  connection strings, headers and command-line flags (`runtime/results/secret_names.py`);
+  connection strings, headers and command-line flags (`runtime/redaction/secret_names.py`);
   the kind is the name (`AWS_SECRET_ACCESS_KEY=...` -> `aws_secret_access_key`).
   A mapping's value under a secret name is replaced whole.
 
@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.results import detectors, secret_names
+from runtime.redaction import detectors, secret_names
 
 MARK = "[REDACTED:{}]"
 CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call

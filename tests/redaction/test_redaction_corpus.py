@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.results.redaction import redact_text
+from runtime.redaction import redact_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRETS = ROOT / "tests" / "data" / "secrets"

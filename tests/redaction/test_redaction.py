@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from runtime.results.redaction import redact, redact_text
+from runtime.redaction import redact, redact_text
 
 SECRETS = [
     "sk-ant-api03-" + "a1B2" * 10,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.results.redaction import redact_text
-from runtime.results.secret_names import is_secret_name
+from runtime.redaction import redact_text
+from runtime.redaction.secret_names import is_secret_name
 
 VALUE = "Zq7pW2xK9mRt"
 
@@ -94,7 +94,7 @@ def test_the_marker_names_the_kind_after_the_name():
 
 
 def test_a_mapping_value_under_a_secret_key_is_replaced_whole():
-    from runtime.results.redaction import redact
+    from runtime.redaction import redact
 
     out = redact({"headers": {"X-Api-Key": "short", "Accept": "json"}, "db_pass": "pw"})
     assert out == {"headers": {"X-Api-Key": "[REDACTED:x_api_key]", "Accept": "json"},

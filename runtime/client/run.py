@@ -21,9 +21,9 @@ from pathlib import Path
 
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
-from runtime.batch.audit import BatchAudit
-from runtime.batch.events import BatchEvents
 from runtime.batch.signer import Signer
+from runtime.client.audit import BatchAudit
+from runtime.client.events import BatchEvents
 from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
@@ -69,7 +69,7 @@ def _json(value: object) -> str:
 class BatchRun:
     """One batch as this process follows it: recorded and sent by `start`, or
     found in the ledger by `attach`; then `look` hands each arrival to its
-    `events`, on the follower's thread (runtime/batch/follower.py)."""
+    `events`, on the follower's thread (runtime/client/follower.py)."""
 
     def __init__(self, batch: Batch, services: Services) -> None:
         self.batch, self.services = batch, services

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from runtime.batch.run import BatchRun
+from runtime.client.run import BatchRun
 
 log = logging.getLogger("toolrun.batch")
 DRIVERS = 2  # threads that look at batches: one slow ledger call does not hold up the rest
