@@ -81,8 +81,7 @@ def test_the_names_are_the_ones_the_modules_raise():
     """One class, wherever it is imported from: `except runtime.InvalidBatch`
     catches what `runtime.client` raises."""
     from runtime import errors, types
-    from runtime.client import handle
-    from runtime.client import Runtime
+    from runtime.client import Runtime, handle
 
     assert runtime.InvalidBatch is errors.InvalidBatch
     assert runtime.ToolResult is types.ToolResult
