@@ -139,6 +139,9 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)
         return _later(ledger, message, refused)
+    if begun.start is Start.cancelled:  # recorded in the ledger, whatever the flag said
+        cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
+        return _record(ledger, message, cancelled, EventKind.cancelled)
     recall = (lambda b, c: _recall(state, b, c)) if state is not None else (lambda b, c: None)
     early = _early_end(begun, message, spec.name, worker, recall)
     if early is not None:

@@ -4,7 +4,11 @@ such calls at-most-once.
 
 A redelivered message (a lost worker, a visibility timeout) that finds the
 call finished gets the recorded result; one that finds it claimed by a
-delivery that never finished gets `outcome_unknown` and does not run it.
+delivery that never finished gets `outcome_unknown` and does not run it. A
+call of a batch whose cancel is recorded is never claimed: the cancel is read
+in the claim's own transaction (the batch row locked for share on PostgreSQL,
+so a cancel being written waits for the claim or is seen by it), so no side
+effect starts after the cancel the ledger holds.
 Reads and idempotent calls claim nothing: they may run again (the executor
 counts their deliveries in Redis and gives up after `max_deliveries`).
 
@@ -18,7 +22,7 @@ from enum import StrEnum
 
 from sqlalchemy import Connection, Row, func, insert, select, update
 
-from runtime.ledger.rows import CALLS, EVENTS, event_fields
+from runtime.ledger.rows import BATCHES, CALLS, EVENTS, event_fields
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.redaction import Redactor
 from runtime.types import Status
@@ -31,6 +35,7 @@ class Start(StrEnum):
     finished = "finished"  # already ended; answer with the recorded result
     taken = "taken"  # claimed by another delivery that never ended
     unrecorded = "unrecorded"  # no call row: no client recorded a decision for it
+    cancelled = "cancelled"  # the batch's cancel was recorded first: it must not start
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,10 @@ def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | 
         return Begun(Start.finished, call.attempts, call)
     if call.status != "pending":
         return Begun(Start.taken, call.attempts, call)
+    batch = BATCHES.c.id == batch_id
+    cancelled = select(BATCHES.c.cancelled_at).where(batch).with_for_update(read=True)
+    if connection.execute(cancelled).scalar() is not None:
+        return Begun(Start.cancelled, call.attempts, call)
     now, delivery = utc_now(), call.attempts + 1
     connection.execute(update(CALLS).where(where).values(
         status="running", worker=worker, attempts=delivery,

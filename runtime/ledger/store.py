@@ -211,9 +211,10 @@ class Ledger:
         self._run(lambda c: batches.mark_ended(c, batch_id), core=True)
 
     def mark_cancelled(self, batch_id: str, *, by: str) -> datetime:
-        """When the batch was cancelled (the first cancel counts)."""
-        now = utc_now()
-        return self._run(lambda c: batches.mark_cancelled(c, batch_id, by=by, at=now), core=True)
+        """When the batch was cancelled (the first cancel counts); the time is
+        taken inside the transaction, next to the write it dates."""
+        return self._run(lambda c: batches.mark_cancelled(c, batch_id, by=by, at=utc_now()),
+                         core=True)  # fmt: skip
 
     def plan(self, batch_id: str) -> dict[str, Any] | None:
         """The batch's plan, or None once it has ended or if it was never recorded."""

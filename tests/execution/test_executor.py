@@ -150,3 +150,15 @@ def test_a_side_effect_nobody_recorded_does_not_run(env):
                   rules={"allow": ["bump"]})  # fmt: skip
     result = env("bump", {"label": "x"}, call_id="ghost2", raw=raw)
     assert result.status is Status.denied and marks(env.workspace, "effects") == []
+
+
+def test_a_side_effect_of_a_batch_cancelled_before_its_claim_does_not_run(env):
+    call = ToolCall(id="late", name="bump", arguments={"label": "x"})
+    env.ledger.record_batch(Batch(id="b-late", calls=[call], workspace=str(env.workspace)))
+    env.ledger.mark_cancelled("b-late", by="ann")  # no cancel flag in Redis: only the ledger knows
+    raw = message("late", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-late",
+                  rules={"allow": ["bump"]})  # fmt: skip
+    result = env("bump", {"label": "x"}, call_id="late", raw=raw)
+    assert result.status is Status.cancelled and marks(env.workspace, "effects") == []
+    assert env.ledger.ends("b-late")["late"].status is Status.cancelled
+    assert [e.kind for e in env.ledger.events("b-late", "late")] == ["cancelled"]

@@ -46,3 +46,12 @@ def test_a_redelivery_of_a_finished_call_gets_its_recorded_end(ledger):
 def test_a_call_no_client_recorded_is_never_claimed(ledger):
     assert ledger.claim("b1", "nobody", worker="effects@h").start is Start.unrecorded
     assert ledger.claim("b2", "w", worker="effects@h").start is Start.unrecorded
+
+
+def test_a_call_of_a_cancelled_batch_is_never_claimed(ledger):
+    ledger.mark_cancelled("b1", by="ann")
+    begun = ledger.claim("b1", "w", worker="effects@h")
+    assert begun.start is Start.cancelled
+    [call] = ledger.calls("b1")
+    assert (call.status, call.worker, call.attempts) == ("pending", None, 0)
+    assert ledger.events("b1", "w") == []  # no start: the tool did not run
