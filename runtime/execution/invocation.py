@@ -11,9 +11,11 @@ limit (`runtime.execution.time_limits`). Off the main thread (a threads pool) th
 runs in a watched thread that gets `CallTimedOut` at the timeout; one blocked
 in C runs on unreported, which is why effects run on prefork. A read past its
 timeout ends `timeout`; a side effect `outcome_unknown`, since it may have
-done part of its work. Read-only and idempotent tools may declare transient
-exceptions (`@tool(transient=...)`); those are retried with exponential
-backoff and jitter within the call's time, up to the spec's attempts and delay.
+done part of its work, and so does one that a timeout of the tool's own
+stopped (a `ToolError` whose status is `timeout`: the shell's, an MCP
+server's). Read-only and idempotent tools may declare transient exceptions
+(`@tool(transient=...)`); those are retried with exponential backoff and
+jitter within the call's time, up to the spec's attempts and delay.
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ def invoke(
         error, meta["max_bytes"] = outcome["error"], settings.result_max_bytes
         meta["redactor"] = redactor  # an exception's text is the tool's: it may hold a secret
         if isinstance(error, ToolError):
+            if error.status is Status.timeout and spec.risk is not Risk.read:
+                return time_limits.cut_off(call_id, name, str(error), **meta)
             return results.failure(call_id, name, error.status, str(error), kind=error.kind, **meta)
         text = f"{type(error).__name__}: {error}"
         return results.failure(call_id, name, Status.error, text, kind=type(error).__name__, **meta)

@@ -9,8 +9,9 @@ call"). Celery's prefork pool kills a pool process at its task's hard time
 limit and starts another; the worker computes that limit from the tool named
 in the message, never from a header the sender chose.
 
-The results here say what is known of a call whose timeout passed: a read
-ends `timeout`; a side effect may have done part of its work, so it ends
+The results here say what is known of a call whose timeout passed (the
+tool's, the hard limit, or one the tool keeps itself): a read ends
+`timeout`; a side effect may have done part of its work, so it ends
 `outcome_unknown`.
 """
 
@@ -48,6 +49,15 @@ def overran(call_id: str, tool: str, timeout: float, *, read: bool, **meta: Any)
         return results.failure(call_id, tool, Status.timeout, text, **meta)
     text = (f"timed out after {timeout:g} s and was stopped; it may have done part of its "
             "work, so check its effect before calling it again")  # fmt: skip
+    return results.failure(call_id, tool, Status.outcome_unknown, text, kind="timeout", **meta)
+
+
+def cut_off(call_id: str, tool: str, said: str, **meta: Any) -> ToolResult:
+    """A side effect stopped by a timeout of its own (a shell command past its
+    `timeout`, an MCP server that did not answer): it may have done part of its
+    work, like one stopped at the tool's timeout. (A read keeps `timeout`.)"""
+    text = ("its outcome is unknown: it may have done part of its work, so check its effect "
+            f"before calling it again. {said}")  # fmt: skip
     return results.failure(call_id, tool, Status.outcome_unknown, text, kind="timeout", **meta)
 
 

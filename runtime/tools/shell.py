@@ -64,7 +64,9 @@ CUT_HINT = (
 
 
 class ShellTimeout(ToolError):
-    """The command ran past its timeout; its process group was killed."""
+    """The command ran past its timeout; its process group was killed. It may
+    have done part of its work: the invocation ends the call `outcome_unknown`
+    (kind `timeout`), as for any side effect a timeout stopped."""
 
     status = Status.timeout
 

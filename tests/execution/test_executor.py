@@ -162,3 +162,13 @@ def test_a_side_effect_of_a_batch_cancelled_before_its_claim_does_not_run(env):
     assert result.status is Status.cancelled and marks(env.workspace, "effects") == []
     assert env.ledger.ends("b-late")["late"].status is Status.cancelled
     assert [e.kind for e in env.ledger.events("b-late", "late")] == ["cancelled"]
+
+
+def test_a_shell_command_cut_off_by_its_own_timeout_has_an_unknown_outcome(env):
+    command = "echo started > part.txt; sleep 30; echo done >> part.txt"
+    result = env("shell", {"command": command, "timeout": 0.5}, call_id="sh",
+                 rules={"allow": ["shell"]})  # fmt: skip
+    assert (result.status, result.error.kind) == (Status.outcome_unknown, "timeout")
+    assert "may have done part of its work" in result.model_message
+    assert (env.workspace / "part.txt").read_text() == "started\n"  # it did: half of it
+    assert env.ledger.calls("b-sh")[0].status == "outcome_unknown"

@@ -52,6 +52,22 @@ def checkout(args: Times, ctx) -> ToolOutput:
     raise NoSuchBranch("no branch 'mian'; did you mean 'main'?")
 
 
+class NoAnswer(ToolError):
+    """A tool's own timeout (a shell command's, an MCP server's)."""
+
+    status = Status.timeout
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def slow_lookup(args: Times, ctx) -> ToolOutput:
+    raise NoAnswer("the server did not answer within 1 s")
+
+
+@tool(risk=Risk.external, into=TOOLS)
+def slow_upload(args: Times, ctx) -> ToolOutput:
+    raise NoAnswer("the server did not answer within 1 s")
+
+
 @tool(risk=Risk.read, into=TOOLS)
 def crash(args: Times, ctx) -> ToolOutput:
     raise KeyError("missing")
@@ -104,6 +120,19 @@ def test_a_tool_error_is_read_by_the_model_with_its_own_status_and_kind(tmp_path
     result = run(tmp_path, "checkout")
     assert (result.status, result.error.kind) == (Status.invalid_arguments, "NoSuchBranch")
     assert result.model_message == "checkout: no branch 'mian'; did you mean 'main'?"
+
+
+def test_a_read_cut_off_by_its_own_timeout_ends_timeout(tmp_path):
+    result = run(tmp_path, "slow_lookup")
+    assert (result.status, result.error.kind) == (Status.timeout, "NoAnswer")
+    assert result.model_message == "slow_lookup: the server did not answer within 1 s"
+
+
+def test_a_side_effect_cut_off_by_its_own_timeout_has_an_unknown_outcome(tmp_path):
+    result = run(tmp_path, "slow_upload")
+    assert (result.status, result.error.kind) == (Status.outcome_unknown, "timeout")
+    assert "may have done part of its work" in result.model_message
+    assert "the server did not answer within 1 s" in result.model_message
 
 
 def test_any_other_exception_is_an_error_whose_kind_is_its_type(tmp_path):
