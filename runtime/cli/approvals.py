@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +18,7 @@ from runtime.cli.common import (
     out,
     runtime_for,
 )
+from runtime.errors import StateUnavailable
 from runtime.settings import get_settings
 
 
@@ -48,9 +52,9 @@ def approve(
             updated = json.loads(arguments)
         except json.JSONDecodeError as error:
             fail(f"--arguments is not valid JSON: {error.msg}")
-    if not runtime.approve(row.batch_id, call_id, by=by, updated_arguments=updated):
-        fail(f"call {call_id} is no longer waiting (answered or expired)", code=1)
-    out.print(f"approved {call_id} of batch {row.batch_id}")
+    said = f"approved {call_id} of batch {row.batch_id}"
+    _answer(lambda: runtime.approve(row.batch_id, call_id, by=by, updated_arguments=updated),
+            call_id, said)  # fmt: skip
 
 
 @app.command()
@@ -65,9 +69,35 @@ def deny(
     """Refuse a waiting call; the model gets a denied result with the reason."""
     runtime = runtime_for()
     row = _pending(runtime, call_id, batch)
-    if not runtime.deny(row.batch_id, call_id, reason, by=by):
-        fail(f"call {call_id} is no longer waiting (answered or expired)", code=1)
-    out.print(f"denied {call_id} of batch {row.batch_id}")
+    said = f"denied {call_id} of batch {row.batch_id}"
+    _answer(lambda: runtime.deny(row.batch_id, call_id, reason, by=by), call_id, said)
+
+
+def _answer(answered: Callable[[], bool], call_id: str, said: str) -> None:
+    """Store the answer and carry the batch on. The answer is in the ledger
+    before Redis is touched, so with Redis away it stands: the sweep carries
+    the batch on once Redis is back (docs/architecture.md, "A batch the
+    cluster owns"), and that is all the user needs to read."""
+    try:
+        with _unlogged("toolrun.batch"):  # its warnings say what the line below says
+            if not answered():
+                fail(f"call {call_id} is no longer waiting (answered or expired)", code=1)
+    except StateUnavailable:
+        out.print(f"{said}: the answer is stored; Redis cannot be reached now, so the batch "
+                  "goes on once Redis is back", markup=False)  # fmt: skip
+        return
+    out.print(said)
+
+
+@contextmanager
+def _unlogged(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _pending(runtime, call_id: str, batch: str | None):

@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ import pytest
 
 from runtime.settings import Settings
 from runtime.types import ApprovalRequested, Status
+from tests.support.cli import stack_env, toolrun
 from tests.support.tools import marks
 
 TOOLRUN = shutil.which("toolrun", path=os.path.dirname(sys.executable))
@@ -143,6 +145,24 @@ def test_toolrun_watch_follows_a_batch_from_another_process(runtime, workspace, 
     shown = json.loads(printed)
     assert shown["batch_id"] == handle.batch_id
     assert [(r["call_id"], r["status"]) for r in shown["results"]] == [("a", "ok"), ("b", "ok")]
+
+
+def test_an_approval_given_while_redis_is_down_is_stored_and_its_batch_goes_on(
+        runtime, stack, user_settings, workspace):  # fmt: skip
+    handle = runtime.submit([call("w1", "bump", label="approved offline")], mode="default",
+                            workspace=workspace)  # fmt: skip
+    wait_for_notice(handle.stream(timeout=60), "w1")
+    with socket.create_server(("127.0.0.1", 0)) as closed:  # a port nothing listens on
+        port = closed.getsockname()[1]
+    env = {**stack_env(stack, user_settings), "TOOLRUN_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    done = toolrun("approve", "w1", "--batch", handle.batch_id, "--by", "bob", env=env)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    [line] = done.stdout.splitlines()
+    assert f"approved w1 of batch {handle.batch_id}" in line and "Redis" in line, line
+    assert runtime.approvals.get(handle.batch_id, "w1").status == "approved"
+    # The cluster's Redis was never away: its sweep carries the batch on.
+    assert [r.status for r in handle.results(timeout=90)] == [Status.ok]
+    assert [m["label"] for m in marks(workspace, "effects")] == ["approved offline"]
 
 
 def test_only_the_first_answer_counts(runtime, workspace):
