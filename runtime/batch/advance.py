@@ -180,7 +180,7 @@ class Advancer:
                 self.approvals.expire(plan.batch.id, end.result.call_id)
             ended |= self.conclude(plan, end, decision)
         self._send(plan, steps.send)
-        self._resend(plan, steps.resend)
+        ended |= self._resend(plan, steps.resend)
         for call_id in steps.ask:
             self._ask(plan, call_id)
         for call_id in steps.run_approved:
@@ -200,13 +200,21 @@ class Advancer:
                 self.queue.post([plan.calls[c].message for c in group], parallel=False,
                                     chained=len(group) > 1)  # fmt: skip
 
-    def _resend(self, plan: BatchPlan, call_ids: list[str]) -> None:
-        """Calls sent a while ago that no worker took: their message was lost."""
-        again = [c for c in call_ids if plan.calls[c].effect == "allow"]
-        for call_id in self.state.mark_sent(plan.batch.id, again, again=True):
+    def _resend(self, plan: BatchPlan, call_ids: list[str]) -> bool:
+        """Calls sent a while ago that no worker took: their message was lost.
+        An allowed call's signed message goes again; an approved one is
+        admitted, signed and sent again as when it was approved. True if an
+        end was written (an approved call the gate now refuses)."""
+        approved = [c for c in call_ids if plan.calls[c].effect == "ask"]
+        allowed = [c for c in call_ids if plan.calls[c].effect == "allow"]
+        for call_id in self.state.mark_sent(plan.batch.id, allowed, again=True):
             log.warning("batch %s: %s was sent but never taken; sending it again",
                         plan.batch.id, call_id)  # fmt: skip
             self.queue.post([plan.calls[call_id].message], parallel=plan.calls[call_id].read)
+        ended = False
+        for call_id in approved:
+            ended |= self._run_approved(plan, call_id, again=True)
+        return ended
 
     def _ask(self, plan: BatchPlan, call_id: str) -> None:
         planned, call = plan.calls[call_id], plan.call(call_id)
@@ -218,26 +226,35 @@ class Advancer:
             notice = endings.awaiting_approval(call_id, planned.tool, planned.reason)
             self.state.announce(plan.batch.id, notice, reply_to=plan.reply_to)
 
-    def _run_approved(self, plan: BatchPlan, call_id: str) -> bool:
+    def _run_approved(self, plan: BatchPlan, call_id: str, *, again: bool = False) -> bool:
         """An approved call, admitted again with the arguments the approver gave
-        (checked like any others), signed with the approval, and sent."""
+        (checked like any others), signed with the approval, and sent (`again`:
+        sent before, its message lost). Only the approval row, as the ledger
+        holds it under its seal, lets it go."""
         row = self.approvals.get(plan.batch.id, call_id)
+        if row is None or row.status != "approved" or not sealed(self.key, row):
+            return False  # what `next_steps` saw changed since: the next pass decides
         call = plan.call(call_id)
         arguments = row.arguments_given if row.updated_arguments else call.arguments
-        again = admit(ToolCall(id=call.id, name=call.name, arguments=arguments),
-                      registry=self.registry, mode=plan.batch.mode,
-                      workspace=Path(plan.batch.workspace),
-                      policy=Policy.from_snapshot(plan.policy),
-                      approved_by=row.answered_by or "unknown")  # fmt: skip
-        if not isinstance(again, Admitted):
-            return self.conclude(plan, End(again.result, again.event), again.decision)
-        if not self.state.mark_sent(plan.batch.id, [call_id]):
+        admitted = admit(ToolCall(id=call.id, name=call.name, arguments=arguments),
+                         registry=self.registry, mode=plan.batch.mode,
+                         workspace=Path(plan.batch.workspace),
+                         policy=Policy.from_snapshot(plan.policy),
+                         approved_by=row.answered_by or "unknown")  # fmt: skip
+        if not isinstance(admitted, Admitted):  # a side effect sent before: only while unclaimed
+            guard = again and not plan.calls[call_id].read
+            return self.conclude(plan, End(admitted.result, admitted.event, guard),
+                                 admitted.decision)  # fmt: skip
+        if not self.state.mark_sent(plan.batch.id, [call_id], again=again):
             return False
+        if again:
+            log.warning("batch %s: %s was approved and sent but never taken; sending it again",
+                        plan.batch.id, call_id)  # fmt: skip
         stage = plan.calls[call_id].stage
         size = sum(plan.calls[c].effect != "refused" for c in plan.stages[stage].calls) or 1
         last = stage == len(plan.stages) - 1
         signer = Signer(self.key, plan.batch, plan.policy, reply_to=plan.reply_to)
-        message = signer.message(again, again.decision.source.removeprefix("approval:"),
+        message = signer.message(admitted, admitted.decision.source.removeprefix("approval:"),
                                  stage=(stage, size, last))  # fmt: skip
         self.queue.post([message], parallel=plan.calls[call_id].read)
         return False

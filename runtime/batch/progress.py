@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime.batch.plan import BatchPlan
+from runtime.batch.plan import BatchPlan, PlannedCall
 from runtime.ledger.tables import EventKind
 from runtime.results import endings
 from runtime.types import ToolCall, ToolResult
@@ -100,7 +100,7 @@ def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
             return End(endings.abandoned(call, read=planned.read, cancelled=cancelled,
                                          cause=view.cause))  # fmt: skip
         if sent and not started and view.now - view.sent.get(call_id, view.now) >= RESEND_AFTER:
-            steps.resend.append(call_id)
+            _resend(planned, view, steps)
         return None
     # Not taken by any worker: it did not start (a side effect only while still unclaimed).
     guard = not planned.read and sent
@@ -115,7 +115,7 @@ def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
         return End(endings.skipped_at_deadline(call.id, call.name), EventKind.skipped, guard)
     if sent:
         if view.now - view.sent[call_id] >= RESEND_AFTER:
-            steps.resend.append(call_id)
+            _resend(planned, view, steps)
         return None
     if planned.effect == "allow":
         steps.send.append([call_id])
@@ -123,6 +123,16 @@ def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
     if planned.effect == "ask":
         return _approval(view, call, steps)
     return None  # refused: its end was recorded with the batch
+
+
+def _resend(planned: PlannedCall, view: View, steps: Steps) -> None:
+    """A call sent long ago that no worker took: its message was lost. One that
+    asked goes again only under an approval the advancer may trust (granted,
+    its seal checked), which it is admitted and signed with again."""
+    answer = view.approvals.get(planned.id)
+    if planned.effect == "ask" and not (answer and answer.status == "approved" and answer.sealed):
+        return
+    steps.resend.append(planned.id)
 
 
 def _approval(view: View, call: ToolCall, steps: Steps) -> End | None:

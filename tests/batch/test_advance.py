@@ -258,6 +258,20 @@ def test_an_approved_call_runs_with_the_arguments_the_approver_gave(world):
     assert [m["label"] for m in marks(world.workspace, "effects")] == ["changed"]
 
 
+def test_an_approved_call_whose_message_was_lost_is_admitted_and_sent_again(world, monkeypatch):
+    plan = asked(world)
+    world.approvals.answer(
+        plan.batch.id, "q1", approve=True, by="ann", updated_arguments={"label": "changed"}
+    )
+    world.transport.mark_sent(plan.batch.id, ["q1"])  # sent, and the message lost on the way
+    assert world.advancer.advance(plan.batch.id) is False and world.taken() == []
+    monkeypatch.setattr(progress, "RESEND_AFTER", 0.0)
+    world.advancer.advance(plan.batch.id)
+    assert world.ends(plan.batch.id, 1) == {"q1": Status.ok}
+    assert world.taken() == ["q1"]
+    assert [m["label"] for m in marks(world.workspace, "effects")] == ["changed"]
+
+
 def test_a_denied_call_ends_denied_with_the_approver_s_reason(world):
     plan = asked(world)
     world.approvals.answer(plan.batch.id, "q1", approve=False, by="ann", reason="not today")

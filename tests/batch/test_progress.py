@@ -204,6 +204,15 @@ CASES = {
         ("w1", {}, view(sent={"w1": RESEND_AFTER}), Expect(resend=["w1"])),
     "a call a worker took is never sent again":
         ("w1", {}, view(sent={"w1": RESEND_AFTER * 10}, started="w1"), Expect()),
+    "an approved call sent long ago and not taken is sent again":
+        ("q1", {}, view(sent={"q1": RESEND_AFTER}, approvals={"q1": Answer("approved", by="ann")}),
+         Expect(resend=["q1"])),
+    "an approved call whose seal no longer matches is not sent again":
+        ("q1", {}, view(sent={"q1": RESEND_AFTER},
+                        approvals={"q1": Answer("approved", by="mallory", sealed=False)}),
+         Expect()),
+    "an approved call is not sent again while its approval cannot be read":
+        ("q1", {}, view(sent={"q1": RESEND_AFTER}), Expect()),
 
     # Chains: consecutive allowed ordered steps travel as one message.
     "consecutive allowed steps go as one chain":

@@ -1,5 +1,6 @@
 """Approvals end to end through real workers, answered from a second process."""
 
+import base64
 import json
 import os
 import shutil
@@ -9,11 +10,12 @@ import sys
 import time
 
 import pytest
+import redis
 
 from runtime.settings import Settings
 from runtime.types import ApprovalRequested, Status
 from tests.support.cli import stack_env, toolrun
-from tests.support.tools import marks
+from tests.support.tools import held_running, marks, release
 
 TOOLRUN = shutil.which("toolrun", path=os.path.dirname(sys.executable))
 
@@ -163,6 +165,39 @@ def test_an_approval_given_while_redis_is_down_is_stored_and_its_batch_goes_on(
     # The cluster's Redis was never away: its sweep carries the batch on.
     assert [r.status for r in handle.results(timeout=90)] == [Status.ok]
     assert [m["label"] for m in marks(workspace, "effects")] == ["approved offline"]
+
+
+def drop_messages(redis_url: str, queue: str, batch_id: str) -> int:
+    """Delete a batch's messages waiting in a broker queue, as a lost message
+    would be; how many there were."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        waiting = client.lrange(queue, 0, -1)
+        ours = [raw for raw in waiting
+                if batch_id in base64.b64decode(json.loads(raw)["body"]).decode()]  # fmt: skip
+        return sum(client.lrem(queue, 0, raw) for raw in ours)
+    finally:
+        client.close()
+
+
+def test_an_approved_call_whose_message_was_lost_is_sent_again(runtime, stack, workspace,
+                                                               request):  # fmt: skip
+    request.addfinalizer(lambda: release(workspace, "busy"))
+    busy = runtime.submit([call("busy", "held_write", label="busy")], mode="auto",
+                          workspace=workspace, rules={"allow": ["held_write"]})  # fmt: skip
+    held_running(workspace, 1)  # the one effects slot is taken: the next message waits in Redis
+    handle = runtime.submit([call("w1", "bump", label="approved")], mode="default",
+                            workspace=workspace, timeout=90)  # fmt: skip
+    wait_for_notice(handle.stream(timeout=60), "w1")
+    assert handle.approve("w1", by="bob")
+    assert drop_messages(stack.redis_url, "effects", handle.batch_id) == 1
+    release(workspace, "busy")
+    assert [r.status for r in busy.results(timeout=60)] == [Status.ok]
+    [result] = handle.results(timeout=120)  # sent again, not skipped at the deadline
+    assert result.status is Status.ok, result.model_message
+    assert [m["label"] for m in marks(workspace, "effects")] == ["busy", "approved"]
+    given = [e for e in runtime.ledger.events(handle.batch_id, "w1") if e.kind == "approval_given"]
+    assert [e.approver for e in given] == ["bob"]
 
 
 def test_only_the_first_answer_counts(runtime, workspace):
