@@ -122,8 +122,8 @@ class Ledger:
         def work(connection: Connection) -> bool:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            first = make(BATCHES).values(**head).on_conflict_do_nothing()
-            if not connection.execute(first).rowcount:
+            first = make(BATCHES).values(**head).on_conflict_do_nothing().returning(BATCHES.c.id)
+            if connection.execute(first).first() is None:
                 return False  # a batch recorded before keeps its first record, and only it
             connection.execute(insert(CALLS), calls)
             if plan is not None:
