@@ -5,6 +5,7 @@ submitted again with other rules is refused and writes nothing."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections import Counter
 
@@ -12,13 +13,45 @@ import pytest
 
 from runtime.errors import InvalidBatch
 from runtime.ledger.store import EventKind
+from runtime.settings import Settings
 from runtime.types import Status
+from tests.conftest import TEST_TOOLS, runtime_on
+from tests.support.postgres import fresh_database
 from tests.support.racer import race
 from tests.support.tools import held_running, marks, release
 
 pytestmark = pytest.mark.timeout(180)
 ALLOW = {"allow": ["bump", "held_write"]}
 DENY = {"deny": ["bump", "held_write"]}
+
+
+LEDGERS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=LEDGERS)
+def keyed(request, user_settings, tmp_path_factory):
+    """A stack and a client of it: the session's (SQLite), or one of its own
+    whose ledger is a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield request.getfixturevalue("stack"), request.getfixturevalue("runtime")
+        return
+    from runtime.stack.embedded import start_stack, stop_stack
+
+    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL tests skipped")
+    with fresh_database(url) as database_url:
+        home = tmp_path_factory.mktemp("toolrun-keys-postgres")
+        settings = Settings(home=home, redis_url=None, database_url=database_url,
+                            tool_modules=TEST_TOOLS)  # fmt: skip
+        try:
+            stack = start_stack(settings, flower=False,
+                                extra_env={"TOOLRUN_TOOL_MODULES": TEST_TOOLS})  # fmt: skip
+            runtime = runtime_on(stack, user_settings)
+            yield stack, runtime
+            runtime.close()
+        finally:
+            stop_stack(home)
 
 
 def call(call_id: str, name: str, **arguments) -> dict:
@@ -31,8 +64,9 @@ def decisions(runtime, batch_id: str) -> Counter:
 
 
 def test_five_processes_submitting_one_key_leave_one_decision_per_call(
-    stack, runtime, user_settings, workspace, tmp_path
+    keyed, user_settings, workspace, tmp_path
 ):
+    stack, runtime = keyed
     calls = [call("w1", "bump", label="w1"), call("w2", "bump", label="w2"),
              call("r", "nap", label="r")]  # fmt: skip
     spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
@@ -48,12 +82,13 @@ def test_five_processes_submitting_one_key_leave_one_decision_per_call(
 
 
 def test_racing_submitters_with_other_rules_never_end_a_call_that_ran_denied(
-    stack, runtime, user_settings, workspace, tmp_path
+    keyed, user_settings, workspace, tmp_path
 ):
     """Three submitters allow the side effect, three deny it, all with one
     key: whichever recorded the batch first decided it; the others with its
     rules attach, those with the other rules are refused; the ledger's one
     decision and one end agree with what ran."""
+    stack, runtime = keyed
     spec = {"calls": [call("w", "bump", label="w")], "mode": "auto", "workspace": str(workspace),
             "timeout": 60, "key": f"race-{uuid.uuid4().hex}"}  # fmt: skip
     specs = [{**spec, "rules": ALLOW}, {**spec, "rules": DENY}] * 3
@@ -78,11 +113,12 @@ def test_racing_submitters_with_other_rules_never_end_a_call_that_ran_denied(
 
 
 def test_a_key_submitted_again_with_a_deny_rule_while_its_call_runs_is_refused(
-    stack, runtime, user_settings, workspace, tmp_path, request
+    keyed, user_settings, workspace, tmp_path, request
 ):
     """The reported case: A allows a side effect and it runs; B submits the
     same key and calls with a rule denying it. B is refused and writes
     nothing; the call's end is the one it had, `ok`, and no row says denied."""
+    stack, runtime = keyed
     request.addfinalizer(lambda: release(workspace, "w"))
     calls = [call("w", "held_write", label="w")]
     spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "timeout": 60,
