@@ -11,6 +11,7 @@ from importlib import import_module
 from runtime.errors import (
     ConfigurationError,
     InvalidBatch,
+    KeyConflict,
     LedgerRefused,
     LedgerUnavailable,
     PathOutsideWorkspace,
@@ -79,6 +80,7 @@ __all__ = [
     "ConfigurationError",
     "ErrorInfo",
     "InvalidBatch",
+    "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",
     "Media",

@@ -70,6 +70,16 @@ class InvalidBatch(ToolrunError):
     workspace that does not exist). Model mistakes never raise this."""
 
 
+class KeyConflict(InvalidBatch):
+    """A submit key used again for a batch that differs from the one it
+    started; `differs` says in what (its calls, mode, workspace, `on_error`
+    or policy)."""
+
+    def __init__(self, message: str, *, differs: str) -> None:
+        super().__init__(message)
+        self.differs = differs
+
+
 class CallTimedOut(BaseException):
     """Raised inside a tool's thread once its call has timed out, so a tool still
     running Python code stops instead of holding a core or a slot for nothing.

@@ -18,6 +18,7 @@ EXPORTED = [
     "ConfigurationError",
     "ErrorInfo",
     "InvalidBatch",
+    "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",
     "Media",

@@ -5,6 +5,7 @@ decision per call before anything runs, and every end the client decides
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
 
 from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused
@@ -17,19 +18,30 @@ from runtime.types import Batch, ToolResult
 log = logging.getLogger("toolrun.audit")
 
 
+class Recording(StrEnum):
+    """What became of a batch's first rows."""
+
+    recorded = "recorded"  # written now: the batch is this submit's to send
+    found = "found"  # another submitter of its key recorded it first: nothing was written
+    buffered = "buffered"  # the ledger is unavailable: the rows wait (the caller fails closed)
+
+
 class BatchAudit:
     def __init__(self, ledger: Ledger, batch: Batch, policy: Policy) -> None:
         self.ledger = ledger
         self.batch = batch
         self.policy = policy
+        self.theirs = False  # its rows, once buffered, found the batch recorded by another
 
     def admissions(self, admissions: list[Admitted | Refused], *, plan: dict | None = None,
-                   columns: dict | None = None) -> bool:  # fmt: skip
+                   columns: dict | None = None) -> Recording:  # fmt: skip
         """Batch row, call rows and a decision row per admitted call, before
         anything runs, in one transaction with the batch's `plan` and `columns`
         (key, fingerprint, deadline); a refused call's one row is its end, with
-        the decision that ended it. False if the ledger is unavailable (the
-        caller fails closed; the rows, without the plan, wait in the buffer)."""
+        the decision that ended it. `found`: the batch id was recorded before
+        (a racing submitter of its key won), and none of these rows was
+        written. `buffered`: the ledger is unavailable (the caller fails
+        closed; the rows, without the plan, wait in the buffer)."""
         events = [
             event_fields(self.batch.id, a.call.id, EventKind.decision,
                          redactor=self.ledger.redactor,
@@ -45,26 +57,34 @@ class BatchAudit:
         ]  # fmt: skip
         risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
 
-        def write(**owned) -> None:
-            self.ledger.record_batch(self.batch, risks=risks, policy_version=self.policy.version,
-                                     events=events, ends=ends, **owned)  # fmt: skip
+        def write(**owned) -> bool:
+            recorded = self.ledger.record_batch(self.batch, risks=risks, events=events,
+                                                policy_version=self.policy.version, ends=ends,
+                                                **owned)  # fmt: skip
+            self.theirs = not recorded
+            return recorded
 
         try:
-            write(plan=plan, columns=columns)
+            recorded = write(plan=plan, columns=columns)
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
             self.ledger.later(write)  # no plan: nobody carries the batch on later
-            return False
-        return True
+            return Recording.buffered
+        return Recording.recorded if recorded else Recording.found
 
     def end(self, result: ToolResult, kind: EventKind = EventKind.finished,
             decision: Decision | None = None) -> None:  # fmt: skip
         """A call's end decided on the client's side: now, or from the buffer
-        once the ledger is back (after this batch's rows that wait there)."""
+        once the ledger is back (after this batch's rows that wait there). Not
+        at all if those rows found the batch recorded by another submitter of
+        its key: its calls' ends are that batch's, not this process's."""
         fields = self._fields(decision, None)
-        self.ledger.eventually(
-            lambda: self.ledger.record_result(self.batch.id, result, kind=kind, **fields)
-        )
+
+        def write() -> None:
+            if not self.theirs:
+                self.ledger.record_result(self.batch.id, result, kind=kind, **fields)
+
+        self.ledger.eventually(write)
 
     def _fields(self, decision: Decision | None, risk: str | None) -> dict[str, str | None]:
         fields = {"mode": self.batch.mode.value, "policy_version": self.policy.version,

@@ -22,12 +22,13 @@ from pathlib import Path
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
 from runtime.batch.signer import Signer
-from runtime.client.audit import BatchAudit
+from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
-from runtime.errors import LedgerUnavailable
+from runtime.errors import KeyConflict, LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
+from runtime.ledger.tables import BatchRow
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import Inbox, Transport
@@ -51,12 +52,34 @@ class Services:
     max_argument_bytes: int
 
 
-def fingerprint(batch: Batch) -> str:
-    """What a submit key stands for: the calls, their arguments and the batch's policy.
+def fingerprint(batch: Batch, policy: Policy) -> str:
+    """What a submit key stands for: everything the submit fixes that decides
+    what runs. The calls and their arguments, the mode, workspace and
+    `on_error`, and the policy (every level's rules, the batch's own `rules`
+    included, the workspace's trust and the org's roots: its whole snapshot).
     Arguments no JSON can carry (refused at admission anyway) count by their call."""
-    body = [batch.mode.value, batch.workspace, batch.on_error,
+    body = [batch.mode.value, batch.workspace, batch.on_error, policy.snapshot(),
             [[call.id, call.name, _json(call.arguments)] for call in batch.calls]]  # fmt: skip
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def check_key(known: BatchRow, batch: Batch, policy: Policy, key: str) -> None:
+    """A submit of `key` again may attach to the batch the key started only if
+    it asks for exactly that batch; otherwise `KeyConflict`, saying what
+    differs, before this submit has written anything (docs/architecture.md,
+    "Attach and keys"). A batch recorded from a buffer has no fingerprint:
+    its columns are compared."""
+    differs = [name for name, ours, theirs in (
+        ("mode", batch.mode.value, known.mode), ("workspace", batch.workspace, known.workspace),
+        ("on_error", batch.on_error, known.on_error),
+        ("rules or policy", policy.version, known.policy_version),
+    ) if ours != theirs]  # fmt: skip
+    if known.fingerprint is None and not differs:
+        return
+    if known.fingerprint != fingerprint(batch, policy):
+        what = ", ".join(differs or ["calls"])
+        raise KeyConflict(f"key {key!r} was used for a batch of other {what}; "
+                          "submit with another key", differs=what)  # fmt: skip
 
 
 def _json(value: object) -> str:
@@ -83,10 +106,12 @@ class BatchRun:
     def done(self) -> bool:
         return self.events.done
 
-    def start(self, policy: Policy, *, deadline: float, key: str | None) -> None:
+    def start(self, policy: Policy, *, deadline: float, key: str | None) -> bool:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
-        run now and its side effects end unrun (fail closed)."""
+        run now and its side effects end unrun (fail closed). False: another
+        submitter of its key recorded the batch first, and this one wrote and
+        sent nothing (the caller checks the key and attaches)."""
         batch, services = self.batch, self.services
         self.deadline = deadline
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
@@ -99,21 +124,26 @@ class BatchRun:
         plan = plans.build(batch, admissions, sign=lambda a, where: signer.message(a, stage=where),
                            policy=signer.snapshot, reply_to=reply_to, deadline=deadline,
                            approval_timeout=services.approval_timeout)  # fmt: skip
-        columns = {"key": key, "fingerprint": fingerprint(batch),
+        columns = {"key": key, "fingerprint": fingerprint(batch, policy),
                    "deadline_at": datetime.fromtimestamp(deadline, UTC)}  # fmt: skip
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        recorded = audit.admissions(admissions, plan=plan.model_dump(mode="json"), columns=columns)
+        recording = audit.admissions(admissions, plan=plan.model_dump(mode="json"),
+                                     columns=columns)  # fmt: skip
+        if recording is Recording.found:
+            self.unwatch()
+            return False
         for result in refusals.values():
             self.events.end(result)
-        if not recorded:
+        if recording is Recording.buffered:
             self._without_ledger(plan, admissions, audit)
-            return
+            return True
         try:
             services.transport.keep_plan(batch.id, plan.model_dump(mode="json"))
             services.advancer.begin(plan, refusals)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
+        return True
 
     def attach(self) -> None:
         self.inbox = self.services.transport.watch(self.batch.id)

@@ -30,7 +30,7 @@ from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
-from runtime.client.run import BatchRun, Services, fingerprint
+from runtime.client.run import BatchRun, Services, check_key
 from runtime.errors import InvalidBatch
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
@@ -124,23 +124,26 @@ class Runtime:
         cluster and goes on without this process. Its policy (mode, workspace,
         the settings files' rules and `rules` of its own, as `{"allow": [...],
         "ask": [...], "deny": [...]}`) is fixed now. With `key`, submitting
-        the same calls again (from any process, after any crash) attaches to
-        the batch the key started and runs nothing again; the same key with
-        other calls is `InvalidBatch`."""
+        the same batch again (from any process, after any crash, however
+        many at once) attaches to the batch the key started and writes or
+        runs nothing again; the same key with other calls, mode, workspace,
+        `on_error` or policy is `KeyConflict` (an `InvalidBatch`)."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
+        policy = self.policies.policy_for(Path(batch.workspace), rules)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
             known = self.ledger.batch(batch.id)
             if known is not None:
-                if known.fingerprint != fingerprint(batch):
-                    raise InvalidBatch(f"key {key!r} was used for a batch of other calls")
+                check_key(known, batch, policy, key)
                 return self.attach(batch.id)
         if self._closed:
             raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
-        policy = self.policies.policy_for(Path(batch.workspace), rules)
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         run = BatchRun(batch, self.services)
-        run.start(policy, deadline=time.time() + (timeout or self.settings.batch_timeout), key=key)
+        deadline = time.time() + (timeout or self.settings.batch_timeout)
+        if not run.start(policy, deadline=deadline, key=key):  # a racing submitter of `key` won
+            check_key(self.ledger.batch(batch.id), batch, policy, key)
+            return self.attach(batch.id)
         self.follower.follow(run)
         return BatchHandle(run)
 

@@ -14,6 +14,7 @@ from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
 from runtime import adapters
+from runtime.errors import KeyConflict
 from runtime.gateway import access, events, roles
 from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key, Role
@@ -54,7 +55,8 @@ def submit(submission: Submission, request: Request, response: Response, key: Au
            idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
            ) -> dict[str, Any]:  # fmt: skip
     """Start a batch and answer at once. The same `Idempotency-Key` again (from
-    the same key) answers the same batch and runs nothing twice."""
+    the same key) answers the same batch and runs nothing twice; with another
+    body (calls, mode, workspace, on_error, rules) it is a 409."""
     roles.require(key, Role.submitter)
     gateway = request.app.state.gateway
     options = {
@@ -66,8 +68,13 @@ def submit(submission: Submission, request: Request, response: Response, key: Au
         "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
     }  # fmt: skip
     roles.rules_for(key, submission.rules, gateway.org_allows)
-    handle = gateway.handles.submit(submission.calls, submission.message, submission.format,
-                                    **options)  # fmt: skip
+    try:
+        handle = gateway.handles.submit(submission.calls, submission.message, submission.format,
+                                        **options)  # fmt: skip
+    except KeyConflict as error:  # checked before anything of this request was written
+        raise Problem(409, "idempotency key reused",
+                      f"Idempotency-Key {idempotency_key!r} was used for a batch of other "
+                      f"{error.differs}; send another key") from None  # fmt: skip
     gateway.keys.own(handle.batch_id, key_id=key.id, key_name=key.name, format=handle.format)
     gateway.metrics.batches.inc()
     log.info("batch submitted by key %s: %d calls in %s mode", key.name,

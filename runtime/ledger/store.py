@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import tenacity
 from sqlalchemy import Connection, exc, insert, text
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
@@ -101,12 +103,15 @@ class Ledger:
         ends: Iterable[CallEnd] = (),
         plan: dict[str, Any] | None = None,
         columns: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> bool:
         """The batch and its calls, pending (or as far as workers have already
         recorded them: these rows may have waited in a buffer), with `events`
         (its decisions) and `ends` (calls refused before they were sent), all
-        in one transaction. Recording a batch id again adds only `events` and
-        `ends`: a resubmitted batch keeps its first record."""
+        in one transaction. The batch row's insert is the compare-and-set:
+        if its id (a submit key's) is recorded already, nothing at all is
+        written and the answer is False, so a resubmit or a racing submitter
+        of the same key adds no decision and no end (docs/architecture.md,
+        "Attach and keys")."""
         ids = [call.id for call in batch.calls]
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
@@ -114,29 +119,24 @@ class Ledger:
         head |= columns or {}  # key, fingerprint, deadline_at
         rows, ends = _event_rows(events, self.redactor), list(ends)
 
-        def work(connection: Connection) -> None:
+        def work(connection: Connection) -> bool:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
-            known = connection.execute(select(BATCHES.c.id).where(BATCHES.c.id == batch.id))
-            if not known.first():  # a batch recorded before keeps its first record
-                connection.execute(insert(BATCHES), [head])
-                connection.execute(insert(CALLS), calls)
-                if plan is not None:
-                    connection.execute(insert(PlanRow.__table__), [{"batch_id": batch.id,
-                                                                   "body": plan}])  # fmt: skip
-                settle(connection, batch.id)
+            make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+            first = make(BATCHES).values(**head).on_conflict_do_nothing().returning(BATCHES.c.id)
+            if connection.execute(first).first() is None:
+                return False  # a batch recorded before keeps its first record, and only it
+            connection.execute(insert(CALLS), calls)
+            if plan is not None:
+                connection.execute(insert(PlanRow.__table__), [{"batch_id": batch.id,
+                                                               "body": plan}])  # fmt: skip
+            settle(connection, batch.id)
             if rows:
                 connection.execute(insert(EVENTS), rows)
             for end in ends:
                 end.write(connection)  # this batch's lock is held
+            return True
 
-        try:
-            self._run(work, core=True)
-        except LedgerUnavailable as error:  # a concurrent recorder may have won the insert
-            if not (isinstance(error.__cause__, exc.IntegrityError) and self.batch(batch.id)):
-                raise
-            self.record_many(rows)
-            for end in ends:
-                self._run(lambda connection, end=end: write_ends(connection, [end]), core=True)
+        return self._run(work, core=True)
 
     def record_event(
         self, batch_id: str, call_id: str | None, kind: EventKind | str, **fields: Any

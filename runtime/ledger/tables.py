@@ -66,7 +66,7 @@ class BatchRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
     # The batch belongs to the cluster (docs/architecture.md, "A batch the cluster owns"):
     key: str | None = Field(default=None, unique=True, index=True)  # for idempotent submits
-    fingerprint: str | None = None  # a hash of its calls: the same key with other calls is refused
+    fingerprint: str | None = None  # a hash of what decides what runs ("Attach and keys")
     deadline_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     cancelled_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     cancelled_by: str | None = None

@@ -1,6 +1,7 @@
 """The client's rows of a batch on a real SQLite ledger: the batch, its calls
 and every decision in one transaction before anything runs; when the ledger is
-down, False (the batch fails closed) and the rows wait in its buffer."""
+down, `buffered` (the batch fails closed) and the rows wait in its buffer; a
+batch recorded before (a submit key's, by a racing submitter) gets none of them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from runtime.client.audit import BatchAudit
+from runtime.client.audit import BatchAudit, Recording
 from runtime.gate.admission import admit
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings
@@ -71,11 +72,11 @@ def test_the_batch_its_calls_and_every_decision_land_in_one_transaction(ledger, 
     assert ("u", EventKind.lookup_failed) in rows
 
 
-def test_an_unavailable_ledger_is_false_and_the_rows_wait_in_the_buffer(ledger, audited, tmp_path):
+def test_an_unavailable_ledger_is_buffered_and_the_rows_wait(ledger, audited, tmp_path):
     batch, rules, admissions = audited
     audit = BatchAudit(ledger, batch, rules)
     with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
-        assert audit.admissions(admissions) is False
+        assert audit.admissions(admissions) is Recording.buffered
         assert len(ledger._buffer) == 1
     assert ledger.batch(batch.id) is None
     assert ledger._buffer.flush()  # what the buffer's thread does once the ledger is back
@@ -91,3 +92,35 @@ def test_an_end_decided_by_the_client_is_recorded_with_the_batch_s_mode(ledger, 
     assert call.status == "skipped"
     [row] = [e for e in ledger.events(batch.id, "w") if e.kind == EventKind.skipped]
     assert (row.mode, row.policy_version) == ("auto", rules.version)
+
+
+def test_a_batch_recorded_before_gets_no_decision_and_no_end(ledger, audited, tmp_path):
+    """The second submitter of a key (here with a rule that denies the write)
+    writes nothing: one decision per call, and the first record's ends."""
+    batch, rules, admissions = audited
+    assert BatchAudit(ledger, batch, rules).admissions(admissions) is Recording.recorded
+    before = [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)]
+    other = policy(tmp_path, deny=["bump"])
+    again = [admit(call, registry=REGISTRY, mode=batch.mode, workspace=tmp_path,
+                   policy=other) for call in batch.calls]  # fmt: skip
+    assert BatchAudit(ledger, batch, other).admissions(again) is Recording.found
+    assert [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)] == before
+    assert {c.call_id: c.status for c in ledger.calls(batch.id)}["w"] == "pending"
+    assert ledger.batch(batch.id).policy_version == rules.version
+
+
+def test_buffered_ends_of_a_batch_another_submitter_recorded_are_not_written(
+    ledger, audited, tmp_path
+):
+    """Rows that waited for the ledger find the key's batch recorded by
+    another process: this process's ends (its side effects, ended unrun
+    while the ledger was down) are not that batch's."""
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules)
+    with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
+        assert audit.admissions(admissions) is Recording.buffered
+        audit.end(endings.ledger_unavailable("w", "bump"))
+    assert BatchAudit(ledger, batch, rules).admissions(admissions) is Recording.recorded
+    assert ledger._buffer.flush()
+    assert {c.call_id: c.status for c in ledger.calls(batch.id)}["w"] == "pending"
+    assert len([e for e in ledger.events(batch.id, "w") if e.kind == EventKind.decision]) == 1

@@ -9,8 +9,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from pathlib import Path
 
-from runtime.types import ApprovalRequested, Status
+import pytest
+
+from runtime.client.handle import BatchHandle
+from runtime.client.run import BatchRun
+from runtime.client.runtime import keyed_id
+from runtime.errors import KeyConflict
+from runtime.types import ApprovalRequested, Batch, Status, ToolCall
 from tests.support.tools import held_running, marks, release
 
 WRITES = {"allow": ["bump", "slow_write", "held_write", "explode", "obliterate"]}
@@ -143,4 +150,60 @@ def test_a_refused_read_does_not_hold_its_stage_back(rt, workspace):
              call("w", "bump", label="w")]  # fmt: skip
     results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(5)
     assert [r.status for r in results] == [Status.ok, Status.invalid_arguments, Status.ok]
+    assert labels(workspace) == ["w"]
+
+
+def _rows(rt, batch_id: str) -> list[tuple]:
+    return [(e.call_id, e.kind, e.effect, e.status) for e in rt.ledger.events(batch_id)]
+
+
+@pytest.mark.parametrize("change", ["rules", "mode", "workspace", "on_error", "calls"])
+def test_a_key_again_with_another_batch_is_refused_before_anything_is_written(
+    rt, workspace, tmp_path, change
+):
+    calls = [call("w", "bump", label="w")]
+    first = {"mode": "auto", "workspace": workspace, "rules": WRITES, "on_error": "stop"}
+    handle = rt.submit(calls, key=f"turn-{change}", **first)
+    assert [r.status for r in handle.results(10)] == [Status.ok]
+    written = _rows(rt, handle.batch_id)
+    (tmp_path / "elsewhere").mkdir()
+    others = {"rules": {"deny": ["bump"]}, "mode": "default", "workspace": tmp_path / "elsewhere",
+              "on_error": "continue", "calls": [call("w", "bump", label="v")]}  # fmt: skip
+    again = {**first, change: others[change]}
+    with pytest.raises(KeyConflict, match=f"other {change}") as refused:
+        rt.submit(again.pop("calls", calls), key=f"turn-{change}", **again)
+    assert change in refused.value.differs
+    assert _rows(rt, handle.batch_id) == written
+    assert labels(workspace) == ["w"]
+
+
+def test_a_key_again_with_the_same_batch_attaches_and_writes_nothing(rt, workspace):
+    calls = [call("w", "bump", label="w"), call("r", "nap", label="r")]
+    options = {"mode": "auto", "workspace": workspace, "rules": WRITES, "key": "turn-same"}
+    handle = rt.submit(calls, **options)
+    assert [r.status for r in handle.results(10)] == [Status.ok] * 2
+    written = _rows(rt, handle.batch_id)
+    again = rt.submit(calls, **options)
+    assert again.batch_id == handle.batch_id
+    assert [r.status for r in again.results(10)] == [Status.ok] * 2
+    assert _rows(rt, handle.batch_id) == written
+    assert labels(workspace) == ["w"]
+
+
+def test_a_submitter_that_loses_the_race_for_its_key_writes_and_sends_nothing(rt, workspace):
+    """Both submitters passed the check for a known key; the second to record
+    finds the batch there (the insert of its row is the compare-and-set)."""
+    calls = [ToolCall(id="w", name="bump", arguments={"label": "w"})]
+    batch = Batch(id=keyed_id("raced"), calls=calls, workspace=str(Path(workspace).resolve()))
+    allow = rt.policies.policy_for(Path(batch.workspace), WRITES)
+    winner = BatchRun(batch, rt.services)
+    assert winner.start(allow, deadline=time.time() + 30, key="raced")
+    rt.follower.follow(winner)
+    assert [r.status for r in BatchHandle(winner).results(10)] == [Status.ok]
+    written, sent = _rows(rt, batch.id), len(rt.transport.taken)
+    deny = rt.policies.policy_for(Path(batch.workspace), {"deny": ["bump"]})
+    assert BatchRun(batch, rt.services).start(deny, deadline=time.time() + 30, key="raced") is False
+    assert _rows(rt, batch.id) == written
+    assert len(rt.transport.taken) == sent
+    assert rt.ledger.ends(batch.id)["w"].status is Status.ok
     assert labels(workspace) == ["w"]

@@ -92,8 +92,12 @@ def test_the_same_idempotency_key_is_the_same_batch_for_its_key_only(gateway, ke
         assert _submit(oscar, body, **{"Idempotency-Key": "turn-1"}) != first
         other = {**body, "calls": [{"id": "2", "name": "read_file", "arguments": {"path": "x"}}]}
         refused = alice.post("/v1/batches", json=other, headers={"Idempotency-Key": "turn-1"})
-        assert refused.status_code == 422
+        assert refused.status_code == 409
         assert refused.headers["content-type"] == "application/problem+json"
+        denying = {**body, "rules": {"deny": ["read_file"]}}  # a retry must not change the rules
+        refused = alice.post("/v1/batches", json=denying, headers={"Idempotency-Key": "turn-1"})
+        assert refused.status_code == 409, refused.text
+        assert "'turn-1' was used for a batch of other rules" in refused.json()["detail"]
 
 
 def test_a_key_sees_only_its_own_batches_unless_admin(gateway, keys, space):

@@ -174,6 +174,22 @@ def test_record_batch_is_idempotent(ledger):
     ]
 
 
+def test_recording_a_batch_again_writes_nothing(ledger):
+    """The batch row's insert is the compare-and-set: the second recorder of
+    an id (a racing submitter of one key) adds no decision and no end."""
+    batch = _batch("a", "b")
+    allow = EventRow(batch_id=batch.id, call_id="a", kind=EventKind.decision, effect="allow")
+    assert ledger.record_batch(batch, events=[allow]) is True
+    ledger.mark_started(batch.id, "a", worker="w1", attempt=1)
+    deny = EventRow(batch_id=batch.id, call_id="a", kind=EventKind.decision, effect="deny")
+    refused = CallEnd(batch.id, _result("a", Status.denied), kind=EventKind.finished)
+    assert ledger.record_batch(batch, events=[deny], ends=[refused]) is False
+    assert [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)] == [
+        ("a", "decision", "allow"), ("a", "started", None)]  # fmt: skip
+    assert ledger.ends(batch.id) == {}
+    assert ledger.calls(batch.id)[0].status == "running"
+
+
 def test_record_batch_refuses_repeated_call_ids(ledger):
     with pytest.raises(InvalidBatch):
         ledger.record_batch(_batch("a", "a"))
