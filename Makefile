@@ -22,6 +22,7 @@ demo: $(STAMP)
 CHECK_WORKERS ?= auto
 check: $(STAMP)
 	$(BIN)/ruff check runtime workers tests
+	$(BIN)/ruff format --check runtime workers tests
 	$(BIN)/python -m pytest -q -m "not server" -n $(CHECK_WORKERS)
 
 # Everything, servers included (CI's command).

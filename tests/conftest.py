@@ -101,9 +101,14 @@ def runtime_on(stack, user_settings, **overrides):
     """A client of `stack` (a StackRecord) that trusts the tests' workspaces."""
     from runtime.client import Runtime
 
-    settings = Settings(home=stack.home, redis_url=stack.redis_url,
-                        database_url=stack.database_url, tool_modules=TEST_TOOLS,
-                        user_settings_file=user_settings, **overrides)  # fmt: skip
+    settings = Settings(
+        home=stack.home,
+        redis_url=stack.redis_url,
+        database_url=stack.database_url,
+        tool_modules=TEST_TOOLS,
+        user_settings_file=user_settings,
+        **overrides,
+    )
     return Runtime(settings)
 
 

@@ -37,8 +37,13 @@ from tests.support.tools import marks
 WRITES = {"allow": ["bump", "slow_bump", "hold_gil_write", "overrun_write"]}
 STUCK = ["hold_gil_read", "hold_gil_write", "backtrack_read", "overrun_write"]
 SUBMITTERS = 3
-FAULTS = ["kill reads worker", "kill effects worker", "kill pool process", "restart redis",
-          "cut ledger"]  # fmt: skip
+FAULTS = [
+    "kill reads worker",
+    "kill effects worker",
+    "kill pool process",
+    "restart redis",
+    "cut ledger",
+]
 KILLED_SUBMITTERS = 0.2  # the share of batches whose submitting process is SIGKILLed
 
 
@@ -77,8 +82,9 @@ def batch_of(rng: random.Random, number: int) -> list[dict]:
     return calls
 
 
-def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: threading.Event,
-              seed: int) -> None:  # fmt: skip
+def submitter(
+    stack: FaultStack, runtime, base: Path, tally: Tally, stop: threading.Event, seed: int
+) -> None:
     rng = random.Random(seed)
     while not stop.is_set():
         with tally.lock:
@@ -91,8 +97,14 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
             if rng.random() < KILLED_SUBMITTERS:  # the batch must go on without its submitter
                 handle = killed_submitter(stack, runtime, tally, rng, calls, workspace, on_error)
             else:
-                handle = runtime.submit(calls, mode="auto", workspace=workspace, rules=WRITES,
-                                        on_error=on_error, timeout=30)  # fmt: skip
+                handle = runtime.submit(
+                    calls,
+                    mode="auto",
+                    workspace=workspace,
+                    rules=WRITES,
+                    on_error=on_error,
+                    timeout=30,
+                )
         except Exception as error:  # noqa: BLE001 - counted, and the soak goes on
             with tally.lock:
                 tally.errors.append(f"submit: {type(error).__name__}: {error}")
@@ -122,11 +134,24 @@ def submitter(stack: FaultStack, runtime, base: Path, tally: Tally, stop: thread
             tally.in_flight -= sum(1 for call in calls if seen[call["id"]] == 0)
 
 
-def killed_submitter(stack: FaultStack, runtime, tally: Tally, rng: random.Random,
-                     calls: list[dict], workspace: Path, on_error: str):  # fmt: skip
+def killed_submitter(
+    stack: FaultStack,
+    runtime,
+    tally: Tally,
+    rng: random.Random,
+    calls: list[dict],
+    workspace: Path,
+    on_error: str,
+):
     """Submit from a process of its own, SIGKILL it soon after, and attach."""
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": WRITES,
-            "on_error": on_error, "timeout": 30}  # fmt: skip
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": WRITES,
+        "on_error": on_error,
+        "timeout": 30,
+    }
     process, batch_id = spawn(stack, spec)
     time.sleep(rng.uniform(0, 1.0))
     process.send_signal(signal.SIGKILL)
@@ -146,8 +171,11 @@ def overlaps(workspace: Path) -> int:
         span = spans.setdefault(mark["label"], [None, None])
         span[0 if mark["edge"] == "start" else 1] = mark["at"]
     ordered = sorted((start, end) for start, end in spans.values() if start is not None)
-    return sum(1 for (_, end), (start, _) in zip(ordered, ordered[1:], strict=False)
-               if end is not None and start < end)  # fmt: skip
+    return sum(
+        1
+        for (_, end), (start, _) in zip(ordered, ordered[1:], strict=False)
+        if end is not None and start < end
+    )
 
 
 def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random.Random) -> None:
@@ -169,8 +197,9 @@ def injector(stack: FaultStack, tally: Tally, stop: threading.Event, rng: random
             continue
         with tally.lock:
             tally.faults[fault] += 1
-        print(f"  {time.strftime('%H:%M:%S')} {fault}; calls in flight: {tally.in_flight}",
-              flush=True)  # fmt: skip
+        print(
+            f"  {time.strftime('%H:%M:%S')} {fault}; calls in flight: {tally.in_flight}", flush=True
+        )
 
 
 def ready(stack: FaultStack, fault: str) -> bool:
@@ -231,8 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--minutes", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--postgres", metavar="URL", help="ledger on a fresh PostgreSQL database "
-                        "behind a relay the soak cuts (default: SQLite, locked)")  # fmt: skip
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="ledger on a fresh PostgreSQL database "
+        "behind a relay the soak cuts (default: SQLite, locked)",
+    )
     options = parser.parse_args(argv)
     seed = options.seed if options.seed is not None else random.randrange(1 << 30)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -250,9 +283,15 @@ def main(argv: list[str] | None = None) -> int:
                 cleanup.enter_context(fresh_database(options.postgres))
             )
             cleanup.callback(relay.close)
-        stack = FaultStack(base / "home", user_settings=user_settings, appendonly=True,
-                           reads_workers=2, effects_workers=2, database_url=database_url,
-                           relay=relay)  # fmt: skip
+        stack = FaultStack(
+            base / "home",
+            user_settings=user_settings,
+            appendonly=True,
+            reads_workers=2,
+            effects_workers=2,
+            database_url=database_url,
+            relay=relay,
+        )
         stack.start()
         cleanup.callback(stack.stop)
         runtime = stack.runtime()
@@ -260,9 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         for queue in ("reads", "effects"):
             cleanup.enter_context(stack.keep_workers(queue, 2))
         tally, stop, rng = Tally(), threading.Event(), random.Random(seed)
-        threads = [threading.Thread(target=submitter, args=(stack, runtime, base, tally, stop,
-                                                            seed + index)) for index in
-                   range(SUBMITTERS)]  # fmt: skip
+        threads = [
+            threading.Thread(
+                target=submitter, args=(stack, runtime, base, tally, stop, seed + index)
+            )
+            for index in range(SUBMITTERS)
+        ]
         threads.append(threading.Thread(target=injector, args=(stack, tally, stop, rng)))
         began = time.monotonic()
         for thread in threads:

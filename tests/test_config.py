@@ -13,8 +13,13 @@ from runtime.stack.record import StackRecord
 
 
 def record(home) -> StackRecord:
-    return StackRecord(home=home, redis_url="redis://:pw@127.0.0.1:1/0",
-                       database_url="sqlite:///x.db", redis_pid=123, signing_key="sk")  # fmt: skip
+    return StackRecord(
+        home=home,
+        redis_url="redis://:pw@127.0.0.1:1/0",
+        database_url="sqlite:///x.db",
+        redis_pid=123,
+        signing_key="sk",
+    )
 
 
 def test_settings_win_over_the_record_and_without_either_it_says_what_to_do(tmp_path):

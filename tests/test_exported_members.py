@@ -70,11 +70,17 @@ def test_an_unknown_name_is_an_attribute_error():
 
 
 def test_every_exported_exception_is_a_toolrun_error():
-    exceptions = [getattr(runtime, n) for n in runtime.__all__
-                  if isinstance(getattr(runtime, n), type)
-                  and issubclass(getattr(runtime, n), BaseException)]  # fmt: skip
-    assert {e.__name__ for e in exceptions} >= {"InvalidBatch", "LedgerUnavailable",
-                                                 "ConfigurationError", "ToolError"}  # fmt: skip
+    exceptions = [
+        getattr(runtime, n)
+        for n in runtime.__all__
+        if isinstance(getattr(runtime, n), type) and issubclass(getattr(runtime, n), BaseException)
+    ]
+    assert {e.__name__ for e in exceptions} >= {
+        "InvalidBatch",
+        "LedgerUnavailable",
+        "ConfigurationError",
+        "ToolError",
+    }
     assert all(issubclass(e, ToolrunError) for e in exceptions)
 
 

@@ -39,8 +39,9 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
-settings.register_profile("toolrun-fuzz", parent=settings.get_profile("toolrun-ci"),
-                          max_examples=10_000)  # fmt: skip
+settings.register_profile(
+    "toolrun-fuzz", parent=settings.get_profile("toolrun-ci"), max_examples=10_000
+)
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "toolrun-ci").strip())
 if PROFILE.max_examples < 100:  # the `default` or `dev` profile of another suite
     PROFILE = settings.get_profile("toolrun-ci")
@@ -74,31 +75,45 @@ def fuzz_stack(tmp_path_factory, user_settings):
 
 
 def huge_text(min_size: int = 40_000) -> st.SearchStrategy[str]:
-    return st.builds(lambda n, c: c * n, st.integers(min_size, HUGE),
-                     st.sampled_from(["x", "é", "\x00", "🦀", "\u202e", "\n"]))  # fmt: skip
+    return st.builds(
+        lambda n, c: c * n,
+        st.integers(min_size, HUGE),
+        st.sampled_from(["x", "é", "\x00", "🦀", "\u202e", "\n"]),
+    )
 
 
 texts = st.text(max_size=40) | st.sampled_from(["", "\x00", " ", "\ud7ff", "𝕏" * 5, "null"])
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | texts,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
     max_leaves=12,
-)  # fmt: skip
+)
 inner = st.fixed_dictionaries(
     {"key": st.text(max_size=64)}, optional={"value": st.none() | st.integers(-(10**6), 10**6)}
 )
 valid_probe = st.fixed_dictionaries(
     {"text": st.text(max_size=300)},
-    optional={"count": st.integers(0, 1000), "flag": st.booleans(),
-              "items": st.lists(texts, max_size=16), "inner": st.none() | inner},
-)  # fmt: skip
+    optional={
+        "count": st.integers(0, 1000),
+        "flag": st.booleans(),
+        "items": st.lists(texts, max_size=16),
+        "inner": st.none() | inner,
+    },
+)
 near_probe = st.fixed_dictionaries(  # valid now and then, mostly one field off
     {"text": st.text(max_size=300) | huge_text(4_000) | json_values},
-    optional={"count": st.integers(-5, 1005) | texts, "flag": st.booleans() | st.none(),
-              "items": st.lists(texts, max_size=18) | texts, "inner": inner | json_values,
-              "extra": json_values},
-)  # fmt: skip
+    optional={
+        "count": st.integers(-5, 1005) | texts,
+        "flag": st.booleans() | st.none(),
+        "items": st.lists(texts, max_size=18) | texts,
+        "inner": inner | json_values,
+        "extra": json_values,
+    },
+)
 VALID = {  # arguments each known tool's schema accepts
     "probe": valid_probe,
     "probe_write": valid_probe,
@@ -154,15 +169,19 @@ def check_bounded(result, max_bytes: int) -> None:
 
 
 @settings(PROFILE)
-@given(batch=batches(), mode=st.sampled_from(["auto", "plan", "bypass"]),
-       on_error=st.sampled_from(["stop", "continue"]))  # fmt: skip
+@given(
+    batch=batches(),
+    mode=st.sampled_from(["auto", "plan", "bypass"]),
+    on_error=st.sampled_from(["stop", "continue"]),
+)
 def test_every_generated_batch_gets_one_bounded_result_per_call(fuzz_stack, batch, mode, on_error):
     runtime, base = fuzz_stack
     workspace = Path(tempfile.mkdtemp(dir=base))
     ids = [call["id"] for call in batch]
     try:
-        handle = runtime.submit(batch, mode=mode, workspace=workspace, rules=ALLOW,
-                                on_error=on_error, timeout=60)  # fmt: skip
+        handle = runtime.submit(
+            batch, mode=mode, workspace=workspace, rules=ALLOW, on_error=on_error, timeout=60
+        )
     except InvalidBatch as error:
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if any(len(i) > MAX_CALL_ID or "\0" in i for i in ids):
@@ -184,8 +203,9 @@ def test_every_generated_batch_gets_one_bounded_result_per_call(fuzz_stack, batc
         event(f"status: {result.status.value}")
         check_bounded(result, runtime.settings.result_max_bytes)
         spec = runtime.registry.get(call["name"])
-        valid = spec is not None and not isinstance(validate(spec.input_model, call["arguments"]),
-                                                    Invalid)  # fmt: skip
+        valid = spec is not None and not isinstance(
+            validate(spec.input_model, call["arguments"]), Invalid
+        )
         if not valid:
             assert result.status in (Status.unknown_tool, Status.invalid_arguments), result
         if spec is not None and spec.name in RUNS:
@@ -196,16 +216,19 @@ def test_every_generated_batch_gets_one_bounded_result_per_call(fuzz_stack, batc
         assert mark["call_id"] in ids
 
 
-@pytest.mark.parametrize("broken", [
-    {"id": 7, "name": "probe", "arguments": {}},
-    {"id": None, "name": "probe", "arguments": {}},
-    {"name": "probe", "arguments": {}},
-    {"id": "a", "name": None, "arguments": {}},
-    {"id": "a", "name": ["probe"], "arguments": {}},
-    {"id": "a", "name": "probe", "arguments": {}, "type": "tool_use"},
-    "probe",
-    None,
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"id": 7, "name": "probe", "arguments": {}},
+        {"id": None, "name": "probe", "arguments": {}},
+        {"name": "probe", "arguments": {}},
+        {"id": "a", "name": None, "arguments": {}},
+        {"id": "a", "name": ["probe"], "arguments": {}},
+        {"id": "a", "name": "probe", "arguments": {}, "type": "tool_use"},
+        "probe",
+        None,
+    ],
+)
 def test_a_call_that_is_not_a_call_object_refuses_the_batch_with_a_clear_message(
     fuzz_stack, broken
 ):

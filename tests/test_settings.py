@@ -23,7 +23,10 @@ def test_every_setting_has_a_default(environment, tmp_path):
     environment.chdir(tmp_path)
     settings = get_settings()
     assert (settings.batch_timeout, settings.approval_timeout, settings.result_max_bytes) == (
-        300, 600, 32768)  # fmt: skip
+        300,
+        600,
+        32768,
+    )
     assert settings.ledger_url == f"sqlite:///{tmp_path / '.toolrun' / 'ledger.db'}"
 
 

@@ -66,8 +66,11 @@ def test_a_batch_runs_the_given_tools_in_the_models_order(tmp_path):
 
 def test_an_agent_loop_answers_an_approval_and_gets_the_final_result(tmp_path):
     with memory_runtime(NOTES, workspace=tmp_path) as rt:
-        handle = rt.submit([{"id": "w", "name": "save_note", "arguments": {"name": "n.txt"}}],
-                           mode="default", workspace=tmp_path)  # fmt: skip
+        handle = rt.submit(
+            [{"id": "w", "name": "save_note", "arguments": {"name": "n.txt"}}],
+            mode="default",
+            workspace=tmp_path,
+        )
         seen = []
         for event in handle.stream(timeout=30):
             seen.append(type(event).__name__)
@@ -97,8 +100,10 @@ def test_only_the_given_workspace_is_trusted(tmp_path):
 
 def test_tools_given_as_functions_are_the_only_ones_offered(tmp_path):
     (tmp_path / "a.txt").write_text("hello")
-    calls = [{"id": "1", "name": "read_file", "arguments": {"path": "a.txt"}},
-             {"id": "2", "name": "list_dir", "arguments": {}}]  # fmt: skip
+    calls = [
+        {"id": "1", "name": "read_file", "arguments": {"path": "a.txt"}},
+        {"id": "2", "name": "list_dir", "arguments": {}},
+    ]
     with memory_runtime(read_file) as rt:
         assert rt.registry.names() == ["read_file"]
         results = rt.submit(calls, mode="auto", workspace=tmp_path).results(timeout=30)
@@ -113,8 +118,11 @@ def test_a_function_that_is_not_a_tool_is_refused_at_once():
 
 def test_closing_cancels_what_is_still_waiting(tmp_path):
     with memory_runtime(NOTES, workspace=tmp_path) as rt:
-        handle = rt.submit([{"id": "w", "name": "save_note", "arguments": {"name": "n.txt"}}],
-                           mode="default", workspace=tmp_path)  # fmt: skip
+        handle = rt.submit(
+            [{"id": "w", "name": "save_note", "arguments": {"name": "n.txt"}}],
+            mode="default",
+            workspace=tmp_path,
+        )
     [result] = handle.results(timeout=30)
     assert result.status is Status.cancelled
     assert not (tmp_path / "n.txt").exists()
@@ -134,7 +142,8 @@ def test_the_readme_example_runs_as_written(tmp_path):
     block = next(b for b in blocks(text) if b.line > line and b.language == "python")
     script = tmp_path / "example.py"
     script.write_text(block.code)
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == block.prints

@@ -39,9 +39,13 @@ class CallRequest(Request):
         if self._args:
             from workers import tasks
 
-            threading.Thread(target=tasks.worker().end_killed, args=(self._args[0], timeout),
-                             kwargs={"name": self.hostname}, name="killed-call",
-                             daemon=True).start()  # fmt: skip
+            threading.Thread(
+                target=tasks.worker().end_killed,
+                args=(self._args[0], timeout),
+                kwargs={"name": self.hostname},
+                name="killed-call",
+                daemon=True,
+            ).start()
 
 
 def _kill(pid: int) -> None:

@@ -30,8 +30,16 @@ from runtime.registry.capabilities import CapabilitySpec
 from runtime.settings import Settings
 from runtime.types import Mode, ToolCall, ToolResult
 
-__all__ = ["definitions", "description", "detect", "parse", "plain", "reply", "require",
-           "result_text"]  # fmt: skip
+__all__ = [
+    "definitions",
+    "description",
+    "detect",
+    "parse",
+    "plain",
+    "reply",
+    "require",
+    "result_text",
+]
 
 
 Format = Literal["anthropic", "openai", "responses"]
@@ -41,9 +49,15 @@ DEFINITION_FORMATS: tuple[str, ...] = get_args(DefinitionFormat)
 
 _ANTHROPIC_BLOCKS = {"tool_use", "text", "thinking", "redacted_thinking", "server_tool_use"}
 _RESPONSES_ITEMS = {
-    "function_call", "reasoning", "message", "custom_tool_call", "local_shell_call",
-    "shell_call", "apply_patch_call", "mcp_approval_request",
-}  # fmt: skip
+    "function_call",
+    "reasoning",
+    "message",
+    "custom_tool_call",
+    "local_shell_call",
+    "shell_call",
+    "apply_patch_call",
+    "mcp_approval_request",
+}
 
 
 @dataclass(frozen=True)
@@ -116,8 +130,10 @@ def definitions(
     if mode is not None:
         if policy is None and workspace is not None:
             if settings is None:
-                raise TypeError("definitions(workspace=...) needs the settings whose files "
-                                "decide its trust and rules: settings=rt.settings")  # fmt: skip
+                raise TypeError(
+                    "definitions(workspace=...) needs the settings whose files "
+                    "decide its trust and rules: settings=rt.settings"
+                )
             policy = PolicySources(settings).policy_for(Path(workspace))
         specs = [spec for spec in specs if offered(spec, Mode(mode), policy)]
     return [makers[format](spec) for spec in specs]

@@ -120,11 +120,19 @@ def _responses_item(kind: str, result: ToolResult) -> dict[str, Any]:
         failed = {"stdout": "", "stderr": text, "outcome": {"type": "exit", "exit_code": 1}}
         return {"type": "shell_call_output", "call_id": call_id, "output": [failed]}
     if kind == "apply_patch_call":
-        return {"type": "apply_patch_call_output", "call_id": call_id, "status": "failed",
-                "output": text}  # fmt: skip
+        return {
+            "type": "apply_patch_call_output",
+            "call_id": call_id,
+            "status": "failed",
+            "output": text,
+        }
     if kind == "mcp_approval_request":
-        return {"type": "mcp_approval_response", "approval_request_id": call_id,
-                "approve": False, "reason": text}  # fmt: skip
+        return {
+            "type": "mcp_approval_response",
+            "approval_request_id": call_id,
+            "approve": False,
+            "reason": text,
+        }
     return {"type": "function_call_output", "call_id": call_id, "output": text}
 
 
@@ -158,8 +166,9 @@ def _inputs(result: ToolResult) -> list[dict[str, Any]]:
         if item.kind == "image":
             items.append({"type": "input_image", "image_url": url, "detail": "auto"})
         else:
-            items.append({"type": "input_file", "file_data": url,
-                          "filename": item.name or "document.pdf"})  # fmt: skip
+            items.append(
+                {"type": "input_file", "file_data": url, "filename": item.name or "document.pdf"}
+            )
     return items
 
 

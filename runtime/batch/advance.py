@@ -38,8 +38,16 @@ ROUNDS = 4  # passes of one advance: an end decided in one may let the next stag
 
 
 class Advancer:
-    def __init__(self, *, ledger: Ledger, registry: Registry, key: bytes, queue: Queue,
-                 state: BatchState, approvals: Approvals) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        registry: Registry,
+        key: bytes,
+        queue: Queue,
+        state: BatchState,
+        approvals: Approvals,
+    ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
 
@@ -68,8 +76,9 @@ class Advancer:
 
     def begin(self, plan: BatchPlan, ends: dict[str, ToolResult]) -> None:
         """At submit: what is known needs no reading back."""
-        view = View(ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None,
-                    now=time.time())  # fmt: skip
+        view = View(
+            ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=time.time()
+        )
         steps = next_steps(plan, view)
         ended = self._carry_out(plan, steps)
         if steps.finished:
@@ -106,9 +115,14 @@ class Advancer:
         """End a call, unless it has ended already: then nothing is written or
         announced. True if this was its end."""
         fields = decision.as_dict() if decision else {}
-        won = self.ledger.record_result(plan.batch.id, end.result, kind=end.kind,
-                                        unclaimed=end.only_if_pending,
-                                        mode=plan.batch.mode.value, **fields)  # fmt: skip
+        won = self.ledger.record_result(
+            plan.batch.id,
+            end.result,
+            kind=end.kind,
+            unclaimed=end.only_if_pending,
+            mode=plan.batch.mode.value,
+            **fields,
+        )
         if won:
             self.state.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
         return won
@@ -120,13 +134,18 @@ class Advancer:
             # Without the ledger, what Redis holds: ends announced (the buffered rows
             # land later), marks of what was sent. Side effects fail closed at the
             # worker, whose claim needs the ledger; reads go on.
-            log.warning("batch %s: ledger unavailable, going on from Redis: %s",
-                        plan.batch.id, error)  # fmt: skip
+            log.warning(
+                "batch %s: ledger unavailable, going on from Redis: %s", plan.batch.id, error
+            )
             now = max(time.time(), plan.deadline) if expire else time.time()
-            return View(ends=self.state.ends(plan.batch.id), sent=self.state.sent(plan.batch.id),
-                        started=self.state.started(plan.batch.id), approvals={},
-                        cancelled_at=time.time() if self.state.cancelled(plan.batch.id)
-                        else None, now=now)  # fmt: skip
+            return View(
+                ends=self.state.ends(plan.batch.id),
+                sent=self.state.sent(plan.batch.id),
+                started=self.state.started(plan.batch.id),
+                approvals={},
+                cancelled_at=time.time() if self.state.cancelled(plan.batch.id) else None,
+                now=now,
+            )
 
     def _known(self, plan: BatchPlan, expire: bool) -> View:
         batch_id = plan.batch.id
@@ -145,10 +164,15 @@ class Advancer:
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
         ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
-        return View(ends=ends, sent=sent,
-                    started=started | self.ledger.claimed(batch_id),
-                    approvals=self._answers(plan, now), cancelled_at=cancelled, now=now,
-                    cause="the runtime was closed" if closed else endings.CANCELLED)  # fmt: skip
+        return View(
+            ends=ends,
+            sent=sent,
+            started=started | self.ledger.claimed(batch_id),
+            approvals=self._answers(plan, now),
+            cancelled_at=cancelled,
+            now=now,
+            cause="the runtime was closed" if closed else endings.CANCELLED,
+        )
 
     def _announced(self, batch_id: str) -> dict[str, ToolResult]:
         try:
@@ -164,8 +188,14 @@ class Advancer:
             if row.status == "pending" and row.expires_at.timestamp() <= now:
                 self.approvals.expire(plan.batch.id, call_id)
                 row = self.approvals.get(plan.batch.id, call_id)
-            found[call_id] = Answer(row.status, row.answered_by, row.answer, row.arguments_given,
-                                    row.updated_arguments, sealed(self.key, row))  # fmt: skip
+            found[call_id] = Answer(
+                row.status,
+                row.answered_by,
+                row.answer,
+                row.arguments_given,
+                row.updated_arguments,
+                sealed(self.key, row),
+            )
         return found
 
     def _carry_out(self, plan: BatchPlan, steps: Steps) -> bool:
@@ -197,8 +227,9 @@ class Advancer:
             self.queue.post([plan.calls[c].message for c in reads], parallel=True)
         for group in ordered:
             if group[0] in marked:
-                self.queue.post([plan.calls[c].message for c in group], parallel=False,
-                                    chained=len(group) > 1)  # fmt: skip
+                self.queue.post(
+                    [plan.calls[c].message for c in group], parallel=False, chained=len(group) > 1
+                )
 
     def _resend(self, plan: BatchPlan, call_ids: list[str]) -> bool:
         """Calls sent a while ago that no worker took: their message was lost.
@@ -208,8 +239,9 @@ class Advancer:
         approved = [c for c in call_ids if plan.calls[c].effect == "ask"]
         allowed = [c for c in call_ids if plan.calls[c].effect == "allow"]
         for call_id in self.state.mark_sent(plan.batch.id, allowed, again=True):
-            log.warning("batch %s: %s was sent but never taken; sending it again",
-                        plan.batch.id, call_id)  # fmt: skip
+            log.warning(
+                "batch %s: %s was sent but never taken; sending it again", plan.batch.id, call_id
+            )
             self.queue.post([plan.calls[call_id].message], parallel=plan.calls[call_id].read)
         ended = False
         for call_id in approved:
@@ -219,9 +251,14 @@ class Advancer:
     def _ask(self, plan: BatchPlan, call_id: str) -> None:
         planned, call = plan.calls[call_id], plan.call(call_id)
         timeout = max(0.0, min(plan.approval_timeout, plan.deadline - time.time()))
-        stored = self.approvals.request(plan.batch.id, call_id, tool=planned.tool,
-                                        arguments=call.arguments, reason=planned.reason,
-                                        timeout=timeout)  # fmt: skip
+        stored = self.approvals.request(
+            plan.batch.id,
+            call_id,
+            tool=planned.tool,
+            arguments=call.arguments,
+            reason=planned.reason,
+            timeout=timeout,
+        )
         if stored:
             notice = endings.awaiting_approval(call_id, planned.tool, planned.reason)
             self.state.announce(plan.batch.id, notice, reply_to=plan.reply_to)
@@ -236,26 +273,34 @@ class Advancer:
             return False  # what `next_steps` saw changed since: the next pass decides
         call = plan.call(call_id)
         arguments = row.arguments_given if row.updated_arguments else call.arguments
-        admitted = admit(ToolCall(id=call.id, name=call.name, arguments=arguments),
-                         registry=self.registry, mode=plan.batch.mode,
-                         workspace=Path(plan.batch.workspace),
-                         policy=Policy.from_snapshot(plan.policy),
-                         approved_by=row.answered_by or "unknown")  # fmt: skip
+        admitted = admit(
+            ToolCall(id=call.id, name=call.name, arguments=arguments),
+            registry=self.registry,
+            mode=plan.batch.mode,
+            workspace=Path(plan.batch.workspace),
+            policy=Policy.from_snapshot(plan.policy),
+            approved_by=row.answered_by or "unknown",
+        )
         if not isinstance(admitted, Admitted):  # a side effect sent before: only while unclaimed
             guard = again and not plan.calls[call_id].read
-            return self.conclude(plan, End(admitted.result, admitted.event, guard),
-                                 admitted.decision)  # fmt: skip
+            return self.conclude(
+                plan, End(admitted.result, admitted.event, guard), admitted.decision
+            )
         if not self.state.mark_sent(plan.batch.id, [call_id], again=again):
             return False
         if again:
-            log.warning("batch %s: %s was approved and sent but never taken; sending it again",
-                        plan.batch.id, call_id)  # fmt: skip
+            log.warning(
+                "batch %s: %s was approved and sent but never taken; sending it again",
+                plan.batch.id,
+                call_id,
+            )
         stage = plan.calls[call_id].stage
         size = sum(plan.calls[c].effect != "refused" for c in plan.stages[stage].calls) or 1
         last = stage == len(plan.stages) - 1
         signer = Signer(self.key, plan.batch, plan.policy, reply_to=plan.reply_to)
-        message = signer.message(admitted, admitted.decision.source.removeprefix("approval:"),
-                                 stage=(stage, size, last))  # fmt: skip
+        message = signer.message(
+            admitted, admitted.decision.source.removeprefix("approval:"), stage=(stage, size, last)
+        )
         self.queue.post([message], parallel=plan.calls[call_id].read)
         return False
 

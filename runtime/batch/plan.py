@@ -87,30 +87,51 @@ def build(
         for admission in stage.calls:
             calls[admission.call.id] = _planned(admission, where, sign)
     refused = {a.call.id for a in admissions if isinstance(a, Refused)}
-    kept = batch.model_copy(update={"calls": [  # a refused call's arguments are never needed
-        call.model_copy(update={"arguments": {}}) if call.id in refused else call
-        for call in batch.calls]})  # fmt: skip
+    kept = batch.model_copy(
+        update={
+            "calls": [  # a refused call's arguments are never needed
+                call.model_copy(update={"arguments": {}}) if call.id in refused else call
+                for call in batch.calls
+            ]
+        }
+    )
     return BatchPlan(
-        batch=kept, policy=policy, reply_to=reply_to, deadline=deadline,
-        approval_timeout=approval_timeout, calls=calls,
-        stages=[PlannedStage(parallel=s.parallel, calls=[a.call.id for a in s.calls])
-                for s in stages],
-    )  # fmt: skip
+        batch=kept,
+        policy=policy,
+        reply_to=reply_to,
+        deadline=deadline,
+        approval_timeout=approval_timeout,
+        calls=calls,
+        stages=[
+            PlannedStage(parallel=s.parallel, calls=[a.call.id for a in s.calls]) for s in stages
+        ],
+    )
 
 
-def _planned(admission: Admitted | Refused, where: tuple[int, int, bool], sign: Any
-             ) -> PlannedCall:  # fmt: skip
+def _planned(admission: Admitted | Refused, where: tuple[int, int, bool], sign: Any) -> PlannedCall:
     stage = where[0]
     call = admission.call
     read = _is_read(admission)
     if isinstance(admission, Refused):
-        return PlannedCall(id=call.id, tool=call.name if isinstance(call.name, str) else "?",
-                           read=read, effect="refused", stage=stage)  # fmt: skip
+        return PlannedCall(
+            id=call.id,
+            tool=call.name if isinstance(call.name, str) else "?",
+            read=read,
+            effect="refused",
+            stage=stage,
+        )
     decision = admission.decision
     effect = "ask" if decision.effect is Effect.ask else "allow"
-    return PlannedCall(id=call.id, tool=admission.spec.name, read=read, effect=effect,
-                       reason=decision.reason, rule=decision.rule, message=sign(admission, where),
-                       stage=stage)  # fmt: skip
+    return PlannedCall(
+        id=call.id,
+        tool=admission.spec.name,
+        read=read,
+        effect=effect,
+        reason=decision.reason,
+        rule=decision.rule,
+        message=sign(admission, where),
+        stage=stage,
+    )
 
 
 def _is_read(admission: Admitted | Refused) -> bool:

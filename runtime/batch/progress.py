@@ -86,8 +86,9 @@ def next_steps(plan: BatchPlan, view: View) -> Steps:
     return steps
 
 
-def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
-            steps: Steps) -> End | None:  # fmt: skip
+def _decide(
+    plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None, steps: Steps
+) -> End | None:
     """The end of an open call decided now, or None (and maybe a step)."""
     planned, call = plan.calls[call_id], _call(plan, call_id)
     started = call_id in view.started
@@ -97,8 +98,9 @@ def _decide(plan: BatchPlan, view: View, call_id: str, failed: ToolCall | None,
     if started or (sent and planned.read):
         graced = cancelled and view.now >= view.cancelled_at + CANCEL_GRACE
         if past or graced:
-            return End(endings.abandoned(call, read=planned.read, cancelled=cancelled,
-                                         cause=view.cause))  # fmt: skip
+            return End(
+                endings.abandoned(call, read=planned.read, cancelled=cancelled, cause=view.cause)
+            )
         if sent and not started and view.now - view.sent.get(call_id, view.now) >= RESEND_AFTER:
             _resend(planned, view, steps)
         return None

@@ -29,9 +29,11 @@ def approvals(batch: Annotated[str | None, typer.Option(help="Only this batch.")
     if not rows:
         out.print("no calls are waiting for approval")
     for row in rows:
-        out.print(f"{row.call_id}  {row.tool:<14} batch {row.batch_id}  expires "
-                  f"{row.expires_at:%H:%M:%S}  {row.reason}  {json.dumps(row.arguments)}",
-                  markup=False)  # fmt: skip
+        out.print(
+            f"{row.call_id}  {row.tool:<14} batch {row.batch_id}  expires "
+            f"{row.expires_at:%H:%M:%S}  {row.reason}  {json.dumps(row.arguments)}",
+            markup=False,
+        )
 
 
 @app.command()
@@ -53,8 +55,11 @@ def approve(
         except json.JSONDecodeError as error:
             fail(f"--arguments is not valid JSON: {error.msg}")
     said = f"approved {call_id} of batch {row.batch_id}"
-    _answer(lambda: runtime.approve(row.batch_id, call_id, by=by, updated_arguments=updated),
-            call_id, said)  # fmt: skip
+    _answer(
+        lambda: runtime.approve(row.batch_id, call_id, by=by, updated_arguments=updated),
+        call_id,
+        said,
+    )
 
 
 @app.command()
@@ -83,8 +88,11 @@ def _answer(answered: Callable[[], bool], call_id: str, said: str) -> None:
             if not answered():
                 fail(f"call {call_id} is no longer waiting (answered or expired)", code=1)
     except StateUnavailable:
-        out.print(f"{said}: the answer is stored; Redis cannot be reached now, so the batch "
-                  "goes on once Redis is back", markup=False)  # fmt: skip
+        out.print(
+            f"{said}: the answer is stored; Redis cannot be reached now, so the batch "
+            "goes on once Redis is back",
+            markup=False,
+        )
         return
     out.print(said)
 
@@ -105,8 +113,11 @@ def _pending(runtime, call_id: str, batch: str | None):
     if not rows:
         asked = runtime.approvals.find(call_id, batch)
         if any(row.status == "expired" or row.status == "pending" for row in asked):
-            fail(f"the approval of call {call_id!r} expired; it can no longer be answered "
-                 "and the call ends denied", code=1)  # fmt: skip
+            fail(
+                f"the approval of call {call_id!r} expired; it can no longer be answered "
+                "and the call ends denied",
+                code=1,
+            )
         if asked:
             fail(f"call {call_id!r} was answered already ({asked[0].status})", code=1)
         fail(f"no call {call_id!r} is waiting for approval")

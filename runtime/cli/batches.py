@@ -165,8 +165,9 @@ def demo() -> None:
                 f"  {call['id']}: {call['name']}({json.dumps(call['arguments'])})", markup=False
             )
         runtime = runtime_for(settings.model_copy(update={"user_settings_file": trusting}))
-        handle = runtime.submit(sample.CALLS, mode="auto", workspace=workspace, timeout=60,
-                                rules=rules)  # fmt: skip
+        handle = runtime.submit(
+            sample.CALLS, mode="auto", workspace=workspace, timeout=60, rules=rules
+        )
         results = _follow(handle, quiet=False)
         out.print(f"\nledger of batch {handle.batch_id}:", markup=False)
         ledger(handle.batch_id, as_json=False)
@@ -222,9 +223,11 @@ def _load_json(file: Path, kind: str) -> Any:
     try:
         size = file.stat().st_size
         if size > MAX_FILE_BYTES:
-            fail(f"{file} is {size / 2**20:.0f} MiB; a {kind} file may be at most "
-                 f"{MAX_FILE_BYTES >> 20} MiB (each call's arguments at most "
-                 "TOOLRUN_MAX_ARGUMENT_BYTES)")  # fmt: skip
+            fail(
+                f"{file} is {size / 2**20:.0f} MiB; a {kind} file may be at most "
+                f"{MAX_FILE_BYTES >> 20} MiB (each call's arguments at most "
+                "TOOLRUN_MAX_ARGUMENT_BYTES)"
+            )
         return json.loads(file.read_text())
     except FileNotFoundError:
         fail(f"no such {kind} file: {file}")

@@ -41,8 +41,9 @@ class _App(typer.Typer):
         except (RecursionError, MemoryError, UnicodeError, ValueError) as error:
             # Input no check above foresaw: still one line, never a traceback.
             said = f"{type(error).__name__}: {one_line(error)}"[:300]
-            display.console(stderr=True).print(f"toolrun: cannot use this input: {said}",
-                                               markup=False)  # fmt: skip
+            display.console(stderr=True).print(
+                f"toolrun: cannot use this input: {said}", markup=False
+            )
             sys.exit(2)
 
 

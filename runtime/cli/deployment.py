@@ -53,8 +53,10 @@ def up() -> None:
             markup=False,
         )
     if record.gateway:
-        out.print(f"gateway {record.gateway['url']} (keys: `toolrun keys create NAME --role ...`)",
-                  markup=False)  # fmt: skip
+        out.print(
+            f"gateway {record.gateway['url']} (keys: `toolrun keys create NAME --role ...`)",
+            markup=False,
+        )
     else:
         out.print(f"gateway not started: {WITHOUT_EXTRA}", markup=False)
 

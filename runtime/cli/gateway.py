@@ -48,9 +48,13 @@ def serve(
     root = logging.getLogger()
     redactor = redactor_for(settings.redaction_patterns)
     prepare_handlers(root, settings.log_format, redactor)  # redacted, naming batch and call ids
-    uvicorn.run(create_app(settings), host=host or settings.gateway_host,
-                port=settings.gateway_port if port is None else port,
-                log_config=None, timeout_graceful_shutdown=5)  # fmt: skip
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.gateway_host,
+        port=settings.gateway_port if port is None else port,
+        log_config=None,
+        timeout_graceful_shutdown=5,
+    )
 
 
 def _keys():
@@ -89,8 +93,11 @@ def keys_list() -> None:
     for row in _keys().all():
         state = f"revoked {row.revoked_at:%Y-%m-%d %H:%M}" if row.revoked_at else "live"
         roots = ",".join(row.workspace_roots or []) or "-"
-        out.print(f"{row.name:<20} {row.role:<10} {state:<24} max mode {row.max_mode or '-':<13}"
-                  f" roots {roots}", markup=False)  # fmt: skip
+        out.print(
+            f"{row.name:<20} {row.role:<10} {state:<24} max mode {row.max_mode or '-':<13}"
+            f" roots {roots}",
+            markup=False,
+        )
 
 
 @keys.command("revoke")

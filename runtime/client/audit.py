@@ -33,8 +33,13 @@ class BatchAudit:
         self.policy = policy
         self.theirs = False  # its rows, once buffered, found the batch recorded by another
 
-    def admissions(self, admissions: list[Admitted | Refused], *, plan: dict | None = None,
-                   columns: dict | None = None) -> Recording:  # fmt: skip
+    def admissions(
+        self,
+        admissions: list[Admitted | Refused],
+        *,
+        plan: dict | None = None,
+        columns: dict | None = None,
+    ) -> Recording:
         """Batch row, call rows and a decision row per admitted call, before
         anything runs, in one transaction with the batch's `plan` and `columns`
         (key, fingerprint, deadline); a refused call's one row is its end, with
@@ -43,24 +48,38 @@ class BatchAudit:
         written. `buffered`: the ledger is unavailable (the caller fails
         closed; the rows, without the plan, wait in the buffer)."""
         events = [
-            event_fields(self.batch.id, a.call.id, EventKind.decision,
-                         redactor=self.ledger.redactor,
-                         **self._fields(a.decision, a.spec.risk.value))
+            event_fields(
+                self.batch.id,
+                a.call.id,
+                EventKind.decision,
+                redactor=self.ledger.redactor,
+                **self._fields(a.decision, a.spec.risk.value),
+            )
             for a in admissions
             if isinstance(a, Admitted)
-        ]  # fmt: skip
+        ]
         ends = [
-            CallEnd(self.batch.id, a.result, kind=a.event, redactor=self.ledger.redactor,
-                    **self._fields(a.decision, a.spec.risk.value if a.spec else None))
+            CallEnd(
+                self.batch.id,
+                a.result,
+                kind=a.event,
+                redactor=self.ledger.redactor,
+                **self._fields(a.decision, a.spec.risk.value if a.spec else None),
+            )
             for a in admissions
             if isinstance(a, Refused)
-        ]  # fmt: skip
+        ]
         risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
 
         def write(**owned) -> bool:
-            recorded = self.ledger.record_batch(self.batch, risks=risks, events=events,
-                                                policy_version=self.policy.version, ends=ends,
-                                                **owned)  # fmt: skip
+            recorded = self.ledger.record_batch(
+                self.batch,
+                risks=risks,
+                events=events,
+                policy_version=self.policy.version,
+                ends=ends,
+                **owned,
+            )
             self.theirs = not recorded
             return recorded
 
@@ -72,8 +91,12 @@ class BatchAudit:
             return Recording.buffered
         return Recording.recorded if recorded else Recording.found
 
-    def end(self, result: ToolResult, kind: EventKind = EventKind.finished,
-            decision: Decision | None = None) -> None:  # fmt: skip
+    def end(
+        self,
+        result: ToolResult,
+        kind: EventKind = EventKind.finished,
+        decision: Decision | None = None,
+    ) -> None:
         """A call's end decided on the client's side: now, or from the buffer
         once the ledger is back (after this batch's rows that wait there). Not
         at all if those rows found the batch recorded by another submitter of
@@ -87,8 +110,11 @@ class BatchAudit:
         self.ledger.eventually(write)
 
     def _fields(self, decision: Decision | None, risk: str | None) -> dict[str, str | None]:
-        fields = {"mode": self.batch.mode.value, "policy_version": self.policy.version,
-                  "risk": risk}  # fmt: skip
+        fields = {
+            "mode": self.batch.mode.value,
+            "policy_version": self.policy.version,
+            "risk": risk,
+        }
         if decision is not None:
             fields |= decision.as_dict()
         return fields

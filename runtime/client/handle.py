@@ -35,8 +35,14 @@ class BatchHandle:
         return self._events.done
 
     def approve(self, call_id: str, *, by: str, updated_arguments: Any = None) -> bool:
-        return answer(self._run.services, self.batch_id, call_id, approve=True, by=by,
-                      updated_arguments=updated_arguments)  # fmt: skip
+        return answer(
+            self._run.services,
+            self.batch_id,
+            call_id,
+            approve=True,
+            by=by,
+            updated_arguments=updated_arguments,
+        )
 
     def cancel(self, *, by: str = "client") -> None:
         """End the batch: calls not yet started end `cancelled`; calls running
@@ -45,8 +51,9 @@ class BatchHandle:
         self._run.cancel(by=by)
 
     def deny(self, call_id: str, reason: str, *, by: str) -> bool:
-        return answer(self._run.services, self.batch_id, call_id, approve=False, by=by,
-                      reason=reason)  # fmt: skip
+        return answer(
+            self._run.services, self.batch_id, call_id, approve=False, by=by, reason=reason
+        )
 
     def stream(self, timeout: float | None = None, *, notices: bool = True) -> Iterator[Event]:
         """Results as they finish, and (`notices`) an `ApprovalRequested` for
@@ -191,8 +198,7 @@ class AsyncBatchHandle:
         return adapters.reply("responses", await self.results(timeout), self.handle.kinds)
 
     async def reply(self, timeout: float | None = None) -> Any:
-        return adapters.reply(_dialect(self.handle), await self.results(timeout),
-                              self.handle.kinds)  # fmt: skip
+        return adapters.reply(_dialect(self.handle), await self.results(timeout), self.handle.kinds)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self.stream()

@@ -58,8 +58,13 @@ def fingerprint(batch: Batch, policy: Policy) -> str:
     `on_error`, and the policy (every level's rules, the batch's own `rules`
     included, the workspace's trust and the org's roots: its whole snapshot).
     Arguments no JSON can carry (refused at admission anyway) count by their call."""
-    body = [batch.mode.value, batch.workspace, batch.on_error, policy.snapshot(),
-            [[call.id, call.name, _json(call.arguments)] for call in batch.calls]]  # fmt: skip
+    body = [
+        batch.mode.value,
+        batch.workspace,
+        batch.on_error,
+        policy.snapshot(),
+        [[call.id, call.name, _json(call.arguments)] for call in batch.calls],
+    ]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -69,17 +74,24 @@ def check_key(known: BatchRow, batch: Batch, policy: Policy, key: str) -> None:
     differs, before this submit has written anything (docs/architecture.md,
     "Attach and keys"). A batch recorded from a buffer has no fingerprint:
     its columns are compared."""
-    differs = [name for name, ours, theirs in (
-        ("mode", batch.mode.value, known.mode), ("workspace", batch.workspace, known.workspace),
-        ("on_error", batch.on_error, known.on_error),
-        ("rules or policy", policy.version, known.policy_version),
-    ) if ours != theirs]  # fmt: skip
+    differs = [
+        name
+        for name, ours, theirs in (
+            ("mode", batch.mode.value, known.mode),
+            ("workspace", batch.workspace, known.workspace),
+            ("on_error", batch.on_error, known.on_error),
+            ("rules or policy", policy.version, known.policy_version),
+        )
+        if ours != theirs
+    ]
     if known.fingerprint is None and not differs:
         return
     if known.fingerprint != fingerprint(batch, policy):
         what = ", ".join(differs or ["calls"])
-        raise KeyConflict(f"key {key!r} was used for a batch of other {what}; "
-                          "submit with another key", differs=what)  # fmt: skip
+        raise KeyConflict(
+            f"key {key!r} was used for a batch of other {what}; submit with another key",
+            differs=what,
+        )
 
 
 def _json(value: object) -> str:
@@ -115,21 +127,36 @@ class BatchRun:
         batch, services = self.batch, self.services
         self.deadline = deadline
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
-        admissions = [admit(call, registry=services.registry, mode=batch.mode,
-                            workspace=Path(batch.workspace), policy=policy,
-                            max_argument_bytes=services.max_argument_bytes)
-                      for call in batch.calls]  # fmt: skip
+        admissions = [
+            admit(
+                call,
+                registry=services.registry,
+                mode=batch.mode,
+                workspace=Path(batch.workspace),
+                policy=policy,
+                max_argument_bytes=services.max_argument_bytes,
+            )
+            for call in batch.calls
+        ]
         reply_to = getattr(services.transport, "reply_to", None)
         signer = Signer(services.key, batch, policy.snapshot(), reply_to=reply_to)
-        plan = plans.build(batch, admissions, sign=lambda a, where: signer.message(a, stage=where),
-                           policy=signer.snapshot, reply_to=reply_to, deadline=deadline,
-                           approval_timeout=services.approval_timeout)  # fmt: skip
-        columns = {"key": key, "fingerprint": fingerprint(batch, policy),
-                   "deadline_at": datetime.fromtimestamp(deadline, UTC)}  # fmt: skip
+        plan = plans.build(
+            batch,
+            admissions,
+            sign=lambda a, where: signer.message(a, stage=where),
+            policy=signer.snapshot,
+            reply_to=reply_to,
+            deadline=deadline,
+            approval_timeout=services.approval_timeout,
+        )
+        columns = {
+            "key": key,
+            "fingerprint": fingerprint(batch, policy),
+            "deadline_at": datetime.fromtimestamp(deadline, UTC),
+        }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        recording = audit.admissions(admissions, plan=plan.model_dump(mode="json"),
-                                     columns=columns)  # fmt: skip
+        recording = audit.admissions(admissions, plan=plan.model_dump(mode="json"), columns=columns)
         if recording is Recording.found:
             self.unwatch()
             return False
@@ -210,16 +237,22 @@ class BatchRun:
         self.services.advancer.cancel(self.batch.id, by=by)
 
     def _without_ledger(self, plan: plans.BatchPlan, admissions: list, audit: BatchAudit) -> None:
-        reads = [a for a in admissions if isinstance(a, Admitted) and a.spec.risk is Risk.read
-                 and a.decision.effect.value == "allow"]  # fmt: skip
+        reads = [
+            a
+            for a in admissions
+            if isinstance(a, Admitted)
+            and a.spec.risk is Risk.read
+            and a.decision.effect.value == "allow"
+        ]
         for admission in admissions:
             if isinstance(admission, Admitted) and admission not in reads:
                 result = endings.ledger_unavailable(admission.call.id, admission.spec.name)
                 audit.end(result)
                 self.events.end(result)
         if reads:  # no side effect of this batch runs, so no read can miss one
-            self.services.transport.post([plan.calls[a.call.id].message for a in reads],
-                                         parallel=True)  # fmt: skip
+            self.services.transport.post(
+                [plan.calls[a.call.id].message for a in reads], parallel=True
+            )
 
 
 def requested(notice: ToolResult) -> ApprovalRequested:

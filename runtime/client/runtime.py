@@ -98,12 +98,23 @@ class Runtime:
         self.follower = Follower()  # every open batch of this runtime, on a few threads
         self._offload = ThreadPoolExecutor(OFFLOAD_THREADS, thread_name_prefix="toolrun-offload")
         self._closed = False
-        advancer = Advancer(ledger=self.ledger, registry=self.registry, key=key,
-                            queue=transport, state=transport, approvals=self.approvals)  # fmt: skip
-        self.services = Services(registry=self.registry, approvals=self.approvals,
-                                 transport=transport, advancer=advancer, key=key,
-                                 approval_timeout=settings.approval_timeout,
-                                 max_argument_bytes=settings.max_argument_bytes)  # fmt: skip
+        advancer = Advancer(
+            ledger=self.ledger,
+            registry=self.registry,
+            key=key,
+            queue=transport,
+            state=transport,
+            approvals=self.approvals,
+        )
+        self.services = Services(
+            registry=self.registry,
+            approvals=self.approvals,
+            transport=transport,
+            advancer=advancer,
+            key=key,
+            approval_timeout=settings.approval_timeout,
+            max_argument_bytes=settings.max_argument_bytes,
+        )
 
     @classmethod
     def from_env(cls) -> Runtime:
@@ -156,10 +167,17 @@ class Runtime:
         row = self.ledger.batch(batch_id)
         if row is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
-        calls = [ToolCall(id=c.call_id, name=c.tool, arguments=c.arguments)
-                 for c in self.ledger.calls(batch_id)]  # fmt: skip
-        batch = Batch(id=batch_id, calls=calls, mode=Mode(row.mode), workspace=row.workspace,
-                      on_error=row.on_error)  # fmt: skip
+        calls = [
+            ToolCall(id=c.call_id, name=c.tool, arguments=c.arguments)
+            for c in self.ledger.calls(batch_id)
+        ]
+        batch = Batch(
+            id=batch_id,
+            calls=calls,
+            mode=Mode(row.mode),
+            workspace=row.workspace,
+            on_error=row.on_error,
+        )
         run = BatchRun(batch, self.services)
         run.attach()
         self.follower.follow(run)
@@ -169,13 +187,20 @@ class Runtime:
         """Calls waiting for a human, from the ledger: any process sees them."""
         return self.approvals.pending(batch_id)
 
-    def approve(self, batch_id: str, call_id: str, *, by: str,
-                updated_arguments: Any = None) -> bool:  # fmt: skip
+    def approve(
+        self, batch_id: str, call_id: str, *, by: str, updated_arguments: Any = None
+    ) -> bool:
         """Let a waiting call run (with `updated_arguments`, validated again, if
         given), and carry its batch on from here. False if it was not waiting:
         already answered, or expired."""
-        return answer(self.services, batch_id, call_id, approve=True, by=by,
-                      updated_arguments=updated_arguments)  # fmt: skip
+        return answer(
+            self.services,
+            batch_id,
+            call_id,
+            approve=True,
+            by=by,
+            updated_arguments=updated_arguments,
+        )
 
     def cancel(self, batch_id: str, *, by: str = "client") -> None:
         """Cancel a batch from any process that can reach its Redis and ledger."""
@@ -277,8 +302,10 @@ def _call(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:
     try:
         call = call if isinstance(call, ToolCall) else ToolCall.model_validate(call)
     except ValidationError as error:
-        fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']}"
-                           for e in error.errors(include_url=False))  # fmt: skip
+        fields = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']}"
+            for e in error.errors(include_url=False)
+        )
         raise InvalidBatch(
             f"call {index} of the batch is not a tool call "
             f'{{"id": str, "name": str, "arguments": ...}}: {fields}'

@@ -68,13 +68,20 @@ def execute(
         # Not sent by a client holding the key, or altered on the way: never run.
         decision = Decision.deny(
             "the task message is unsigned or its signature does not match; it was not run",
-            rule="signature", source="worker")  # fmt: skip
+            rule="signature",
+            source="worker",
+        )
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
-    admission = admit(call, registry=registry, mode=message.mode,
-                      max_argument_bytes=settings.max_argument_bytes,
-                      workspace=Path(message.workspace),
-                      policy=Policy.from_snapshot(message.policy),
-                      approved_by=message.approved_by, to_run=True)  # fmt: skip
+    admission = admit(
+        call,
+        registry=registry,
+        mode=message.mode,
+        max_argument_bytes=settings.max_argument_bytes,
+        workspace=Path(message.workspace),
+        policy=Policy.from_snapshot(message.policy),
+        approved_by=message.approved_by,
+        to_run=True,
+    )
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
     if admission.spec.risk is not Risk.read and not admission.spec.idempotent:
@@ -82,8 +89,14 @@ def execute(
     return _at_least_once(admission, message, ledger, settings, worker, state)
 
 
-def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
-                   worker: str | None, state: BatchState | None) -> Outcome:  # fmt: skip
+def _at_least_once(
+    admission: Admitted,
+    message: CallMessage,
+    ledger: Ledger,
+    settings: Settings,
+    worker: str | None,
+    state: BatchState | None,
+) -> Outcome:
     """A read or an idempotent call: safe to run again, so nothing is claimed.
     Its deliveries are counted in Redis, and its started, retried and finished
     rows are written together once it ends: one ledger transaction per call.
@@ -109,24 +122,49 @@ def _at_least_once(admission: Admitted, message: CallMessage, ledger: Ledger, se
 
     def retried(attempt: int, error: BaseException) -> None:
         reason = f"{type(error).__name__}: {error}"
-        retries.append(event_fields(message.batch_id, call_id, EventKind.retried, worker=worker,
-                                    attempt=attempt, reason=reason,
-                                    redactor=ledger.redactor))  # fmt: skip
+        retries.append(
+            event_fields(
+                message.batch_id,
+                call_id,
+                EventKind.retried,
+                worker=worker,
+                attempt=attempt,
+                reason=reason,
+                redactor=ledger.redactor,
+            )
+        )
 
     started_at: datetime | None = utc_now()
     if look.delivery > 1:  # a redelivery: its start shows now, should this worker be lost too
-        ledger.eventually(lambda: ledger.mark_started(message.batch_id, call_id, worker=worker,
-                                                      attempt=look.delivery))  # fmt: skip
+        ledger.eventually(
+            lambda: ledger.mark_started(
+                message.batch_id, call_id, worker=worker, attempt=look.delivery
+            )
+        )
         started_at = None
-    result = invoke(admission, message, settings, delivery=look.delivery, worker=worker,
-                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
-    end = CallEnd(message.batch_id, result, started_at=started_at, retries=retries,
-                  redactor=ledger.redactor)  # fmt: skip
+    result = invoke(
+        admission,
+        message,
+        settings,
+        delivery=look.delivery,
+        worker=worker,
+        on_retry=retried,
+        quiet=ledger.quiet,
+    )
+    end = CallEnd(
+        message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
+    )
     return Outcome(result, _eventually(ledger, lambda: ledger.record_end(end)))
 
 
-def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings: Settings,
-             worker: str | None, state: BatchState | None) -> Outcome:  # fmt: skip
+def _claimed(
+    admission: Admitted,
+    message: CallMessage,
+    ledger: Ledger,
+    settings: Settings,
+    worker: str | None,
+    state: BatchState | None,
+) -> Outcome:
     """A side effect that is not idempotent: it runs only if this delivery
     claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
@@ -150,12 +188,26 @@ def _claimed(admission: Admitted, message: CallMessage, ledger: Ledger, settings
         return _record(ledger, message, early)
 
     def retried(attempt: int, error: BaseException) -> None:
-        ledger.eventually(lambda: ledger.record_event(
-            message.batch_id, call.id, EventKind.retried, worker=worker, attempt=attempt,
-            reason=f"{type(error).__name__}: {error}"))  # fmt: skip
+        ledger.eventually(
+            lambda: ledger.record_event(
+                message.batch_id,
+                call.id,
+                EventKind.retried,
+                worker=worker,
+                attempt=attempt,
+                reason=f"{type(error).__name__}: {error}",
+            )
+        )
 
-    result = invoke(admission, message, settings, delivery=begun.delivery, worker=worker,
-                    on_retry=retried, quiet=ledger.quiet)  # fmt: skip
+    result = invoke(
+        admission,
+        message,
+        settings,
+        delivery=begun.delivery,
+        worker=worker,
+        on_retry=retried,
+        quiet=ledger.quiet,
+    )
     return _record(ledger, message, result)
 
 
@@ -176,8 +228,9 @@ def _recall(state: BatchState, batch_id: str, call_id: str) -> ToolResult | None
         return None
 
 
-def _early_end(begun: Begun, message: CallMessage, tool: str, worker: str | None,
-               recall: Recall) -> ToolResult | None:  # fmt: skip
+def _early_end(
+    begun: Begun, message: CallMessage, tool: str, worker: str | None, recall: Recall
+) -> ToolResult | None:
     """The result of a delivery that must not run the tool, or None to run it."""
     meta = {"worker": worker, "attempts": begun.delivery}
     call_id = message.call_id
@@ -195,18 +248,33 @@ def _from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:
     text = row.error_message or row.summary or f"{tool} had already finished: {row.status}"
     status = Status(row.status)
     if status is Status.ok:
-        return results.success(message.call_id, tool, text, max_bytes=1024, worker=row.worker,
-                               attempts=row.attempts)  # fmt: skip
-    return results.failure(message.call_id, tool, status, text, kind=row.error_kind,
-                           worker=row.worker, attempts=row.attempts)  # fmt: skip
+        return results.success(
+            message.call_id, tool, text, max_bytes=1024, worker=row.worker, attempts=row.attempts
+        )
+    return results.failure(
+        message.call_id,
+        tool,
+        status,
+        text,
+        kind=row.error_kind,
+        worker=row.worker,
+        attempts=row.attempts,
+    )
 
 
 def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> Outcome:
     result = refused.result.model_copy(update=meta)
     fields = refused.decision.as_dict() if refused.decision else {}
     mode = message.mode.value
-    return Outcome(result, _eventually(ledger, lambda: ledger.record_result(
-        message.batch_id, result, kind=refused.event, mode=mode, **fields)))  # fmt: skip
+    return Outcome(
+        result,
+        _eventually(
+            ledger,
+            lambda: ledger.record_result(
+                message.batch_id, result, kind=refused.event, mode=mode, **fields
+            ),
+        ),
+    )
 
 
 def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> Outcome:
@@ -215,11 +283,14 @@ def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> Outcome:
     return Outcome(result, None)
 
 
-def _record(ledger: Ledger, message: CallMessage, result: ToolResult,
-            kind: EventKind = EventKind.finished) -> Outcome:  # fmt: skip
+def _record(
+    ledger: Ledger, message: CallMessage, result: ToolResult, kind: EventKind = EventKind.finished
+) -> Outcome:
     """The end row: now, or from the buffer once the ledger is back."""
-    return Outcome(result, _eventually(
-        ledger, lambda: ledger.record_result(message.batch_id, result, kind=kind)))  # fmt: skip
+    return Outcome(
+        result,
+        _eventually(ledger, lambda: ledger.record_result(message.batch_id, result, kind=kind)),
+    )
 
 
 def _eventually(ledger: Ledger, write: Callable[[], bool]) -> bool | None:

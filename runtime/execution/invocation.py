@@ -96,13 +96,19 @@ def invoke(
         return results.failure(call_id, name, Status.error, text, kind=type(error).__name__, **meta)
     try:
         return results.success(
-            call_id, name, outcome.get("value"), max_bytes=settings.result_max_bytes,
-            max_media_bytes=settings.result_max_media_bytes, redactor=redactor, **meta,
-        )  # fmt: skip
+            call_id,
+            name,
+            outcome.get("value"),
+            max_bytes=settings.result_max_bytes,
+            max_media_bytes=settings.result_max_media_bytes,
+            redactor=redactor,
+            **meta,
+        )
     except Exception as error:  # noqa: BLE001 - a tool returned something unserializable
         text = f"the tool's output could not be formatted: {type(error).__name__}: {error}"
-        return results.failure(call_id, name, Status.error, text, kind="format",
-                               redactor=redactor, **meta)  # fmt: skip
+        return results.failure(
+            call_id, name, Status.error, text, kind="format", redactor=redactor, **meta
+        )
 
 
 def _alarm_free() -> bool:
@@ -136,8 +142,9 @@ def _watched(target: Callable[[], None], timeout: float, name: str) -> bool:
     """Run `target` in a thread, abandoned (and interrupted) at `timeout`;
     whether it overran."""
     # The tool's own log lines keep the batch and call ids of this task.
-    runner = threading.Thread(target=contextvars.copy_context().run, args=(target,),
-                              name=f"tool-{name}", daemon=True)  # fmt: skip
+    runner = threading.Thread(
+        target=contextvars.copy_context().run, args=(target,), name=f"tool-{name}", daemon=True
+    )
     runner.start()
     runner.join(timeout)
     if runner.is_alive():

@@ -47,8 +47,10 @@ def overran(call_id: str, tool: str, timeout: float, *, read: bool, **meta: Any)
     if read:
         text = f"timed out after {timeout:g} s; try a smaller request"
         return results.failure(call_id, tool, Status.timeout, text, **meta)
-    text = (f"timed out after {timeout:g} s and was stopped; it may have done part of its "
-            "work, so check its effect before calling it again")  # fmt: skip
+    text = (
+        f"timed out after {timeout:g} s and was stopped; it may have done part of its "
+        "work, so check its effect before calling it again"
+    )
     return results.failure(call_id, tool, Status.outcome_unknown, text, kind="timeout", **meta)
 
 
@@ -56,18 +58,24 @@ def cut_off(call_id: str, tool: str, said: str, **meta: Any) -> ToolResult:
     """A side effect stopped by a timeout of its own (a shell command past its
     `timeout`, an MCP server that did not answer): it may have done part of its
     work, like one stopped at the tool's timeout. (A read keeps `timeout`.)"""
-    text = ("its outcome is unknown: it may have done part of its work, so check its effect "
-            f"before calling it again. {said}")  # fmt: skip
+    text = (
+        "its outcome is unknown: it may have done part of its work, so check its effect "
+        f"before calling it again. {said}"
+    )
     return results.failure(call_id, tool, Status.outcome_unknown, text, kind="timeout", **meta)
 
 
 def killed(call_id: str, tool: str, limit: float, *, read: bool, **meta: Any) -> ToolResult:
     """The process running the call passed the hard limit and was killed."""
     if read:
-        text = (f"timed out: still running {limit:g} s after it started, so the process "
-                "running it was killed; try a smaller request")  # fmt: skip
+        text = (
+            f"timed out: still running {limit:g} s after it started, so the process "
+            "running it was killed; try a smaller request"
+        )
         return results.failure(call_id, tool, Status.timeout, text, kind="killed", **meta)
-    text = (f"still running {limit:g} s after it started, so the process running it was "
-            "killed; it may have done part of its work, so check its effect before calling "
-            "it again")  # fmt: skip
+    text = (
+        f"still running {limit:g} s after it started, so the process running it was "
+        "killed; it may have done part of its work, so check its effect before calling "
+        "it again"
+    )
     return results.failure(call_id, tool, Status.outcome_unknown, text, kind="killed", **meta)

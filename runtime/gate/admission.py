@@ -48,10 +48,16 @@ class Refused:
 
 
 def admit(
-    call: ToolCall, *, registry: Registry, mode: Mode, workspace: Path, policy: Policy,
-    approved_by: str | None = None, to_run: bool = False,
+    call: ToolCall,
+    *,
+    registry: Registry,
+    mode: Mode,
+    workspace: Path,
+    policy: Policy,
+    approved_by: str | None = None,
+    to_run: bool = False,
     max_argument_bytes: int = argument_limits.DEFAULT_MAX_BYTES,
-) -> Admitted | Refused:  # fmt: skip
+) -> Admitted | Refused:
     if call.kind != "function":
         return Refused(call, None, _unsupported(call), EventKind.lookup_failed)
     spec = registry.get(call.name)
@@ -73,11 +79,19 @@ def admit(
     if decision.effect is Effect.deny:
         return refuse(call, spec, decision)
     if decision.effect is Effect.ask and approved_by is not None:
-        decision = Decision.allow(f"approved by {approved_by}", rule=decision.rule,
-                                  source=f"approval:{approved_by}")  # fmt: skip
+        decision = Decision.allow(
+            f"approved by {approved_by}", rule=decision.rule, source=f"approval:{approved_by}"
+        )
     elif decision.effect is Effect.ask and to_run:
-        return refuse(call, spec, Decision.deny(f"{decision.reason}, and no approval came with it",
-                                                rule=decision.rule, source="worker"))  # fmt: skip
+        return refuse(
+            call,
+            spec,
+            Decision.deny(
+                f"{decision.reason}, and no approval came with it",
+                rule=decision.rule,
+                source="worker",
+            ),
+        )
     return Admitted(call, spec, arguments, decision)
 
 
@@ -106,5 +120,6 @@ def _bounded(name: object) -> str:
 
 def _unknown(call: ToolCall, registry: Registry) -> ToolResult:
     name = _bounded(call.name)
-    return endings.unknown_tool(call.id, name, close=registry.closest(name),
-                                available=registry.names())  # fmt: skip
+    return endings.unknown_tool(
+        call.id, name, close=registry.closest(name), available=registry.names()
+    )

@@ -86,8 +86,9 @@ def offered(spec: CapabilitySpec, mode: Mode, policy: Policy | None = None) -> b
 
 def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Decision:
     if mode is Mode.plan and spec.risk is not Risk.read:
-        return Decision.deny("only read-only tools run in plan mode", rule="mode:plan",
-                             source="mode")  # fmt: skip
+        return Decision.deny(
+            "only read-only tools run in plan mode", rule="mode:plan", source="mode"
+        )
     refusal = _input_refusal(spec, arguments, workspace, policy)
     if refusal is not None:
         return refusal

@@ -81,16 +81,18 @@ def matching(
         return [rule for rule in named if _covers(rule, kind, subjects, workspace)]
     analysis = commands.analyze(subjects[0], workspace)
     out = [
-        rule for rule in named
+        rule
+        for rule in named
         if rule.specifier is None
         or (rule.effect is not Effect.allow and commands.denied_by([rule.specifier], analysis))
-    ]  # fmt: skip
+    ]
     allows = [rule for rule in named if rule.effect is Effect.allow and rule.specifier]
     if allows and commands.allowed_by([rule.specifier for rule in allows], analysis):
         out += [
-            rule for rule in allows
+            rule
+            for rule in allows
             if any(commands.matches(rule.specifier, part) for part in analysis.segments)
-        ]  # fmt: skip
+        ]
     return out
 
 

@@ -39,8 +39,9 @@ def approvals(gateway: Any, key: Key, rows: list) -> list:
         if key.roots is None:
             return rows
         places = {row.batch_id: _workspace(gateway, row.batch_id) for row in rows}
-        return [row for row in rows if places[row.batch_id] and
-                within(places[row.batch_id], key.roots)]  # fmt: skip
+        return [
+            row for row in rows if places[row.batch_id] and within(places[row.batch_id], key.roots)
+        ]
     own = gateway.keys.owned(key.id, sorted({row.batch_id for row in rows}))
     return [row for row in rows if row.batch_id in own]
 

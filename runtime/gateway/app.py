@@ -47,8 +47,13 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     runtime = runtime or Runtime(settings)
     redactor = redactor_for(runtime.settings.redaction_patterns)
     org = runtime.policies.org.get("permissions", {})
-    gateway = Gateway(runtime=runtime, keys=Keys(runtime.ledger), handles=Handles(runtime),
-                      metrics=Metrics(), org_allows=list(org.get("allow", [])))  # fmt: skip
+    gateway = Gateway(
+        runtime=runtime,
+        keys=Keys(runtime.ledger),
+        handles=Handles(runtime),
+        metrics=Metrics(),
+        org_allows=list(org.get("allow", [])),
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):

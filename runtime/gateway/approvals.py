@@ -30,8 +30,12 @@ class Approval(BaseModel):
 
 class Denial(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: str = Field("denied by an approver", min_length=1, max_length=4000,
-                        description="Why: the model reads it.")  # fmt: skip
+    reason: str = Field(
+        "denied by an approver",
+        min_length=1,
+        max_length=4000,
+        description="Why: the model reads it.",
+    )
 
 
 @router.get("/v1/approvals")
@@ -41,17 +45,30 @@ def pending(
     """Calls waiting for an answer that this key may see."""
     gateway = request.app.state.gateway
     rows = access.approvals(gateway, key, gateway.runtime.pending_approvals(batch))
-    return {"approvals": [
-        {"batch_id": row.batch_id, "call_id": row.call_id, "tool": row.tool,
-         "arguments": redact(row.arguments), "reason": row.reason,
-         "requested_at": row.requested_at.isoformat(), "expires_at": row.expires_at.isoformat()}
-        for row in rows
-    ]}  # fmt: skip
+    return {
+        "approvals": [
+            {
+                "batch_id": row.batch_id,
+                "call_id": row.call_id,
+                "tool": row.tool,
+                "arguments": redact(row.arguments),
+                "reason": row.reason,
+                "requested_at": row.requested_at.isoformat(),
+                "expires_at": row.expires_at.isoformat(),
+            }
+            for row in rows
+        ]
+    }
 
 
 @router.post("/v1/batches/{batch_id}/calls/{call_id}/approve")
-def approve(batch_id: str, call_id: str, request: Request, key: Authorized,
-            body: Annotated[Approval | None, Body()] = None) -> dict[str, Any]:  # fmt: skip
+def approve(
+    batch_id: str,
+    call_id: str,
+    request: Request,
+    key: Authorized,
+    body: Annotated[Approval | None, Body()] = None,
+) -> dict[str, Any]:
     """Let a waiting call run, and carry its batch on from here."""
     gateway = _answerable(request, key, batch_id, call_id)
     arguments = body.arguments if body else None
@@ -62,8 +79,13 @@ def approve(batch_id: str, call_id: str, request: Request, key: Authorized,
 
 
 @router.post("/v1/batches/{batch_id}/calls/{call_id}/deny")
-def deny(batch_id: str, call_id: str, request: Request, key: Authorized,
-         body: Annotated[Denial | None, Body()] = None) -> dict[str, Any]:  # fmt: skip
+def deny(
+    batch_id: str,
+    call_id: str,
+    request: Request,
+    key: Authorized,
+    body: Annotated[Denial | None, Body()] = None,
+) -> dict[str, Any]:
     """Refuse a waiting call: it ends `denied` with the reason, for the model to read."""
     gateway = _answerable(request, key, batch_id, call_id)
     reason = (body or Denial()).reason

@@ -51,9 +51,13 @@ class Submission(BaseModel):
 
 
 @router.post("", status_code=202)
-def submit(submission: Submission, request: Request, response: Response, key: Authorized,
-           idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
-           ) -> dict[str, Any]:  # fmt: skip
+def submit(
+    submission: Submission,
+    request: Request,
+    response: Response,
+    key: Authorized,
+    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+) -> dict[str, Any]:
     """Start a batch and answer at once. The same `Idempotency-Key` again (from
     the same key) answers the same batch and runs nothing twice; with another
     body (calls, mode, workspace, on_error, rules) it is a 409."""
@@ -62,24 +66,33 @@ def submit(submission: Submission, request: Request, response: Response, key: Au
     options = {
         "mode": roles.mode_for(key, submission.mode),
         "workspace": roles.workspace_for(key, submission.workspace),
-        "on_error": submission.on_error, "timeout": submission.timeout,
+        "on_error": submission.on_error,
+        "timeout": submission.timeout,
         "rules": submission.rules,
         # Keys are per gateway key, so two clients' keys never meet in one batch.
         "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
-    }  # fmt: skip
+    }
     roles.rules_for(key, submission.rules, gateway.org_allows)
     try:
-        handle = gateway.handles.submit(submission.calls, submission.message, submission.format,
-                                        **options)  # fmt: skip
+        handle = gateway.handles.submit(
+            submission.calls, submission.message, submission.format, **options
+        )
     except KeyConflict as error:  # checked before anything of this request was written
-        raise Problem(409, "idempotency key reused",
-                      f"Idempotency-Key {idempotency_key!r} was used for a batch of other "
-                      f"{error.differs}; send another key") from None  # fmt: skip
+        raise Problem(
+            409,
+            "idempotency key reused",
+            f"Idempotency-Key {idempotency_key!r} was used for a batch of other "
+            f"{error.differs}; send another key",
+        ) from None
     gateway.keys.own(handle.batch_id, key_id=key.id, key_name=key.name, format=handle.format)
     gateway.metrics.batches.inc()
-    log.info("batch submitted by key %s: %d calls in %s mode", key.name,
-             len(handle.batch.calls), options["mode"].value,
-             extra={"batch_id": handle.batch_id, "call_id": None})  # fmt: skip
+    log.info(
+        "batch submitted by key %s: %d calls in %s mode",
+        key.name,
+        len(handle.batch.calls),
+        options["mode"].value,
+        extra={"batch_id": handle.batch_id, "call_id": None},
+    )
     response.headers["Location"] = f"/v1/batches/{handle.batch_id}"
     return {"batch_id": handle.batch_id, **_links(handle.batch_id)}
 
@@ -96,12 +109,16 @@ async def state(
     await events.settled(seen.handle, wait)
     finals, waiting = seen.handle.so_far()
     batch = seen.handle.batch
-    return {"batch_id": batch_id, "state": "ended" if seen.handle.done else "running",
-            "mode": batch.mode.value, "workspace": batch.workspace,
-            "calls": [call.id for call in batch.calls],
-            "results": [events.body(result) for result in finals],
-            "awaiting_approval": [events.body(notice) for notice in waiting],
-            "submitted_by": seen.owner.key_name if seen.owner else None}  # fmt: skip
+    return {
+        "batch_id": batch_id,
+        "state": "ended" if seen.handle.done else "running",
+        "mode": batch.mode.value,
+        "workspace": batch.workspace,
+        "calls": [call.id for call in batch.calls],
+        "results": [events.body(result) for result in finals],
+        "awaiting_approval": [events.body(notice) for notice in waiting],
+        "submitted_by": seen.owner.key_name if seen.owner else None,
+    }
 
 
 @router.get("/{batch_id}/events")
@@ -120,8 +137,9 @@ async def stream(
     async def counted():
         gateway.metrics.streams.inc()
         try:
-            async for event in events.stream(seen.handle, sent,
-                                             on_event=gateway.metrics.events.inc):  # fmt: skip
+            async for event in events.stream(
+                seen.handle, sent, on_event=gateway.metrics.events.inc
+            ):
                 yield event
         finally:
             gateway.metrics.streams.dec()
@@ -130,9 +148,13 @@ async def stream(
 
 
 @router.get("/{batch_id}/reply")
-async def reply(batch_id: str, request: Request, key: Authorized,
-                format: Literal["anthropic", "openai", "responses"] | None = None,
-                wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0) -> Any:  # fmt: skip
+async def reply(
+    batch_id: str,
+    request: Request,
+    key: Authorized,
+    format: Literal["anthropic", "openai", "responses"] | None = None,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
+) -> Any:
     """What to send the model next, in the message's dialect (or `format`),
     once every call has ended (409 before; `wait` holds the request)."""
     seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
@@ -166,5 +188,9 @@ def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
 
 def _links(batch_id: str) -> dict[str, str]:
     base = f"/v1/batches/{batch_id}"
-    return {"state": base, "events": f"{base}/events", "reply": f"{base}/reply",
-            "cancel": f"{base}/cancel"}  # fmt: skip
+    return {
+        "state": base,
+        "events": f"{base}/events",
+        "reply": f"{base}/reply",
+        "cancel": f"{base}/cancel",
+    }

@@ -42,8 +42,12 @@ def body(event: Event) -> dict:
     return redact(event.model_dump(mode="json"))
 
 
-async def stream(handle: BatchHandle, sent: int, *, on_event: Callable[[], None] = lambda: None,
-                 ) -> AsyncIterator[dict]:  # fmt: skip
+async def stream(
+    handle: BatchHandle,
+    sent: int,
+    *,
+    on_event: Callable[[], None] = lambda: None,
+) -> AsyncIterator[dict]:
     """The events `sent` lacks, as sse-starlette's dicts, until every call has ended."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Event] = asyncio.Queue()
@@ -68,8 +72,11 @@ async def stream(handle: BatchHandle, sent: int, *, on_event: Callable[[], None]
             sent |= bit
             finals += final
             on_event()
-            yield {"id": format(sent, "x"), "event": "result" if final else "notice",
-                   "data": json.dumps(body(event))}  # fmt: skip
+            yield {
+                "id": format(sent, "x"),
+                "event": "result" if final else "notice",
+                "data": json.dumps(body(event)),
+            }
         yield {"event": "end", "data": json.dumps({"batch_id": handle.batch_id})}
     finally:
         handle.unsubscribe(listener)

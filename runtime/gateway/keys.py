@@ -41,8 +41,14 @@ class Key:
     max_mode: Mode | None  # None: any mode
 
 
-def mint(keys: Keys, name: str, role: Role, *, roots: list[str] | None = None,
-         max_mode: Mode | None = None) -> str:  # fmt: skip
+def mint(
+    keys: Keys,
+    name: str,
+    role: Role,
+    *,
+    roots: list[str] | None = None,
+    max_mode: Mode | None = None,
+) -> str:
     """Store a new key and return its token, which is shown this once. A
     submitter key must name the workspace roots it is confined to."""
     if not name or len(name) > 100 or not name.isprintable():
@@ -52,9 +58,16 @@ def mint(keys: Keys, name: str, role: Role, *, roots: list[str] | None = None,
     resolved = [str(Path(root).expanduser().resolve()) for root in roots or []] or None
     key_id = secrets.token_hex(6)
     token = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
-    keys.add(ApiKeyRow(id=key_id, name=name, role=role.value, secret_hash=_digest(token),
-                       workspace_roots=resolved,
-                       max_mode=max_mode.value if max_mode else None))  # fmt: skip
+    keys.add(
+        ApiKeyRow(
+            id=key_id,
+            name=name,
+            role=role.value,
+            secret_hash=_digest(token),
+            workspace_roots=resolved,
+            max_mode=max_mode.value if max_mode else None,
+        )
+    )
     return token
 
 
@@ -68,9 +81,13 @@ def authenticate(keys: Keys, token: str) -> Key | None:
         return None
     if not hmac.compare_digest(row.secret_hash, _digest(token)):
         return None
-    return Key(id=row.id, name=row.name, role=Role(row.role),
-               roots=tuple(row.workspace_roots) if row.workspace_roots else None,
-               max_mode=Mode(row.max_mode) if row.max_mode else None)  # fmt: skip
+    return Key(
+        id=row.id,
+        name=row.name,
+        role=Role(row.role),
+        roots=tuple(row.workspace_roots) if row.workspace_roots else None,
+        max_mode=Mode(row.max_mode) if row.max_mode else None,
+    )
 
 
 def _digest(token: str) -> str:

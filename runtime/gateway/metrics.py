@@ -12,14 +12,21 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("toolrun_gateway_requests", "HTTP requests answered",
-                                ["method", "route", "status"], registry=self.registry)  # fmt: skip
-        self.batches = Counter("toolrun_gateway_batches_submitted", "Batches submitted",
-                               registry=self.registry)  # fmt: skip
-        self.streams = Gauge("toolrun_gateway_event_streams", "Event streams open",
-                             registry=self.registry)  # fmt: skip
-        self.events = Counter("toolrun_gateway_events_sent", "Server-Sent Events sent",
-                              registry=self.registry)  # fmt: skip
+        self.requests = Counter(
+            "toolrun_gateway_requests",
+            "HTTP requests answered",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.batches = Counter(
+            "toolrun_gateway_batches_submitted", "Batches submitted", registry=self.registry
+        )
+        self.streams = Gauge(
+            "toolrun_gateway_event_streams", "Event streams open", registry=self.registry
+        )
+        self.events = Counter(
+            "toolrun_gateway_events_sent", "Server-Sent Events sent", registry=self.registry
+        )
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

@@ -40,14 +40,25 @@ class NotFound(Problem):
         super().__init__(404, "not found", detail)
 
 
-def response(status: int, title: str, detail: str, instance: str | None = None, *,
-             redactor: Redactor = BUILT_IN, **extra) -> JSONResponse:  # fmt: skip
+def response(
+    status: int,
+    title: str,
+    detail: str,
+    instance: str | None = None,
+    *,
+    redactor: Redactor = BUILT_IN,
+    **extra,
+) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if instance:
         body["instance"] = instance
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(redactor.redact({**body, **extra}), status_code=status,
-                        media_type=MEDIA_TYPE, headers=headers)  # fmt: skip
+    return JSONResponse(
+        redactor.redact({**body, **extra}),
+        status_code=status,
+        media_type=MEDIA_TYPE,
+        headers=headers,
+    )
 
 
 def install(app: FastAPI, redactor: Redactor = BUILT_IN) -> None:
@@ -63,8 +74,10 @@ def install(app: FastAPI, redactor: Redactor = BUILT_IN) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
-                  for e in error.errors()]  # fmt: skip
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+            for e in error.errors()
+        ]
         said = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         if any(e.get("type") == "json_invalid" for e in error.errors()):
             return problem(400, "malformed JSON", said, request.url.path, errors=errors)

@@ -30,10 +30,15 @@ from runtime.ledger.tables import utc_now
 APPROVALS = ApprovalRow.__table__
 
 
-def seal_of(key: bytes, batch_id: str, call_id: str, status: str, by: str | None,
-            arguments: Any) -> str:  # fmt: skip
-    body = json.dumps([batch_id, call_id, status, by, arguments], sort_keys=True,
-                      separators=(",", ":"), default=str)  # fmt: skip
+def seal_of(
+    key: bytes, batch_id: str, call_id: str, status: str, by: str | None, arguments: Any
+) -> str:
+    body = json.dumps(
+        [batch_id, call_id, status, by, arguments],
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 
@@ -41,8 +46,9 @@ def sealed(key: bytes, row: ApprovalRow) -> bool:
     """Whether an answered row is as its answerer left it."""
     if row.status == "pending":
         return True
-    expected = seal_of(key, row.batch_id, row.call_id, row.status, row.answered_by,
-                       row.arguments_given)  # fmt: skip
+    expected = seal_of(
+        key, row.batch_id, row.call_id, row.status, row.answered_by, row.arguments_given
+    )
     return isinstance(row.seal, str) and hmac.compare_digest(row.seal, expected)
 
 
@@ -52,20 +58,37 @@ class Approvals:
         self.key = key  # None: this process only reads approvals (status)
 
     def request(
-        self, batch_id: str, call_id: str, *, tool: str, arguments: Any, reason: str,
+        self,
+        batch_id: str,
+        call_id: str,
+        *,
+        tool: str,
+        arguments: Any,
+        reason: str,
         timeout: float,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Store the request, once: True if this call stored it (and recorded
         `approval_asked`), False if it was stored already."""
-        row = {"batch_id": batch_id, "call_id": call_id, "tool": tool, "status": "pending",
-               "arguments": self.ledger.redactor.redact(arguments), "reason": reason,
-               "requested_at": utc_now(), "expires_at": utc_now() + timedelta(seconds=timeout),
-               "updated_arguments": False}  # fmt: skip
+        row = {
+            "batch_id": batch_id,
+            "call_id": call_id,
+            "tool": tool,
+            "status": "pending",
+            "arguments": self.ledger.redactor.redact(arguments),
+            "reason": reason,
+            "requested_at": utc_now(),
+            "expires_at": utc_now() + timedelta(seconds=timeout),
+            "updated_arguments": False,
+        }
 
         def work(connection) -> bool:
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            statement = (make(APPROVALS).values(**row).on_conflict_do_nothing()
-                         .returning(APPROVALS.c.call_id))  # fmt: skip
+            statement = (
+                make(APPROVALS)
+                .values(**row)
+                .on_conflict_do_nothing()
+                .returning(APPROVALS.c.call_id)
+            )
             return connection.execute(statement).first() is not None
 
         stored = self.ledger.transaction(work, core=True)
@@ -74,33 +97,52 @@ class Approvals:
         return stored
 
     def answer(
-        self, batch_id: str, call_id: str, *, approve: bool, by: str, reason: str | None = None,
+        self,
+        batch_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        by: str,
+        reason: str | None = None,
         updated_arguments: Any = None,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Approve or deny a pending call. False if it is not pending (answered,
         expired, or unknown): the first answer wins."""
         updated = updated_arguments is not None
         status = "approved" if approve else "denied"
         # As the JSON column will give it back, so that the seal matches what is read.
         given = json.loads(json.dumps(updated_arguments)) if approve and updated else None
-        won = self._transition(batch_id, call_id, status, by=by, answer=reason,
-                               updated=approve and updated, given=given)  # fmt: skip
+        won = self._transition(
+            batch_id,
+            call_id,
+            status,
+            by=by,
+            answer=reason,
+            updated=approve and updated,
+            given=given,
+        )
         if won:
             kind = EventKind.approval_given if approve else EventKind.approval_refused
             self.ledger.record_event(
-                batch_id, call_id, kind, approver=by, reason=reason,
+                batch_id,
+                call_id,
+                kind,
+                approver=by,
+                reason=reason,
                 detail={"updated_arguments": updated_arguments} if updated else None,
-            )  # fmt: skip
+            )
         return won
 
     def expire(self, batch_id: str, call_id: str) -> bool:
-        return self._transition(batch_id, call_id, "expired", by=None,
-                                answer="approval timed out", any_time=True)  # fmt: skip
+        return self._transition(
+            batch_id, call_id, "expired", by=None, answer="approval timed out", any_time=True
+        )
 
     def expired(self) -> list[tuple[str, str]]:
         """Pending approvals past their expiry, as (batch id, call id)."""
-        query = select(ApprovalRow).where(ApprovalRow.status == "pending",
-                                          ApprovalRow.expires_at <= utc_now())  # fmt: skip
+        query = select(ApprovalRow).where(
+            ApprovalRow.status == "pending", ApprovalRow.expires_at <= utc_now()
+        )
         rows = self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
         return [(row.batch_id, row.call_id) for row in rows]
 
@@ -122,27 +164,40 @@ class Approvals:
 
     def pending(self, batch_id: str | None = None) -> list[ApprovalRow]:
         """Calls waiting for an answer that can still be given (not expired)."""
-        query = select(ApprovalRow).where(ApprovalRow.status == "pending",
-                                          ApprovalRow.expires_at > utc_now())  # fmt: skip
+        query = select(ApprovalRow).where(
+            ApprovalRow.status == "pending", ApprovalRow.expires_at > utc_now()
+        )
         if batch_id is not None:
             query = query.where(ApprovalRow.batch_id == batch_id)
         query = query.order_by(ApprovalRow.requested_at)
         return self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
 
-    def _transition(self, batch_id, call_id, status, *, by, answer, updated=False, given=None,
-                    any_time=False) -> bool:  # fmt: skip
+    def _transition(
+        self, batch_id, call_id, status, *, by, answer, updated=False, given=None, any_time=False
+    ) -> bool:
         if self.key is None:
             raise RuntimeError("answering an approval needs the signing key")
         seal = seal_of(self.key, batch_id, call_id, status, by, given)
-        where = [ApprovalRow.batch_id == batch_id, ApprovalRow.call_id == call_id,
-                 ApprovalRow.status == "pending"]  # fmt: skip
+        where = [
+            ApprovalRow.batch_id == batch_id,
+            ApprovalRow.call_id == call_id,
+            ApprovalRow.status == "pending",
+        ]
         if not any_time:
             where.append(ApprovalRow.expires_at > utc_now())  # an expired one cannot be answered
         statement = (
-            update(ApprovalRow).where(*where)
-            .values(status=status, answered_by=by, answered_at=utc_now(), answer=answer,
-                    updated_arguments=updated, arguments_given=given, seal=seal)
-        )  # fmt: skip
+            update(ApprovalRow)
+            .where(*where)
+            .values(
+                status=status,
+                answered_by=by,
+                answered_at=utc_now(),
+                answer=answer,
+                updated_arguments=updated,
+                arguments_given=given,
+                seal=seal,
+            )
+        )
 
         def work(session: Session) -> bool:
             return session.exec(statement).rowcount == 1

@@ -15,8 +15,12 @@ from sqlalchemy import Connection, delete, or_, select, update
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
 
-BATCHES, CALLS, ENDS, PLANS = (BatchRow.__table__, CallRow.__table__, EndRow.__table__,
-                               PlanRow.__table__)  # fmt: skip
+BATCHES, CALLS, ENDS, PLANS = (
+    BatchRow.__table__,
+    CallRow.__table__,
+    EndRow.__table__,
+    PlanRow.__table__,
+)
 
 
 def ends(connection: Connection, batch_id: str) -> dict[str, ToolResult]:
@@ -30,32 +34,39 @@ def plan(connection: Connection, batch_id: str) -> dict[str, Any] | None:
 
 
 def claimed(connection: Connection, batch_id: str) -> set[str]:
-    query = select(CALLS.c.call_id).where(CALLS.c.batch_id == batch_id,
-                                          CALLS.c.status == "running")  # fmt: skip
+    query = select(CALLS.c.call_id).where(CALLS.c.batch_id == batch_id, CALLS.c.status == "running")
     return set(connection.execute(query).scalars().all())
 
 
-def needing_attention(connection: Connection, *, now: datetime,
-                      stale_before: datetime) -> list[str]:  # fmt: skip
+def needing_attention(
+    connection: Connection, *, now: datetime, stale_before: datetime
+) -> list[str]:
     query = select(BATCHES.c.id).where(
         BATCHES.c.ended_at.is_(None),
-        or_(BATCHES.c.deadline_at <= now, BATCHES.c.cancelled_at.is_not(None),
-            BATCHES.c.created_at <= stale_before),
+        or_(
+            BATCHES.c.deadline_at <= now,
+            BATCHES.c.cancelled_at.is_not(None),
+            BATCHES.c.created_at <= stale_before,
+        ),
         BATCHES.c.deadline_at.is_not(None),
-    )  # fmt: skip
+    )
     return list(connection.execute(query).scalars().all())
 
 
 def mark_ended(connection: Connection, batch_id: str) -> None:
-    connection.execute(update(BATCHES).where(BATCHES.c.id == batch_id,
-                                             BATCHES.c.ended_at.is_(None))
-                       .values(ended_at=utc_now()))  # fmt: skip
+    connection.execute(
+        update(BATCHES)
+        .where(BATCHES.c.id == batch_id, BATCHES.c.ended_at.is_(None))
+        .values(ended_at=utc_now())
+    )
     connection.execute(delete(PLANS).where(PLANS.c.batch_id == batch_id))
 
 
 def mark_cancelled(connection: Connection, batch_id: str, *, by: str, at: datetime) -> datetime:
-    connection.execute(update(BATCHES).where(BATCHES.c.id == batch_id,
-                                             BATCHES.c.cancelled_at.is_(None))
-                       .values(cancelled_at=at, cancelled_by=by))  # fmt: skip
+    connection.execute(
+        update(BATCHES)
+        .where(BATCHES.c.id == batch_id, BATCHES.c.cancelled_at.is_(None))
+        .values(cancelled_at=at, cancelled_by=by)
+    )
     found = select(BATCHES.c.cancelled_at).where(BATCHES.c.id == batch_id)
     return connection.execute(found).scalar() or at

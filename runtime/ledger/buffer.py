@@ -68,8 +68,9 @@ class LedgerBuffer:
 
     def _start_flusher(self) -> None:
         if self._flusher is None or not self._flusher.is_alive():
-            self._flusher = threading.Thread(target=self._flush_until_empty,
-                                             name="ledger-buffer", daemon=True)  # fmt: skip
+            self._flusher = threading.Thread(
+                target=self._flush_until_empty, name="ledger-buffer", daemon=True
+            )
             self._flusher.start()
 
     def _flush_until_empty(self) -> None:

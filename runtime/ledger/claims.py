@@ -45,8 +45,9 @@ class Begun:
     row: Row | None  # the call's row as it was found (a `toolrun_call` row)
 
 
-def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | None,
-          redactor: Redactor) -> Begun:
+def claim(
+    connection: Connection, batch_id: str, call_id: str, *, worker: str | None, redactor: Redactor
+) -> Begun:
     """Claim a call, writing its started row with the claim."""
     where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
     call = connection.execute(select(CALLS).where(where).with_for_update()).first()
@@ -61,10 +62,24 @@ def claim(connection: Connection, batch_id: str, call_id: str, *, worker: str | 
     if connection.execute(cancelled).scalar() is not None:
         return Begun(Start.cancelled, call.attempts, call)
     now, delivery = utc_now(), call.attempts + 1
-    connection.execute(update(CALLS).where(where).values(
-        status="running", worker=worker, attempts=delivery,
-        started_at=func.coalesce(CALLS.c.started_at, now)))  # fmt: skip
-    started = event_fields(batch_id, call_id, EventKind.started, at=now, worker=worker,
-                           attempt=delivery, redactor=redactor)  # fmt: skip
+    connection.execute(
+        update(CALLS)
+        .where(where)
+        .values(
+            status="running",
+            worker=worker,
+            attempts=delivery,
+            started_at=func.coalesce(CALLS.c.started_at, now),
+        )
+    )
+    started = event_fields(
+        batch_id,
+        call_id,
+        EventKind.started,
+        at=now,
+        worker=worker,
+        attempt=delivery,
+        redactor=redactor,
+    )
     connection.execute(insert(EVENTS), [started])
     return Begun(Start.run, delivery, call)

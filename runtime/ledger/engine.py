@@ -33,8 +33,10 @@ def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     if parsed.get_backend_name() != "sqlite":
         # A lock wait is bounded like SQLite's busy timeout, and a session a frozen or
         # dead process left inside a transaction is ended by the server, locks and all.
-        options = (f"-c lock_timeout={int(busy_seconds * 1000)} "
-                   f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")  # fmt: skip
+        options = (
+            f"-c lock_timeout={int(busy_seconds * 1000)} "
+            f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        )
         # A server can drop a connection: pre-ping.
         return create_engine(parsed, pool_pre_ping=True, connect_args={"options": options})
     database = parsed.database or ""

@@ -58,8 +58,13 @@ class Keys:
     def own(self, batch_id: str, *, key_id: str, key_name: str, format: str | None) -> None:
         """Record the submitter of a batch, once: a repeated submit (the same
         idempotency key) keeps the first record."""
-        row = {"batch_id": batch_id, "key_id": key_id, "key_name": key_name, "format": format,
-               "at": utc_now()}  # fmt: skip
+        row = {
+            "batch_id": batch_id,
+            "key_id": key_id,
+            "key_name": key_name,
+            "format": format,
+            "at": utc_now(),
+        }
 
         def work(connection) -> None:
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert

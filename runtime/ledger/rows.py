@@ -59,8 +59,9 @@ def stored(arguments: Any, redactor: Redactor = BUILT_IN) -> Any:
     return scrub(arguments, redactor) if fault is None else {"not_stored": fault}
 
 
-def event_fields(batch_id: str, call_id: str | None, kind: Any, *,
-                 redactor: Redactor = BUILT_IN, **fields: Any) -> dict[str, Any]:  # fmt: skip
+def event_fields(
+    batch_id: str, call_id: str | None, kind: Any, *, redactor: Redactor = BUILT_IN, **fields: Any
+) -> dict[str, Any]:
     """Checked, plain and redacted columns of one event. Built before any retry,
     so that each attempt inserts a fresh row."""
     unknown = sorted(set(fields) - EVENT_TEXT - {"at", "attempt", "detail"})
@@ -101,16 +102,34 @@ class CallEnd:
         self.unclaimed = unclaimed
         error = result.error
         meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
-        row = event_fields(batch_id, result.call_id, kind, detail=ledger_summary(result),
-                           redactor=redactor, **meta, **fields)  # fmt: skip
+        row = event_fields(
+            batch_id,
+            result.call_id,
+            kind,
+            detail=ledger_summary(result),
+            redactor=redactor,
+            **meta,
+            **fields,
+        )
         self.batch_id, self.call_id, self.events = batch_id, result.call_id, [row]
-        self.end = {"batch_id": batch_id, "call_id": result.call_id, "status": row["status"],
-                    "result": result.model_dump(mode="json"), "at": row["at"]}  # fmt: skip
+        self.end = {
+            "batch_id": batch_id,
+            "call_id": result.call_id,
+            "status": row["status"],
+            "result": result.model_dump(mode="json"),
+            "at": row["at"],
+        }
         if started_at is not None:
             retries = list(retries)  # each one an attempt more than the start's
-            start = event_fields(batch_id, result.call_id, EventKind.started, at=started_at,
-                                 worker=result.worker, redactor=redactor,
-                                 attempt=(result.attempts or 1) - len(retries))  # fmt: skip
+            start = event_fields(
+                batch_id,
+                result.call_id,
+                EventKind.started,
+                at=started_at,
+                worker=result.worker,
+                redactor=redactor,
+                attempt=(result.attempts or 1) - len(retries),
+            )
             self.events[:0] = [start, *retries]
         self.values: dict[str, Any] = {
             "key_batch_id": batch_id,
@@ -173,8 +192,10 @@ def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
     SQLite takes one writer at a time already."""
     if connection.dialect.name != "postgresql":
         return
-    keys = {int.from_bytes(hashlib.blake2b(b.encode(), digest_size=4).digest(), "big") - 2**31
-            for b in batch_ids}  # fmt: skip
+    keys = {
+        int.from_bytes(hashlib.blake2b(b.encode(), digest_size=4).digest(), "big") - 2**31
+        for b in batch_ids
+    }
     for key in sorted(keys):  # one order of the keys themselves: two ids may share one
         connection.execute(LOCK, {"space": LOCK_SPACE, "key": key})
 
@@ -204,19 +225,34 @@ END_CALL = (
 
 
 def batch_rows(
-    batch: Batch, risks: dict[str, Any], policy_version: str | None,
+    batch: Batch,
+    risks: dict[str, Any],
+    policy_version: str | None,
     redactor: Redactor = BUILT_IN,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The batch's row and its calls' rows, pending."""
-    head = {"id": batch.id, "mode": text(batch.mode), "workspace": batch.workspace,
-            "on_error": batch.on_error, "call_count": len(batch.calls),
-            "policy_version": policy_version, "created_at": utc_now()}  # fmt: skip
+    head = {
+        "id": batch.id,
+        "mode": text(batch.mode),
+        "workspace": batch.workspace,
+        "on_error": batch.on_error,
+        "call_count": len(batch.calls),
+        "policy_version": policy_version,
+        "created_at": utc_now(),
+    }
     calls = [
-        {"batch_id": batch.id, "call_id": call.id, "position": position,
-         "tool": text(call.name, redactor), "risk": text(risks.get(call.id)), "status": "pending",
-         "arguments": stored(call.arguments, redactor), "attempts": 0}
+        {
+            "batch_id": batch.id,
+            "call_id": call.id,
+            "position": position,
+            "tool": text(call.name, redactor),
+            "risk": text(risks.get(call.id)),
+            "status": "pending",
+            "arguments": stored(call.arguments, redactor),
+            "attempts": 0,
+        }
         for position, call in enumerate(batch.calls)
-    ]  # fmt: skip
+    ]
     return head, calls
 
 
@@ -239,10 +275,14 @@ def settle(connection: Connection, batch_id: str) -> None:
             continue
         detail = row.detail or {}
         error = detail.get("error") or {}
-        values |= {"status": row.status, "finished_at": row.at,
-                   "duration_ms": detail.get("duration_ms"), "summary": text(detail.get("summary")),
-                   "error_kind": text(error.get("kind")),
-                   "error_message": text(error.get("message"))}  # fmt: skip
+        values |= {
+            "status": row.status,
+            "finished_at": row.at,
+            "duration_ms": detail.get("duration_ms"),
+            "summary": text(detail.get("summary")),
+            "error_kind": text(error.get("kind")),
+            "error_message": text(error.get("message")),
+        }
     for call_id, values in changes.items():
         where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
         known = {name: value for name, value in values.items() if value is not None}

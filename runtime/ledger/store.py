@@ -59,9 +59,14 @@ class Ledger:
     own: pooled connections must not cross a fork), shared by its threads."""
 
     def __init__(
-        self, url: str, *, retry_seconds: float = 10.0, retry_attempts: int = 6, lazy: bool = False,
+        self,
+        url: str,
+        *,
+        retry_seconds: float = 10.0,
+        retry_attempts: int = 6,
+        lazy: bool = False,
         redactor: Redactor = BUILT_IN,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`lazy`: a database unreachable now is not an error yet; its schema is
         checked on first use (a worker's pool process must not lose the call it
         started for because the ledger was down that moment). `redactor`: what
@@ -84,8 +89,12 @@ class Ledger:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, lazy: bool = False) -> "Ledger":
-        return cls(settings.ledger_url, retry_seconds=settings.ledger_retry_seconds, lazy=lazy,
-                   redactor=redactor_for(settings.redaction_patterns))  # fmt: skip
+        return cls(
+            settings.ledger_url,
+            retry_seconds=settings.ledger_retry_seconds,
+            lazy=lazy,
+            redactor=redactor_for(settings.redaction_patterns),
+        )
 
     def _check_schema(self) -> None:
         """The schema is Alembic's (`runtime.ledger.schema`): an empty database gets it
@@ -127,8 +136,9 @@ class Ledger:
                 return False  # a batch recorded before keeps its first record, and only it
             connection.execute(insert(CALLS), calls)
             if plan is not None:
-                connection.execute(insert(PlanRow.__table__), [{"batch_id": batch.id,
-                                                               "body": plan}])  # fmt: skip
+                connection.execute(
+                    insert(PlanRow.__table__), [{"batch_id": batch.id, "body": plan}]
+                )
             settle(connection, batch.id)
             if rows:
                 connection.execute(insert(EVENTS), rows)
@@ -186,8 +196,14 @@ class Ledger:
     ) -> None:
         """A started event and the call row marked running. `started_at` keeps
         the first start, so a retried call shows how long it has been going."""
-        row = event_fields(batch_id, call_id, EventKind.started, worker=worker, attempt=attempt,
-                           redactor=self.redactor)  # fmt: skip
+        row = event_fields(
+            batch_id,
+            call_id,
+            EventKind.started,
+            worker=worker,
+            attempt=attempt,
+            redactor=self.redactor,
+        )
 
         def work(session: Session) -> None:
             lock_batches(session.connection(), {batch_id})  # see `lock_batches`
@@ -202,8 +218,10 @@ class Ledger:
     def claim(self, batch_id: str, call_id: str, *, worker: str | None) -> Begun:
         """Claim a side effect before it runs, with its started row: whether
         this delivery runs it (`runtime.ledger.claims`)."""
-        return self._run(lambda c: claims.claim(c, batch_id, call_id, worker=worker,
-                                                         redactor=self.redactor), core=True)
+        return self._run(
+            lambda c: claims.claim(c, batch_id, call_id, worker=worker, redactor=self.redactor),
+            core=True,
+        )
 
     def mark_ended(self, batch_id: str) -> None:
         """Every call has ended: the sweep passes it by, and its plan (unredacted
@@ -213,8 +231,9 @@ class Ledger:
     def mark_cancelled(self, batch_id: str, *, by: str) -> datetime:
         """When the batch was cancelled (the first cancel counts); the time is
         taken inside the transaction, next to the write it dates."""
-        return self._run(lambda c: batches.mark_cancelled(c, batch_id, by=by, at=utc_now()),
-                         core=True)  # fmt: skip
+        return self._run(
+            lambda c: batches.mark_cancelled(c, batch_id, by=by, at=utc_now()), core=True
+        )
 
     def plan(self, batch_id: str) -> dict[str, Any] | None:
         """The batch's plan, or None once it has ended or if it was never recorded."""
@@ -316,8 +335,10 @@ class Ledger:
             text = self.redactor.redact_text(" ".join(str(cause).split()))
             said = f"{type(cause).__name__}: {text[:500]}"
             if ledger_engine.locked(error):
-                said = (f"another process held its write lock for over {self._retry_seconds:g} s "
-                        f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}")  # fmt: skip
+                said = (
+                    f"another process held its write lock for over {self._retry_seconds:g} s "
+                    f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}"
+                )
             url = self._engine.url.render_as_string(hide_password=True)
             fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
             raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error
@@ -330,6 +351,7 @@ def _event_rows(
     found = []
     for row in rows:
         fields = row if isinstance(row, dict) else row.model_dump(exclude={"id"})
-        found.append(event_fields(**{k: v for k, v in fields.items() if k != "id"},
-                                  redactor=redactor))  # fmt: skip
+        found.append(
+            event_fields(**{k: v for k, v in fields.items() if k != "id"}, redactor=redactor)
+        )
     return found

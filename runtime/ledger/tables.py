@@ -199,11 +199,26 @@ class BatchOwnerRow(SQLModel, table=True):
     at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
-TABLES = [BatchRow.__table__, CallRow.__table__, EventRow.__table__, ApprovalRow.__table__,
-          EndRow.__table__, PlanRow.__table__, ApiKeyRow.__table__,
-          BatchOwnerRow.__table__]  # fmt: skip
+TABLES = [
+    BatchRow.__table__,
+    CallRow.__table__,
+    EventRow.__table__,
+    ApprovalRow.__table__,
+    EndRow.__table__,
+    PlanRow.__table__,
+    ApiKeyRow.__table__,
+    BatchOwnerRow.__table__,
+]
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {
-    "mode", "risk", "effect", "rule", "source", "reason", "policy_version", "approver",
-    "worker", "status",
-}  # fmt: skip
+    "mode",
+    "risk",
+    "effect",
+    "rule",
+    "source",
+    "reason",
+    "policy_version",
+    "approver",
+    "worker",
+    "status",
+}

@@ -21,10 +21,30 @@ from typing import Any
 from pydantic import BaseModel
 
 NAMES = {
-    "path", "paths", "source", "sources", "destination", "src", "dst", "dest", "target",
-    "uri", "uris", "url_path", "file", "files", "filename", "filenames", "directory",
-    "directories", "dir", "dirs", "folder", "root", "cwd",
-}  # fmt: skip
+    "path",
+    "paths",
+    "source",
+    "sources",
+    "destination",
+    "src",
+    "dst",
+    "dest",
+    "target",
+    "uri",
+    "uris",
+    "url_path",
+    "file",
+    "files",
+    "filename",
+    "filenames",
+    "directory",
+    "directories",
+    "dir",
+    "dirs",
+    "folder",
+    "root",
+    "cwd",
+}
 SUFFIXES = ("path", "paths", "file", "files", "dir", "directory", "folder", "filename", "uri")
 URI_FORMATS = {"uri", "uri-reference", "iri", "iri-reference"}
 _WORDS = re.compile(r"[^a-z0-9]")

@@ -265,8 +265,9 @@ def output(result: Any) -> ToolOutput:
         message = json.dumps(structured, ensure_ascii=False)
     content = structured if structured is not None else blocks
     summary = " ".join(message.split()) or "(no output)"
-    return ToolOutput(content=content, message=message or "(no output)", summary=summary,
-                      media=carried)  # fmt: skip
+    return ToolOutput(
+        content=content, message=message or "(no output)", summary=summary, media=carried
+    )
 
 
 def _scrubbed(value: Any) -> Any:

@@ -27,11 +27,26 @@ from runtime.redaction.detectors import snake
 # `api_?key` -> ("api", "key"); `password` -> ("password",)
 _LIBRARY = [tuple(entry.split("_?")) for entry in DENYLIST]
 _OWN = [
-    ("token",), ("secret",), ("credential",), ("credentials",), ("passphrase",), ("pass",), ("pw",),
-    ("authorization",), ("cookie",), ("access", "key"), ("secret", "key"), ("signing", "key"),
-    ("encryption", "key"), ("master", "key"), ("session", "key"), ("app", "key"),
-    ("shared", "key"), ("storage", "key"), ("iam", "key"),
-]  # fmt: skip
+    ("token",),
+    ("secret",),
+    ("credential",),
+    ("credentials",),
+    ("passphrase",),
+    ("pass",),
+    ("pw",),
+    ("authorization",),
+    ("cookie",),
+    ("access", "key"),
+    ("secret", "key"),
+    ("signing", "key"),
+    ("encryption", "key"),
+    ("master", "key"),
+    ("session", "key"),
+    ("app", "key"),
+    ("shared", "key"),
+    ("storage", "key"),
+    ("iam", "key"),
+]
 NOUNS = {parts for parts in _LIBRARY + _OWN}
 SINGLE = {parts[0] for parts in NOUNS if len(parts) == 1} | {"".join(p) for p in NOUNS}
 PAIRS = {parts for parts in NOUNS if len(parts) == 2}
@@ -40,17 +55,50 @@ PAIRS = {parts for parts in NOUNS if len(parts) == 2}
 LINE_NOUNS = {"authorization", "cookie"}
 
 CODE_WORDS = {
-    "none", "null", "nil", "true", "false", "undefined", "str", "string", "int", "bool",
-    "bytes", "float", "dict", "list", "any", "optional", "secretstr", "required", "self",
-    "password", "secret", "token", "object", "number", "boolean", "void", "char",
-}  # fmt: skip
+    "none",
+    "null",
+    "nil",
+    "true",
+    "false",
+    "undefined",
+    "str",
+    "string",
+    "int",
+    "bool",
+    "bytes",
+    "float",
+    "dict",
+    "list",
+    "any",
+    "optional",
+    "secretstr",
+    "required",
+    "self",
+    "password",
+    "secret",
+    "token",
+    "object",
+    "number",
+    "boolean",
+    "void",
+    "char",
+}
 
 # Where a secret noun ends a name and an assignment follows, looked for in the
 # lowered text: one pattern a last word, each starting with a literal that the
 # regex engine looks for as fast as str.find; the name is then read backwards in
 # the original text (in the one-byte copy redaction.py scans, `ñ` reads `x`).
-LAST_WORDS = ["key", "pass(?:word|wd|phrase)?", "pwd?", "secret", "token", "credentials?",
-              "authorization", "cookie", "contrase(?:ña|na|xa)"]  # fmt: skip
+LAST_WORDS = [
+    "key",
+    "pass(?:word|wd|phrase)?",
+    "pwd?",
+    "secret",
+    "token",
+    "credentials?",
+    "authorization",
+    "cookie",
+    "contrase(?:ña|na|xa)",
+]
 _OPERATOR = (
     r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
     r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"

@@ -96,17 +96,23 @@ _SURROGATE = (
 
 
 def _not_a_number(name: str) -> str:
-    return (f"arguments hold {name}, which JSON cannot carry; send a finite number "
-            "(or a string) instead")  # fmt: skip
+    return (
+        f"arguments hold {name}, which JSON cannot carry; send a finite number "
+        "(or a string) instead"
+    )
 
 
 def _too_deep() -> str:
-    return (f"arguments are nested more than {MAX_DEPTH} objects or lists deep; "
-            "send a flatter structure")  # fmt: skip
+    return (
+        f"arguments are nested more than {MAX_DEPTH} objects or lists deep; "
+        "send a flatter structure"
+    )
 
 
 def _too_big(size: int, max_bytes: int, *, at_least: bool = False) -> str:
     about = "over " if at_least else ""
-    return (f"arguments are {about}{size:,} bytes as JSON, past the bound of {max_bytes:,}; "
-            "send less (a path to a file instead of its content, or several smaller "
-            "calls)")  # fmt: skip
+    return (
+        f"arguments are {about}{size:,} bytes as JSON, past the bound of {max_bytes:,}; "
+        "send less (a path to a file instead of its content, or several smaller "
+        "calls)"
+    )

@@ -52,15 +52,18 @@ def awaiting_approval(call_id: str, tool: str, reason: str) -> ToolResult:
 
 
 # Never ran.
-def cancelled_before_start(call_id: str, tool: str, cause: str = CANCELLED,
-                           **meta: Any) -> ToolResult:  # fmt: skip
+def cancelled_before_start(
+    call_id: str, tool: str, cause: str = CANCELLED, **meta: Any
+) -> ToolResult:
     text = f"cancelled: {cause} before this call started; it did not run"
     return failure(call_id, tool, Status.cancelled, text, **meta)
 
 
 def skipped_after(call_id: str, tool: str, failed: ToolCall) -> ToolResult:
-    text = (f"skipped: call {failed.id} ({failed.name}) failed before it, so later "
-            "side effects of this batch were not run")  # fmt: skip
+    text = (
+        f"skipped: call {failed.id} ({failed.name}) failed before it, so later "
+        "side effects of this batch were not run"
+    )
     return failure(call_id, tool, Status.skipped, text)
 
 
@@ -90,8 +93,10 @@ def unrecorded(call_id: str, tool: str, **meta: Any) -> ToolResult:
 
 
 def given_up(call_id: str, tool: str, deliveries: int, **meta: Any) -> ToolResult:
-    text = (f"the call was delivered {deliveries} times and its worker was lost each "
-            "time (the tool may crash its process); it was given up on")  # fmt: skip
+    text = (
+        f"the call was delivered {deliveries} times and its worker was lost each "
+        "time (the tool may crash its process); it was given up on"
+    )
     return failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
 
 
@@ -108,13 +113,13 @@ def worker_lost(call_id: str, tool: str, **meta: Any) -> ToolResult:
     return failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost", **meta)
 
 
-def cancelled_while_running(call_id: str, tool: str, *, read: bool,
-                            cause: str = CANCELLED) -> ToolResult:  # fmt: skip
+def cancelled_while_running(
+    call_id: str, tool: str, *, read: bool, cause: str = CANCELLED
+) -> ToolResult:
     if read:
         text = f"cancelled: {cause} while this read ran; it was abandoned"
         return failure(call_id, tool, Status.cancelled, text)
-    text = (f"{cause} while this call ran; the tool may or may not "
-            f"have finished, {CHECK_FIRST}")  # fmt: skip
+    text = f"{cause} while this call ran; the tool may or may not have finished, {CHECK_FIRST}"
     return failure(call_id, tool, Status.outcome_unknown, text)
 
 
@@ -132,8 +137,7 @@ def runtime_failed(call_id: str, tool: str, error: BaseException) -> ToolResult:
 
 
 # What a batch picks from the above.
-def abandoned(call: ToolCall, *, read: bool, cancelled: bool, cause: str = CANCELLED
-              ) -> ToolResult:  # fmt: skip
+def abandoned(call: ToolCall, *, read: bool, cancelled: bool, cause: str = CANCELLED) -> ToolResult:
     """A call sent to a worker that did not answer before the deadline (or
     the grace after a cancel, whose `cause` the message names)."""
     if cancelled:

@@ -93,9 +93,24 @@ def start_worker(
     name = f"{stem}@{socket.gethostname()}"
     log = settings.home.resolve() / "logs" / f"{stem}.log"
     argv = [
-        sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queue, "-P", pool,
-        "-c", str(concurrency), "-n", name, "-E", "--loglevel", settings.log_level,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers",
+        "worker",
+        "-Q",
+        queue,
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-n",
+        name,
+        "-E",
+        "--loglevel",
+        settings.log_level,
+    ]
     pid = spawn(argv, log=log, env=_child_env(settings, redis_url, extra_env))
     worker = WorkerInfo(name=name, queue=queue, pid=pid, log=str(log))
     if wait:
@@ -141,9 +156,16 @@ def start_flower(
     log = settings.home.resolve() / "logs" / "flower.log"
     env = {**_child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
     argv = [
-        sys.executable, "-m", "celery", "-A", "workers", "flower",
-        "--address=127.0.0.1", f"--port={port}", f"--max_tasks={FLOWER_MAX_TASKS}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers",
+        "flower",
+        "--address=127.0.0.1",
+        f"--port={port}",
+        f"--max_tasks={FLOWER_MAX_TASKS}",
+    ]
     pid = spawn(argv, log=log, env=env)
     flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)
     try:
@@ -201,9 +223,13 @@ def start_stack(
         for queue, count in ((READS, reads_workers), (EFFECTS, effects_workers)):
             for index in range(1, count + 1):
                 worker = start_worker(
-                    settings, queue, redis_url=redis_url, index=index,
-                    extra_env=extra_env, wait=False,
-                )  # fmt: skip
+                    settings,
+                    queue,
+                    redis_url=redis_url,
+                    index=index,
+                    extra_env=extra_env,
+                    wait=False,
+                )
                 record.workers.append(worker)
                 started.append((worker["pid"], _worker_needles(worker)))
         if flower:
@@ -218,8 +244,9 @@ def start_stack(
         if supervise:
             log = home / "logs" / "supervisor.log"
             argv = [sys.executable, "-m", "runtime.stack.supervisor", str(home)]
-            record.supervisor_pid = spawn(argv, log=log, env=_child_env(settings, redis_url,
-                                                                        extra_env))  # fmt: skip
+            record.supervisor_pid = spawn(
+                argv, log=log, env=_child_env(settings, redis_url, extra_env)
+            )
             started.append((record.supervisor_pid, _supervisor_needles(home)))
             record.save()
         return record

@@ -77,4 +77,3 @@ def load_record(home: Path) -> StackRecord | None:
         return StackRecord.from_dict(data)
     except (ValueError, TypeError, KeyError) as error:
         raise StackError(f"unreadable stack record {Path(home) / RECORD}: {error}") from error
-

@@ -93,15 +93,28 @@ def redis_needles(url: str) -> tuple[str, ...]:
 
 
 def _redis_config(
-    port: int, password: str, directory: Path, log: Path, appendonly: bool = False,
+    port: int,
+    password: str,
+    directory: Path,
+    log: Path,
+    appendonly: bool = False,
     maxmemory_mib: int = 256,
-) -> str:  # fmt: skip
+) -> str:
     quote = lambda value: json.dumps(str(value), ensure_ascii=False)  # noqa: E731
-    return "\n".join([
-        "bind 127.0.0.1", f"port {port}", "protected-mode yes", "daemonize no",
-        'save ""', f"appendonly {'yes' if appendonly else 'no'}", f"dir {quote(directory)}",
-        f"logfile {quote(log)}",
-        f"requirepass {password}",
-        # Bounded, and full means refusing new writes, never dropping queued calls.
-        f"maxmemory {maxmemory_mib}mb", "maxmemory-policy noeviction", "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "bind 127.0.0.1",
+            f"port {port}",
+            "protected-mode yes",
+            "daemonize no",
+            'save ""',
+            f"appendonly {'yes' if appendonly else 'no'}",
+            f"dir {quote(directory)}",
+            f"logfile {quote(log)}",
+            f"requirepass {password}",
+            # Bounded, and full means refusing new writes, never dropping queued calls.
+            f"maxmemory {maxmemory_mib}mb",
+            "maxmemory-policy noeviction",
+            "",
+        ]
+    )

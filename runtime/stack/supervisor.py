@@ -31,8 +31,9 @@ MISSES = 3  # pings in a row a live worker may miss before it is replaced
 
 
 class Supervisor:
-    def __init__(self, home: Path, settings: Settings, *, check: float = CHECK_SECONDS,
-                 misses: int = MISSES) -> None:  # fmt: skip
+    def __init__(
+        self, home: Path, settings: Settings, *, check: float = CHECK_SECONDS, misses: int = MISSES
+    ) -> None:
         self.home, self.check, self.allowed = Path(home), check, misses
         self.settings = settings
         record = load_record(self.home)
@@ -76,16 +77,18 @@ class Supervisor:
         stop_worker(worker, graceful=False)
         self.missed.pop(worker["name"], None)
         index = 1 + sum(w["queue"] == worker["queue"] for w in record.workers)
-        replacement = start_worker(self.settings, worker["queue"], redis_url=record.redis_url,
-                                   index=index, wait=False)  # fmt: skip
+        replacement = start_worker(
+            self.settings, worker["queue"], redis_url=record.redis_url, index=index, wait=False
+        )
         log.warning("started %s in place of %s", replacement["name"], worker["name"])
         return replacement
 
     def _answering(self, names: list[str]) -> set[str] | None:
         """The workers that answered a ping; None if Redis could not be asked."""
         try:
-            replies = self.app.control.ping(destination=names, timeout=PING_SECONDS,
-                                            limit=len(names))  # fmt: skip
+            replies = self.app.control.ping(
+                destination=names, timeout=PING_SECONDS, limit=len(names)
+            )
         except Exception as error:  # noqa: BLE001 - Redis restarting, say: ask next round
             log.warning("cannot ping the workers: %s", error)
             return None

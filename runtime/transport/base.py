@@ -59,8 +59,15 @@ class BatchState(Protocol):
     reply_to: str | None  # this process's results channel, where its batches' ends arrive
 
     # The result bus.
-    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None,
-                stage: int | None = None, patience: float = 0.0) -> int | None:  # fmt: skip
+    def publish(
+        self,
+        batch_id: str,
+        result: ToolResult,
+        *,
+        reply_to: str | None,
+        stage: int | None = None,
+        patience: float = 0.0,
+    ) -> int | None:
         """Store a call's end where clients and workers find it and announce it;
         with `stage`, count it as one more end of that stage and return the
         count. Keeps trying for `patience` seconds while the state is away."""

@@ -148,8 +148,9 @@ class Listener:
     def _start(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._route, name="toolrun-results",
-                                                daemon=True)  # fmt: skip
+                self._thread = threading.Thread(
+                    target=self._route, name="toolrun-results", daemon=True
+                )
                 self._thread.start()
 
     def _subscribed(self) -> redis.client.PubSub:

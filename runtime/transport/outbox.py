@@ -44,8 +44,9 @@ class CeleryQueue:
         try:
             with self.app.producer_or_acquire() as producer, producer.batch() as batch:
                 for index, message in enumerate(messages):
-                    self.app.send_task(TASK, producer=producer,
-                                       **task_options(message, queue, self.redactor))
+                    self.app.send_task(
+                        TASK, producer=producer, **task_options(message, queue, self.redactor)
+                    )
                     if index == 0:
                         batch.flush()  # a worker starts on the first while the rest are sent
             return True
@@ -54,13 +55,16 @@ class CeleryQueue:
             return False
 
 
-def task_options(message: CallMessage, queue: str, redactor: Redactor = BUILT_IN
-                 ) -> dict[str, Any]:  # fmt: skip
+def task_options(message: CallMessage, queue: str, redactor: Redactor = BUILT_IN) -> dict[str, Any]:
     """`send_task`'s arguments for a signed message: its queue ("reads" run
     side by side, "effects" in order), and what Flower shows of it (the
     tool's name, redacted arguments)."""
-    shown = {"batch_id": message.batch_id, "call_id": message.call_id, "tool": message.tool,
-             "arguments": redactor.redact(message.arguments)}  # fmt: skip
+    shown = {
+        "batch_id": message.batch_id,
+        "call_id": message.call_id,
+        "tool": message.tool,
+        "arguments": redactor.redact(message.arguments),
+    }
     return {
         "args": [message.wire()],
         "queue": queue,

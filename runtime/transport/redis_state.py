@@ -65,8 +65,15 @@ class RedisState:
         return self.listener.channel
 
     # The result bus.
-    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None,
-                stage: int | None = None, patience: float = 0.0) -> int | None:  # fmt: skip
+    def publish(
+        self,
+        batch_id: str,
+        result: ToolResult,
+        *,
+        reply_to: str | None,
+        stage: int | None = None,
+        patience: float = 0.0,
+    ) -> int | None:
         """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
         else on the batch's channel), and count it as one more end of its
         `stage`. Only the reporter whose end the ledger took publishes
@@ -93,8 +100,9 @@ class RedisState:
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         payload = notice.model_dump_json()
         with reaching(f"the notice of {notice.call_id} cannot be announced"):
-            self.client.publish(reply_to or results_key(batch_id),
-                                f"{batch_id}\n{payload}" if reply_to else payload)  # fmt: skip
+            self.client.publish(
+                reply_to or results_key(batch_id), f"{batch_id}\n{payload}" if reply_to else payload
+            )
 
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         with reaching(f"batch {batch_id}: its ends cannot be read"):
@@ -112,8 +120,10 @@ class RedisState:
         if not call_ids:
             return []
         now = str(time.time())
-        with reaching(f"batch {batch_id}: cannot mark what was sent"), \
-                self.client.pipeline(transaction=False) as pipe:  # fmt: skip
+        with (
+            reaching(f"batch {batch_id}: cannot mark what was sent"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
             for call_id in call_ids:
                 (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
             pipe.expire(sent_key(batch_id), TTL_SECONDS)
@@ -133,8 +143,7 @@ class RedisState:
         """Cancel flag, delivery count (counted here) and stored result, in one
         pipelined round trip: reads and idempotent calls keep their deliveries
         here, not in the ledger, so each costs one ledger transaction in all."""
-        with reaching(f"cannot look at {call_id}"), \
-                self.client.pipeline(transaction=False) as pipe:  # fmt: skip
+        with reaching(f"cannot look at {call_id}"), self.client.pipeline(transaction=False) as pipe:
             pipe.exists(cancel_key(batch_id))
             pipe.hincrby(deliveries_key(batch_id), call_id, 1)
             pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
@@ -151,8 +160,9 @@ class RedisState:
 
     def hand_on(self, batch_id: str, call_id: str) -> bool:
         with reaching(f"cannot mark {call_id} as handed on"):
-            return bool(self.client.set(handed_on_key(batch_id, call_id), 1, nx=True,
-                                        ex=TTL_SECONDS))  # fmt: skip
+            return bool(
+                self.client.set(handed_on_key(batch_id, call_id), 1, nx=True, ex=TTL_SECONDS)
+            )
 
     # The plan's copy and the cancel flag.
     def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
@@ -171,8 +181,10 @@ class RedisState:
     def cancel(self, batch_id: str, *, by: str) -> None:
         """Mark a batch cancelled (workers start none of its calls from now on)
         and wake whoever follows it, wherever it runs."""
-        with reaching(f"batch {batch_id}: cannot flag it cancelled"), \
-                self.client.pipeline(transaction=False) as pipe:  # fmt: skip
+        with (
+            reaching(f"batch {batch_id}: cannot flag it cancelled"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
             pipe.set(cancel_key(batch_id), by, ex=TTL_SECONDS)
             pipe.publish(results_key(batch_id), CANCEL_NOTICE)
             pipe.execute()

@@ -35,5 +35,11 @@ class Parts:
         url = redis_url(self.settings, required=False) or app.conf.broker_url
         ledger = Ledger.from_settings(self.settings, lazy=True)
         transport = CeleryTransport(app, redis.Redis.from_url(url), redactor=ledger.redactor)
-        return Worker(settings=self.settings, registry=self.registry, key=self.key, ledger=ledger,
-                      queue=transport, state=transport)  # fmt: skip
+        return Worker(
+            settings=self.settings,
+            registry=self.registry,
+            key=self.key,
+            ledger=ledger,
+            queue=transport,
+            state=transport,
+        )

@@ -43,13 +43,26 @@ class MemoryTransport:
     reply_to = WORKER
 
     def __init__(
-        self, *, registry: Registry, ledger: Ledger, settings: Settings, reads: int = 8,
-        key: bytes | None = None, sweep: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        registry: Registry,
+        ledger: Ledger,
+        settings: Settings,
+        reads: int = 8,
+        key: bytes | None = None,
+        sweep: bool = True,
+    ) -> None:
         self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
-        self.worker = Worker(settings=settings, registry=registry, ledger=ledger, key=self.key,
-                             queue=self, state=self, name=WORKER)  # fmt: skip
+        self.worker = Worker(
+            settings=settings,
+            registry=registry,
+            ledger=ledger,
+            key=self.key,
+            queue=self,
+            state=self,
+            name=WORKER,
+        )
         self.advancer = self.worker.advancer
         self._changed = threading.Condition()
         self._results: dict[str, dict[str, ToolResult]] = defaultdict(dict)
@@ -78,8 +91,15 @@ class MemoryTransport:
         return True
 
     # The batch's state.
-    def publish(self, batch_id: str, result: ToolResult, *, reply_to: str | None,
-                stage: int | None = None, patience: float = 0.0) -> int | None:  # fmt: skip
+    def publish(
+        self,
+        batch_id: str,
+        result: ToolResult,
+        *,
+        reply_to: str | None,
+        stage: int | None = None,
+        patience: float = 0.0,
+    ) -> int | None:
         with self._changed:
             self._results[batch_id][result.call_id] = result
             if stage is not None:
@@ -169,8 +189,9 @@ class MemoryTransport:
 
     def look(self, batch_id: str, call_id: str) -> Look:
         with self._changed:
-            count = self._deliveries[batch_id][call_id] = self._deliveries[batch_id].get(
-                call_id, 0) + 1  # fmt: skip
+            count = self._deliveries[batch_id][call_id] = (
+                self._deliveries[batch_id].get(call_id, 0) + 1
+            )
             return Look(batch_id in self._cancelled, count, self._results[batch_id].get(call_id))
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:

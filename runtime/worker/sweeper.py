@@ -14,8 +14,9 @@ from runtime.worker.worker import Worker
 log = logging.getLogger("toolrun.worker")
 
 
-def start_sweeping(worker: Callable[[], Worker], interval: float, *,
-                   stop: threading.Event | None = None) -> threading.Thread:  # fmt: skip
+def start_sweeping(
+    worker: Callable[[], Worker], interval: float, *, stop: threading.Event | None = None
+) -> threading.Thread:
     """A daemon thread offering `worker()`'s sweep every `interval` seconds
     until `stop` is set."""
     stop = stop or threading.Event()

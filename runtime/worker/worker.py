@@ -40,12 +40,27 @@ SWEEP_LOCK_SECONDS = 30.0  # the longest one sweep may hold the others off
 
 
 class Worker:
-    def __init__(self, *, settings: Settings, registry: Registry, ledger: Ledger, key: bytes,
-                 queue: Queue, state: BatchState, name: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        registry: Registry,
+        ledger: Ledger,
+        key: bytes,
+        queue: Queue,
+        state: BatchState,
+        name: str | None = None,
+    ) -> None:
         self.settings, self.registry, self.ledger, self.key = settings, registry, ledger, key
         self.queue, self.state, self.name = queue, state, name
-        self.advancer = Advancer(ledger=ledger, registry=registry, key=key, queue=queue,
-                                 state=state, approvals=Approvals(ledger, key))  # fmt: skip
+        self.advancer = Advancer(
+            ledger=ledger,
+            registry=registry,
+            key=key,
+            queue=queue,
+            state=state,
+            approvals=Approvals(ledger, key),
+        )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
 
     def run(self, raw: Any, *, name: str | None = None) -> ToolResult | None:
@@ -55,9 +70,15 @@ class Worker:
         if message is None:
             log.error("malformed task message refused")
             return None
-        outcome = executor.execute(message, registry=self.registry, ledger=self.ledger,
-                                   settings=self.settings, key=self.key,
-                                   worker=name or self.name, state=self.state)  # fmt: skip
+        outcome = executor.execute(
+            message,
+            registry=self.registry,
+            ledger=self.ledger,
+            settings=self.settings,
+            key=self.key,
+            worker=name or self.name,
+            state=self.state,
+        )
         self.finish(message, outcome.result, outcome.ended)
         return outcome.result
 
@@ -69,8 +90,13 @@ class Worker:
         if ended is False:
             return
         batch_id = message.batch_id
-        done = self.state.publish(batch_id, result, reply_to=message.reply_to,
-                                  stage=message.stage, patience=self.publish_patience)  # fmt: skip
+        done = self.state.publish(
+            batch_id,
+            result,
+            reply_to=message.reply_to,
+            stage=message.stage,
+            patience=self.publish_patience,
+        )
         if self.hand_on(message, result):
             return  # the chain goes on: its next step's worker moves the batch on
         if done is not None and done >= message.stage_size and not message.last_stage:
@@ -113,8 +139,12 @@ class Worker:
                 if self.ledger.record_result(step.batch_id, ended):
                     self.state.publish(step.batch_id, ended, reply_to=step.reply_to)
             except Exception as error:  # noqa: BLE001 - the sweep ends it at the deadline
-                log.error("batch %s: the end of %s was not recorded: %s", step.batch_id,
-                          step.call_id, error)  # fmt: skip
+                log.error(
+                    "batch %s: the end of %s was not recorded: %s",
+                    step.batch_id,
+                    step.call_id,
+                    error,
+                )
 
     def hard_limit(self, raw: Any) -> float:
         """Seconds after which the pool process running `raw` is killed."""
@@ -137,13 +167,14 @@ class Worker:
         if published is not None:
             return
         read = time_limits.is_read(message.tool, self.registry)
-        result = time_limits.killed(message.call_id, message.tool, limit, read=read,
-                                    worker=name or self.name)  # fmt: skip
-        log.error("%s ran past its hard limit of %g s; its process was killed", message.tool,
-                  limit)  # fmt: skip
+        result = time_limits.killed(
+            message.call_id, message.tool, limit, read=read, worker=name or self.name
+        )
+        log.error("%s ran past its hard limit of %g s; its process was killed", message.tool, limit)
         ended: list[bool] = []
-        self.ledger.eventually(lambda: ended.append(
-            self.ledger.record_result(message.batch_id, result)))  # fmt: skip
+        self.ledger.eventually(
+            lambda: ended.append(self.ledger.record_result(message.batch_id, result))
+        )
         try:
             self.finish(message, result, ended[0] if ended else True)
         except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept

@@ -122,7 +122,11 @@ def world(tmp_path, workspace):
     )
     approvals = Approvals(ledger, KEY)
     advancer = Advancer(
-        ledger=ledger, registry=registry, key=KEY, queue=transport, state=transport,
+        ledger=ledger,
+        registry=registry,
+        key=KEY,
+        queue=transport,
+        state=transport,
         approvals=approvals,
     )
     yield World(ledger, transport, advancer, approvals, workspace)

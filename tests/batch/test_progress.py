@@ -24,8 +24,17 @@ EFFECTS = {"r": "allow", "w": "allow", "q": "ask", "x": "refused"}
 
 
 def sent_as(call_id: str) -> CallMessage:
-    return CallMessage(batch_id="b", call_id=call_id, tool=f"tool_{call_id}", arguments={},
-                       mode=Mode.auto, workspace=".", position=0, policy={}, decision={})
+    return CallMessage(
+        batch_id="b",
+        call_id=call_id,
+        tool=f"tool_{call_id}",
+        arguments={},
+        mode=Mode.auto,
+        workspace=".",
+        position=0,
+        policy={},
+        decision={},
+    )
 
 
 def plan_of(calls: str, *, on_error: str = "stop", deadline: float = NOW + 600) -> BatchPlan:
@@ -110,125 +119,250 @@ S = Status
 PAST = {"deadline": NOW - 1}
 CASES = {
     # Stage moves: the first stage with an open call is where the batch stands.
-    "a fresh batch sends its first stage's reads, one message each":
-        ("r1 r2 w1", {}, view(), Expect(send=[["r1"], ["r2"]])),
-    "a stage with an open read holds the next one back":
-        ("r1 r2 w1", {}, view(ok="r1", sent={"r2": 1}), Expect()),
-    "the stage's last end lets the next stage go":
-        ("r1 r2 w1", {}, view(ok="r1 r2"), Expect(send=[["w1"]])),
-    "an ordered step waits for the one before it":
-        ("w1 r1", {}, view(sent={"w1": 1}, started="w1"), Expect()),
-    "a batch whose every call has ended is finished":
-        ("r1 w1", {}, view(ok="r1 w1"), Expect(finished=True)),
-    "a call refused at submit is passed like any ended call":
-        ("r1 x1", {}, view(ok="r1 x1"), Expect(finished=True)),
-
+    "a fresh batch sends its first stage's reads, one message each": (
+        "r1 r2 w1",
+        {},
+        view(),
+        Expect(send=[["r1"], ["r2"]]),
+    ),
+    "a stage with an open read holds the next one back": (
+        "r1 r2 w1",
+        {},
+        view(ok="r1", sent={"r2": 1}),
+        Expect(),
+    ),
+    "the stage's last end lets the next stage go": (
+        "r1 r2 w1",
+        {},
+        view(ok="r1 r2"),
+        Expect(send=[["w1"]]),
+    ),
+    "an ordered step waits for the one before it": (
+        "w1 r1",
+        {},
+        view(sent={"w1": 1}, started="w1"),
+        Expect(),
+    ),
+    "a batch whose every call has ended is finished": (
+        "r1 w1",
+        {},
+        view(ok="r1 w1"),
+        Expect(finished=True),
+    ),
+    "a call refused at submit is passed like any ended call": (
+        "r1 x1",
+        {},
+        view(ok="r1 x1"),
+        Expect(finished=True),
+    ),
     # on_error: a failed ordered step skips later side effects; reads still run.
-    "stop: a failed step skips the next side effect and sends the read after it":
-        ("w1 w2 r1 w3", {}, view(failed="w1"), Expect(ends={"w2": S.skipped}, send=[["r1"]])),
-    "stop: side effects after the read are skipped too, and the batch ends":
-        ("w1 w2 r1 w3", {}, view(failed="w1", ok="w2 r1"),
-         Expect(ends={"w3": S.skipped}, finished=True)),
-    "stop: a step refused at submit fails the batch as one that ran":
-        ("x1 w1", {}, view(failed="x1"), Expect(ends={"w1": S.skipped}, finished=True)),
-    "stop: an ask after a failed step is skipped, not asked":
-        ("w1 q1", {}, view(failed="w1"), Expect(ends={"q1": S.skipped}, finished=True)),
-    "stop: a failed read fails nothing":
-        ("r1 w1", {}, view(failed="r1"), Expect(send=[["w1"]])),
-    "continue: a failed step does not stop the next":
-        ("w1 w2", {"on_error": "continue"}, view(failed="w1"), Expect(send=[["w2"]])),
-
+    "stop: a failed step skips the next side effect and sends the read after it": (
+        "w1 w2 r1 w3",
+        {},
+        view(failed="w1"),
+        Expect(ends={"w2": S.skipped}, send=[["r1"]]),
+    ),
+    "stop: side effects after the read are skipped too, and the batch ends": (
+        "w1 w2 r1 w3",
+        {},
+        view(failed="w1", ok="w2 r1"),
+        Expect(ends={"w3": S.skipped}, finished=True),
+    ),
+    "stop: a step refused at submit fails the batch as one that ran": (
+        "x1 w1",
+        {},
+        view(failed="x1"),
+        Expect(ends={"w1": S.skipped}, finished=True),
+    ),
+    "stop: an ask after a failed step is skipped, not asked": (
+        "w1 q1",
+        {},
+        view(failed="w1"),
+        Expect(ends={"q1": S.skipped}, finished=True),
+    ),
+    "stop: a failed read fails nothing": ("r1 w1", {}, view(failed="r1"), Expect(send=[["w1"]])),
+    "continue: a failed step does not stop the next": (
+        "w1 w2",
+        {"on_error": "continue"},
+        view(failed="w1"),
+        Expect(send=[["w2"]]),
+    ),
     # Cancel: what has not started ends now; what runs gets a grace, then is abandoned.
-    "a cancel ends every call not started, in every stage":
-        ("r1 w1 q1", {}, view(cancelled=0),
-         Expect(ends={"r1": S.cancelled, "w1": S.cancelled, "q1": S.cancelled}, finished=True)),
-    "a cancel leaves a running call its grace":
-        ("r1 w1", {}, view(sent={"r1": 2}, started="r1", cancelled=CANCEL_GRACE - 0.5), Expect()),
-    "a read sent but not taken counts as running under a cancel":
-        ("r1 w1", {}, view(sent={"r1": 2}, cancelled=1), Expect()),
-    "after the grace a running read ends cancelled, the rest too":
-        ("r1 w1", {}, view(sent={"r1": 9}, started="r1", cancelled=CANCEL_GRACE),
-         Expect(ends={"r1": S.cancelled, "w1": S.cancelled}, finished=True)),
-    "after the grace a running side effect's outcome is unknown":
-        ("w1 w2", {}, view(sent={"w1": 9}, started="w1", cancelled=CANCEL_GRACE),
-         Expect(ends={"w1": S.outcome_unknown, "w2": S.cancelled}, finished=True)),
-    "a side effect sent but not taken ends cancelled only while unclaimed":
-        ("w1", {}, view(sent={"w1": 1}, cancelled=0),
-         Expect(ends={"w1": S.cancelled}, finished=True, guarded={"w1"})),
-
+    "a cancel ends every call not started, in every stage": (
+        "r1 w1 q1",
+        {},
+        view(cancelled=0),
+        Expect(ends={"r1": S.cancelled, "w1": S.cancelled, "q1": S.cancelled}, finished=True),
+    ),
+    "a cancel leaves a running call its grace": (
+        "r1 w1",
+        {},
+        view(sent={"r1": 2}, started="r1", cancelled=CANCEL_GRACE - 0.5),
+        Expect(),
+    ),
+    "a read sent but not taken counts as running under a cancel": (
+        "r1 w1",
+        {},
+        view(sent={"r1": 2}, cancelled=1),
+        Expect(),
+    ),
+    "after the grace a running read ends cancelled, the rest too": (
+        "r1 w1",
+        {},
+        view(sent={"r1": 9}, started="r1", cancelled=CANCEL_GRACE),
+        Expect(ends={"r1": S.cancelled, "w1": S.cancelled}, finished=True),
+    ),
+    "after the grace a running side effect's outcome is unknown": (
+        "w1 w2",
+        {},
+        view(sent={"w1": 9}, started="w1", cancelled=CANCEL_GRACE),
+        Expect(ends={"w1": S.outcome_unknown, "w2": S.cancelled}, finished=True),
+    ),
+    "a side effect sent but not taken ends cancelled only while unclaimed": (
+        "w1",
+        {},
+        view(sent={"w1": 1}, cancelled=0),
+        Expect(ends={"w1": S.cancelled}, finished=True, guarded={"w1"}),
+    ),
     # The deadline.
-    "past the deadline a read sent ends timed out":
-        ("r1 r2", PAST, view(ok="r2", sent={"r1": 5, "r2": 5}),
-         Expect(ends={"r1": S.timeout}, finished=True)),
-    "past the deadline a running side effect's outcome is unknown":
-        ("w1", PAST, view(sent={"w1": 5}, started="w1"),
-         Expect(ends={"w1": S.outcome_unknown}, finished=True)),
-    "past the deadline a side effect sent but not taken is skipped while unclaimed":
-        ("w1", PAST, view(sent={"w1": 5}),
-         Expect(ends={"w1": S.skipped}, finished=True, guarded={"w1"})),
-    "past the deadline what was never sent is skipped":
-        ("r1 w1 w2", PAST, view(ok="r1", sent={"r1": 5}),
-         Expect(ends={"w1": S.skipped, "w2": S.skipped}, finished=True)),
-    "past the deadline an ask never approved is denied":
-        ("q1", PAST, view(approvals={"q1": Answer("pending")}),
-         Expect(ends={"q1": S.denied}, finished=True)),
-    "past the deadline an approved call sent but not taken is skipped while unclaimed":
-        ("q1", PAST, view(sent={"q1": 5}, approvals={"q1": Answer("approved", by="ann")}),
-         Expect(ends={"q1": S.skipped}, finished=True, guarded={"q1"})),
-    "before the deadline nothing is abandoned":
-        ("r1", {"deadline": NOW + 1}, view(sent={"r1": 5}, started="r1"), Expect()),
-
+    "past the deadline a read sent ends timed out": (
+        "r1 r2",
+        PAST,
+        view(ok="r2", sent={"r1": 5, "r2": 5}),
+        Expect(ends={"r1": S.timeout}, finished=True),
+    ),
+    "past the deadline a running side effect's outcome is unknown": (
+        "w1",
+        PAST,
+        view(sent={"w1": 5}, started="w1"),
+        Expect(ends={"w1": S.outcome_unknown}, finished=True),
+    ),
+    "past the deadline a side effect sent but not taken is skipped while unclaimed": (
+        "w1",
+        PAST,
+        view(sent={"w1": 5}),
+        Expect(ends={"w1": S.skipped}, finished=True, guarded={"w1"}),
+    ),
+    "past the deadline what was never sent is skipped": (
+        "r1 w1 w2",
+        PAST,
+        view(ok="r1", sent={"r1": 5}),
+        Expect(ends={"w1": S.skipped, "w2": S.skipped}, finished=True),
+    ),
+    "past the deadline an ask never approved is denied": (
+        "q1",
+        PAST,
+        view(approvals={"q1": Answer("pending")}),
+        Expect(ends={"q1": S.denied}, finished=True),
+    ),
+    "past the deadline an approved call sent but not taken is skipped while unclaimed": (
+        "q1",
+        PAST,
+        view(sent={"q1": 5}, approvals={"q1": Answer("approved", by="ann")}),
+        Expect(ends={"q1": S.skipped}, finished=True, guarded={"q1"}),
+    ),
+    "before the deadline nothing is abandoned": (
+        "r1",
+        {"deadline": NOW + 1},
+        view(sent={"r1": 5}, started="r1"),
+        Expect(),
+    ),
     # Approvals.
-    "an ask nobody has been asked about is asked":
-        ("q1 w1", {}, view(), Expect(ask=["q1"])),
-    "a pending approval holds the batch":
-        ("q1 w1", {}, view(approvals={"q1": Answer("pending")}), Expect()),
-    "an approved call runs":
-        ("q1 w1", {}, view(approvals={"q1": Answer("approved", by="ann")}), Expect(run=["q1"])),
-    "a denied call ends denied and fails the batch":
-        ("q1 w1", {}, view(approvals={"q1": Answer("denied", by="ann", reason="no")}),
-         Expect(ends={"q1": S.denied, "w1": S.skipped}, finished=True)),
-    "an expired approval ends denied":
-        ("q1", {}, view(approvals={"q1": Answer("expired")}),
-         Expect(ends={"q1": S.denied}, finished=True)),
-    "an approval whose seal does not match ends denied, whatever it says":
-        ("q1", {}, view(approvals={"q1": Answer("approved", by="mallory", sealed=False)}),
-         Expect(ends={"q1": S.denied}, finished=True)),
-
+    "an ask nobody has been asked about is asked": ("q1 w1", {}, view(), Expect(ask=["q1"])),
+    "a pending approval holds the batch": (
+        "q1 w1",
+        {},
+        view(approvals={"q1": Answer("pending")}),
+        Expect(),
+    ),
+    "an approved call runs": (
+        "q1 w1",
+        {},
+        view(approvals={"q1": Answer("approved", by="ann")}),
+        Expect(run=["q1"]),
+    ),
+    "a denied call ends denied and fails the batch": (
+        "q1 w1",
+        {},
+        view(approvals={"q1": Answer("denied", by="ann", reason="no")}),
+        Expect(ends={"q1": S.denied, "w1": S.skipped}, finished=True),
+    ),
+    "an expired approval ends denied": (
+        "q1",
+        {},
+        view(approvals={"q1": Answer("expired")}),
+        Expect(ends={"q1": S.denied}, finished=True),
+    ),
+    "an approval whose seal does not match ends denied, whatever it says": (
+        "q1",
+        {},
+        view(approvals={"q1": Answer("approved", by="mallory", sealed=False)}),
+        Expect(ends={"q1": S.denied}, finished=True),
+    ),
     # Resends: a message sent long ago that no worker took was lost.
-    "a read sent long ago and not taken is sent again":
-        ("r1", {}, view(sent={"r1": RESEND_AFTER}), Expect(resend=["r1"])),
-    "a read sent a moment ago is not":
-        ("r1", {}, view(sent={"r1": RESEND_AFTER - 1}), Expect()),
-    "a side effect sent long ago and not taken is sent again":
-        ("w1", {}, view(sent={"w1": RESEND_AFTER}), Expect(resend=["w1"])),
-    "a call a worker took is never sent again":
-        ("w1", {}, view(sent={"w1": RESEND_AFTER * 10}, started="w1"), Expect()),
-    "an approved call sent long ago and not taken is sent again":
-        ("q1", {}, view(sent={"q1": RESEND_AFTER}, approvals={"q1": Answer("approved", by="ann")}),
-         Expect(resend=["q1"])),
-    "an approved call whose seal no longer matches is not sent again":
-        ("q1", {}, view(sent={"q1": RESEND_AFTER},
-                        approvals={"q1": Answer("approved", by="mallory", sealed=False)}),
-         Expect()),
-    "an approved call is not sent again while its approval cannot be read":
-        ("q1", {}, view(sent={"q1": RESEND_AFTER}), Expect()),
-
+    "a read sent long ago and not taken is sent again": (
+        "r1",
+        {},
+        view(sent={"r1": RESEND_AFTER}),
+        Expect(resend=["r1"]),
+    ),
+    "a read sent a moment ago is not": ("r1", {}, view(sent={"r1": RESEND_AFTER - 1}), Expect()),
+    "a side effect sent long ago and not taken is sent again": (
+        "w1",
+        {},
+        view(sent={"w1": RESEND_AFTER}),
+        Expect(resend=["w1"]),
+    ),
+    "a call a worker took is never sent again": (
+        "w1",
+        {},
+        view(sent={"w1": RESEND_AFTER * 10}, started="w1"),
+        Expect(),
+    ),
+    "an approved call sent long ago and not taken is sent again": (
+        "q1",
+        {},
+        view(sent={"q1": RESEND_AFTER}, approvals={"q1": Answer("approved", by="ann")}),
+        Expect(resend=["q1"]),
+    ),
+    "an approved call whose seal no longer matches is not sent again": (
+        "q1",
+        {},
+        view(
+            sent={"q1": RESEND_AFTER},
+            approvals={"q1": Answer("approved", by="mallory", sealed=False)},
+        ),
+        Expect(),
+    ),
+    "an approved call is not sent again while its approval cannot be read": (
+        "q1",
+        {},
+        view(sent={"q1": RESEND_AFTER}),
+        Expect(),
+    ),
     # Chains: consecutive allowed ordered steps travel as one message.
-    "consecutive allowed steps go as one chain":
-        ("w1 w2 w3", {}, view(), Expect(send=[["w1", "w2", "w3"]])),
-    "a chain stops before a read":
-        ("w1 w2 r1 w3", {}, view(), Expect(send=[["w1", "w2"]])),
-    "a chain stops before an ask":
-        ("w1 q1 w2", {}, view(), Expect(send=[["w1"]])),
-    "a chain stops before a refused call":
-        ("w1 x1 w2", {}, view(), Expect(send=[["w1"]])),
-    "a chain starts where the batch stands":
-        ("w1 w2 w3", {}, view(ok="w1"), Expect(send=[["w2", "w3"]])),
-    "a chain carries at most its number of steps":
-        (" ".join(f"w{i}" for i in range(CHAIN_STEPS + 5)), {}, view(),
-         Expect(send=[[f"w{i}" for i in range(CHAIN_STEPS)]])),
-}  # fmt: skip
+    "consecutive allowed steps go as one chain": (
+        "w1 w2 w3",
+        {},
+        view(),
+        Expect(send=[["w1", "w2", "w3"]]),
+    ),
+    "a chain stops before a read": ("w1 w2 r1 w3", {}, view(), Expect(send=[["w1", "w2"]])),
+    "a chain stops before an ask": ("w1 q1 w2", {}, view(), Expect(send=[["w1"]])),
+    "a chain stops before a refused call": ("w1 x1 w2", {}, view(), Expect(send=[["w1"]])),
+    "a chain starts where the batch stands": (
+        "w1 w2 w3",
+        {},
+        view(ok="w1"),
+        Expect(send=[["w2", "w3"]]),
+    ),
+    "a chain carries at most its number of steps": (
+        " ".join(f"w{i}" for i in range(CHAIN_STEPS + 5)),
+        {},
+        view(),
+        Expect(send=[[f"w{i}" for i in range(CHAIN_STEPS)]]),
+    ),
+}
 
 
 @pytest.mark.parametrize(("calls", "options", "known", "expect"), CASES.values(), ids=CASES)

@@ -26,12 +26,20 @@ READS_QUEUE, EFFECTS_QUEUE = "baseline.reads", "baseline.effects"
 URL_ENV, CONF_ENV = "BENCH_BASELINE_REDIS_URL", "BENCH_BASELINE_CONF"
 # toolrun's settings that a hand-wired app would share; results and routing are the baseline's own.
 SHARED = (
-    "task_serializer", "result_serializer", "accept_content", "result_accept_content",
-    "worker_send_task_events", "task_send_sent_event", "task_acks_late",
-    "task_reject_on_worker_lost", "worker_prefetch_multiplier", "broker_transport_options",
-    "broker_connection_retry_on_startup", "worker_redirect_stdouts",
+    "task_serializer",
+    "result_serializer",
+    "accept_content",
+    "result_accept_content",
+    "worker_send_task_events",
+    "task_send_sent_event",
+    "task_acks_late",
+    "task_reject_on_worker_lost",
+    "worker_prefetch_multiplier",
+    "broker_transport_options",
+    "broker_connection_retry_on_startup",
+    "worker_redirect_stdouts",
     "worker_redirect_stdouts_level",
-)  # fmt: skip
+)
 
 
 def make_app(redis_url: str, conf: dict | None = None) -> Celery:
@@ -83,9 +91,24 @@ def start_worker(
     name = f"{stem}@{socket.gethostname()}"
     log = home / "logs" / f"{stem}.log"
     argv = [
-        sys.executable, "-m", "celery", "-A", __name__, "worker", "-Q", queue, "-P", pool,
-        "-c", str(concurrency), "-n", name, "-E", "--loglevel", "INFO",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        __name__,
+        "worker",
+        "-Q",
+        queue,
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-n",
+        name,
+        "-E",
+        "--loglevel",
+        "INFO",
+    ]
     env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLRUN_")}
     env |= {URL_ENV: redis_url, CONF_ENV: json.dumps(conf)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))

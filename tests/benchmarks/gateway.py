@@ -35,17 +35,25 @@ def client(bench) -> Iterator[httpx.Client]:
     """A gateway on the bench's stack and a keep-alive client holding a submitter key."""
     settings, record, runtime = bench.settings, bench.record, bench.runtime
     env = dict(os.environ) | {
-        "TOOLRUN_HOME": str(settings.home), "TOOLRUN_REDIS_URL": record.redis_url,
-        "TOOLRUN_DATABASE_URL": record.database_url, "TOOLRUN_TOOL_MODULES": settings.tool_modules,
+        "TOOLRUN_HOME": str(settings.home),
+        "TOOLRUN_REDIS_URL": record.redis_url,
+        "TOOLRUN_DATABASE_URL": record.database_url,
+        "TOOLRUN_TOOL_MODULES": settings.tool_modules,
         "TOOLRUN_USER_SETTINGS_FILE": str(runtime.settings.user_settings_file),
-        "TOOLRUN_SIGNING_KEY": record.signing_key, "PYTHONPATH": os.getcwd(),
-    }  # fmt: skip
+        "TOOLRUN_SIGNING_KEY": record.signing_key,
+        "PYTHONPATH": os.getcwd(),
+    }
     running = start_gateway(settings, env=env, timeout=60)
-    token = mint(Keys(runtime.ledger), f"bench-{time.time_ns()}", Role.submitter,
-                 roots=[str(bench.sides.workspace)])  # fmt: skip
+    token = mint(
+        Keys(runtime.ledger),
+        f"bench-{time.time_ns()}",
+        Role.submitter,
+        roots=[str(bench.sides.workspace)],
+    )
     try:
-        with httpx.Client(base_url=running["url"], timeout=WAIT + 30,
-                          headers={"Authorization": f"Bearer {token}"}) as http:  # fmt: skip
+        with httpx.Client(
+            base_url=running["url"], timeout=WAIT + 30, headers={"Authorization": f"Bearer {token}"}
+        ) as http:
             yield http
     finally:
         stop_process(running["pid"], needles=needles(running))
@@ -76,8 +84,13 @@ def g1(http: httpx.Client, workspace, samples: int) -> list[float]:
 
 def g2(http: httpx.Client, workspace, calls: int, size: int, window: int) -> float:
     began = time.perf_counter()
-    figures._pump(calls, size, window, lambda: _start(http, workspace, size),
-                  lambda batch_id: _finish(http, batch_id, "G2"))  # fmt: skip
+    figures._pump(
+        calls,
+        size,
+        window,
+        lambda: _start(http, workspace, size),
+        lambda batch_id: _finish(http, batch_id, "G2"),
+    )
     return figures.batches(calls, size) * size / (time.perf_counter() - began)
 
 
@@ -91,11 +104,14 @@ def measure(options: argparse.Namespace, bench, console) -> list[Figure]:
             o.repeats,
         )
         latency = Figure(
-            "G1", "1-call batch over HTTP, p50", "ms", Target("ratio", "<=", 1.5),
+            "G1",
+            "1-call batch over HTTP, p50",
+            "ms",
+            Target("ratio", "<=", 1.5),
             [round(figures.percentile(r, 0.5) * 1000, 3) for r in ours],
             [round(figures.percentile(r, 0.5) * 1000, 3) for r in theirs],
             note="POST /v1/batches, then GET ?wait=; baseline: Runtime.submit(...).results()",
-        )  # fmt: skip
+        )
         console.log(f"G2: {o.g2_calls} no-op reads through the gateway x {o.repeats}")
         ours, theirs = repeated(
             lambda: g2(http, sides.workspace, o.g2_calls, o.p3_batch, o.p3_window),
@@ -103,8 +119,12 @@ def measure(options: argparse.Namespace, bench, console) -> list[Figure]:
             o.repeats,
         )
         throughput = Figure(
-            "G2", f"calls/s through the gateway, batches of {o.p3_batch}", "calls/s",
-            Target("ratio", ">=", 0.5), ours, theirs,
+            "G2",
+            f"calls/s through the gateway, batches of {o.p3_batch}",
+            "calls/s",
+            Target("ratio", ">=", 0.5),
+            ours,
+            theirs,
             note=f"{o.p3_window} batches in flight from one thread; baseline: the Python client",
-        )  # fmt: skip
+        )
     return [latency, throughput]

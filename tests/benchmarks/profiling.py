@@ -48,11 +48,17 @@ class Workload:
 
 WORKLOADS = {
     "P1": Workload(1, figures.p1_toolrun, figures.p1_baseline),
-    "P3": Workload(10, lambda s, n: figures.p3_toolrun(s, n, 10, 16),
-                   lambda s, n: figures.p3_baseline(s, n, 10, 16)),
-    "P4": Workload(20, lambda s, n: [figures.p4_toolrun(s, 20) for _ in range(max(1, n // 20))],
-                   lambda s, n: [figures.p4_baseline(s, 20) for _ in range(max(1, n // 20))]),
-}  # fmt: skip
+    "P3": Workload(
+        10,
+        lambda s, n: figures.p3_toolrun(s, n, 10, 16),
+        lambda s, n: figures.p3_baseline(s, n, 10, 16),
+    ),
+    "P4": Workload(
+        20,
+        lambda s, n: [figures.p4_toolrun(s, 20) for _ in range(max(1, n // 20))],
+        lambda s, n: [figures.p4_baseline(s, 20) for _ in range(max(1, n // 20))],
+    ),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

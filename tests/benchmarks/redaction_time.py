@@ -25,8 +25,12 @@ def result() -> dict:
     source = "".join(p.read_text() for p in sorted((ROOT / "runtime").glob("*.py")))
     half = (RESULT_BYTES - len(env)) // 2
     text = source[:half] + env + source[half : 2 * half]
-    return {"status": "ok", "content": {"path": "app/settings.py", "text": text},
-            "message": f"{len(text)} characters of app/settings.py", "error": None}  # fmt: skip
+    return {
+        "status": "ok",
+        "content": {"path": "app/settings.py", "text": text},
+        "message": f"{len(text)} characters of app/settings.py",
+        "error": None,
+    }
 
 
 def median_ms(redact, value: dict, samples: int) -> float:

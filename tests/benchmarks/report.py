@@ -111,13 +111,21 @@ def print_cpu(console: Console, figures: list[Figure]) -> None:
         table.add_column(column, justify="left" if column in ("figure", "side") else "right")
     for figure in figures:
         for side, spent in figure.extra.get("cpu_ms_per_call", {}).items():
-            workers = {kind: sum(ms for name, ms in spent.items()
-                                 if name.startswith(side) and kind in name)
-                       for kind in ("reads", "effects")}  # fmt: skip
-            cells = [spent.get("client", 0.0), workers["reads"], workers["effects"],
-                     spent.get("redis", 0.0)]  # fmt: skip
-            table.add_row(figure.key, side, *(f"{ms:.2f}" for ms in cells),
-                          f"{sum(spent.values()):.2f}")  # fmt: skip
+            workers = {
+                kind: sum(
+                    ms for name, ms in spent.items() if name.startswith(side) and kind in name
+                )
+                for kind in ("reads", "effects")
+            }
+            cells = [
+                spent.get("client", 0.0),
+                workers["reads"],
+                workers["effects"],
+                spent.get("redis", 0.0),
+            ]
+            table.add_row(
+                figure.key, side, *(f"{ms:.2f}" for ms in cells), f"{sum(spent.values()):.2f}"
+            )
     if table.row_count:
         console.print(table)
 

@@ -12,8 +12,18 @@ def test_keys_are_made_listed_and_revoked(tmp_path):
     env = toolrun_env(tmp_path / "home")
     root = tmp_path / "agents"
     root.mkdir()
-    made = toolrun("keys", "create", "ci-bot", "--role", "submitter", "--workspace-root",
-                   str(root), "--max-mode", "accept_edits", env=env)  # fmt: skip
+    made = toolrun(
+        "keys",
+        "create",
+        "ci-bot",
+        "--role",
+        "submitter",
+        "--workspace-root",
+        str(root),
+        "--max-mode",
+        "accept_edits",
+        env=env,
+    )
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     assert token.startswith("trk_")
@@ -41,9 +51,17 @@ def test_bad_key_requests_are_one_line(tmp_path):
         toolrun("keys", "create", "x", "--role", "admin", "--max-mode", "yolo", env=env), "mode"
     )
     assert_one_line_error(
-        toolrun("keys", "create", "x", "--role", "submitter", "--workspace-root",
-                str(tmp_path / "missing"), env=env),
+        toolrun(
+            "keys",
+            "create",
+            "x",
+            "--role",
+            "submitter",
+            "--workspace-root",
+            str(tmp_path / "missing"),
+            env=env,
+        ),
         "not a directory",
-    )  # fmt: skip
+    )
     assert toolrun("keys", "create", "x", "--role", "admin", env=env).returncode == 0
     assert_one_line_error(toolrun("keys", "create", "x", "--role", "admin", env=env), "exists")

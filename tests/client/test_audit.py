@@ -33,14 +33,18 @@ def ledger(tmp_path):
 def audited(tmp_path):
     """A batch of a read, a write allowed by a rule, an unknown tool and a
     denied destructive call, admitted as the client admits them."""
-    calls = [ToolCall(id="r", name="nap", arguments={"label": "a"}),
-             ToolCall(id="w", name="bump", arguments={"label": "b"}),
-             ToolCall(id="u", name="nope", arguments={}),
-             ToolCall(id="d", name="obliterate", arguments={"label": "c"})]  # fmt: skip
+    calls = [
+        ToolCall(id="r", name="nap", arguments={"label": "a"}),
+        ToolCall(id="w", name="bump", arguments={"label": "b"}),
+        ToolCall(id="u", name="nope", arguments={}),
+        ToolCall(id="d", name="obliterate", arguments={"label": "c"}),
+    ]
     batch = Batch(calls=calls, mode=Mode.auto, workspace=str(tmp_path))
     rules = policy(tmp_path, allow=["bump"])
-    admissions = [admit(call, registry=REGISTRY, mode=batch.mode, workspace=tmp_path,
-                        policy=rules) for call in calls]  # fmt: skip
+    admissions = [
+        admit(call, registry=REGISTRY, mode=batch.mode, workspace=tmp_path, policy=rules)
+        for call in calls
+    ]
     return batch, rules, admissions
 
 
@@ -62,12 +66,19 @@ def test_the_batch_its_calls_and_every_decision_land_in_one_transaction(ledger, 
     assert ledger.batch(batch.id).policy_version == rules.version
     calls = {row.call_id: row for row in ledger.calls(batch.id)}
     assert {k: (c.status, c.risk) for k, c in calls.items()} == {
-        "r": ("pending", "read"), "w": ("pending", "write"),
-        "u": ("unknown_tool", None), "d": ("denied", "destructive")}  # fmt: skip
+        "r": ("pending", "read"),
+        "w": ("pending", "write"),
+        "u": ("unknown_tool", None),
+        "d": ("denied", "destructive"),
+    }
     rows = {(e.call_id, e.kind): e for e in ledger.events(batch.id)}
     allowed = rows["w", EventKind.decision]
     assert (allowed.effect, allowed.rule, allowed.mode, allowed.policy_version) == (
-        "allow", "bump", "auto", rules.version)  # fmt: skip
+        "allow",
+        "bump",
+        "auto",
+        rules.version,
+    )
     assert rows["d", EventKind.decision].effect == "deny"  # a refusal's end carries its decision
     assert ("u", EventKind.lookup_failed) in rows
 
@@ -101,8 +112,10 @@ def test_a_batch_recorded_before_gets_no_decision_and_no_end(ledger, audited, tm
     assert BatchAudit(ledger, batch, rules).admissions(admissions) is Recording.recorded
     before = [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)]
     other = policy(tmp_path, deny=["bump"])
-    again = [admit(call, registry=REGISTRY, mode=batch.mode, workspace=tmp_path,
-                   policy=other) for call in batch.calls]  # fmt: skip
+    again = [
+        admit(call, registry=REGISTRY, mode=batch.mode, workspace=tmp_path, policy=other)
+        for call in batch.calls
+    ]
     assert BatchAudit(ledger, batch, other).admissions(again) is Recording.found
     assert [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)] == before
     assert {c.call_id: c.status for c in ledger.calls(batch.id)}["w"] == "pending"

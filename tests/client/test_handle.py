@@ -23,8 +23,11 @@ def call(call_id: str, name: str, **arguments) -> dict:
 
 
 def test_the_stream_shows_a_notice_then_the_final_result_and_results_only_finals(rt, workspace):
-    handle = rt.submit([call("r", "nap", label="r"), call("w", "bump", label="w")],
-                       mode="default", workspace=workspace)  # fmt: skip
+    handle = rt.submit(
+        [call("r", "nap", label="r"), call("w", "bump", label="w")],
+        mode="default",
+        workspace=workspace,
+    )
     seen = []
     for event in handle.stream(10):
         if isinstance(event, ApprovalRequested):
@@ -74,8 +77,12 @@ def test_replies_in_each_dialect_and_reply_needs_a_provider_message(rt, workspac
 
 def test_the_async_handle_streams_on_the_event_loop_and_keeps_the_results(rt, workspace):
     async def main():
-        handle = await rt.asubmit([call("a", "nap", label="a"), call("b", "bump", label="b")],
-                                  mode="auto", workspace=workspace, rules=ALLOW)  # fmt: skip
+        handle = await rt.asubmit(
+            [call("a", "nap", label="a"), call("b", "bump", label="b")],
+            mode="auto",
+            workspace=workspace,
+            rules=ALLOW,
+        )
         streamed = [(r.call_id, r.status) async for r in handle]
         results = await handle.results()  # after a stream too: the handle keeps them
         return streamed, [r.call_id for r in results], await handle.as_openai()
@@ -89,8 +96,11 @@ def test_the_async_stream_shows_notices_and_its_timeout_ends_the_batch(rt, works
     rt.services = dataclasses.replace(rt.services, approval_timeout=3600)
 
     async def main():
-        handle = await rt.asubmit([call("w", "bump", label="w"), call("r", "nap", label="r",
-                                  seconds=5)], mode="default", workspace=workspace)  # fmt: skip
+        handle = await rt.asubmit(
+            [call("w", "bump", label="w"), call("r", "nap", label="r", seconds=5)],
+            mode="default",
+            workspace=workspace,
+        )
         seen = []
         async for event in handle.astream(0.2):
             seen.append((event.call_id, getattr(event, "status", "asks")))

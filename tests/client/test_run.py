@@ -32,8 +32,12 @@ def labels(workspace) -> list[str]:
 
 
 def test_reads_between_side_effects_see_them_in_the_models_order(rt, workspace):
-    batch = [call("r1", "nap", label="a"), call("r2", "nap", label="b"),
-             call("w", "bump", label="w"), call("r3", "nap", label="c")]  # fmt: skip
+    batch = [
+        call("r1", "nap", label="a"),
+        call("r2", "nap", label="b"),
+        call("w", "bump", label="w"),
+        call("r3", "nap", label="c"),
+    ]
     results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(10)
     assert [r.status for r in results] == [Status.ok] * 4
     spans = {m["label"]: m for m in marks(workspace, "intervals")}
@@ -69,13 +73,21 @@ def test_a_chain_runs_its_steps_in_order_and_a_failure_breaks_it(rt, workspace):
 
 
 def test_every_early_end_is_one_result_in_the_models_order(rt, workspace):
-    batch = [call("a", "nope"), call("b", "bump", label=None), call("c", "obliterate", label="x"),
-             call("d", "nap", label="ok")]  # fmt: skip
+    batch = [
+        call("a", "nope"),
+        call("b", "bump", label=None),
+        call("c", "obliterate", label="x"),
+        call("d", "nap", label="ok"),
+    ]
     handle = rt.submit(batch, mode="auto", workspace=workspace, on_error="continue")
     streamed = list(handle.stream(10))
     assert sorted(r.call_id for r in streamed) == ["a", "b", "c", "d"]
     assert [r.status for r in handle.results()] == [
-        Status.unknown_tool, Status.invalid_arguments, Status.denied, Status.ok]  # fmt: skip
+        Status.unknown_tool,
+        Status.invalid_arguments,
+        Status.denied,
+        Status.ok,
+    ]
 
 
 def test_cancel_ends_what_has_not_started_and_lets_the_running_step_finish(rt, workspace):
@@ -146,8 +158,11 @@ def test_a_refused_read_does_not_hold_its_stage_back(rt, workspace):
     """A refused call ends at submit and never reaches a worker: the stage moves
     on when the worker ends the last call that was sent (not 15 s later, when
     the sweep would find the batch)."""
-    batch = [call("r", "nap", label="a"), call("bad", "nap", label=None),
-             call("w", "bump", label="w")]  # fmt: skip
+    batch = [
+        call("r", "nap", label="a"),
+        call("bad", "nap", label=None),
+        call("w", "bump", label="w"),
+    ]
     results = rt.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(5)
     assert [r.status for r in results] == [Status.ok, Status.invalid_arguments, Status.ok]
     assert labels(workspace) == ["w"]
@@ -167,8 +182,13 @@ def test_a_key_again_with_another_batch_is_refused_before_anything_is_written(
     assert [r.status for r in handle.results(10)] == [Status.ok]
     written = _rows(rt, handle.batch_id)
     (tmp_path / "elsewhere").mkdir()
-    others = {"rules": {"deny": ["bump"]}, "mode": "default", "workspace": tmp_path / "elsewhere",
-              "on_error": "continue", "calls": [call("w", "bump", label="v")]}  # fmt: skip
+    others = {
+        "rules": {"deny": ["bump"]},
+        "mode": "default",
+        "workspace": tmp_path / "elsewhere",
+        "on_error": "continue",
+        "calls": [call("w", "bump", label="v")],
+    }
     again = {**first, change: others[change]}
     with pytest.raises(KeyConflict, match=f"other {change}") as refused:
         rt.submit(again.pop("calls", calls), key=f"turn-{change}", **again)

@@ -127,8 +127,14 @@ def test_secrets_in_arguments_never_come_back(env):
 
 def test_a_redelivered_side_effect_never_runs_twice(env):
     first = env("bump", {"label": "once"}, call_id="r1")
-    raw = message("r1", "bump", {"label": "once"}, workspace=env.workspace, batch_id="b-r1",
-                  rules={"allow": ["bump"]})  # fmt: skip
+    raw = message(
+        "r1",
+        "bump",
+        {"label": "once"},
+        workspace=env.workspace,
+        batch_id="b-r1",
+        rules={"allow": ["bump"]},
+    )
     again = env("bump", {"label": "once"}, call_id="r1", raw=raw)
     assert first.status is Status.ok and again.status is Status.ok
     assert len(marks(env.workspace, "effects")) == 1
@@ -138,16 +144,28 @@ def test_a_claimed_call_whose_worker_vanished_is_outcome_unknown(env):
     call = ToolCall(id="lost", name="bump", arguments={"label": "x"})
     env.ledger.record_batch(Batch(id="b-lost", calls=[call], workspace=str(env.workspace)))
     env.ledger.claim("b-lost", "lost", worker="gone@h")
-    raw = message("lost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-lost",
-                  rules={"allow": ["bump"]})  # fmt: skip
+    raw = message(
+        "lost",
+        "bump",
+        {"label": "x"},
+        workspace=env.workspace,
+        batch_id="b-lost",
+        rules={"allow": ["bump"]},
+    )
     result = env("bump", {"label": "x"}, call_id="lost", raw=raw)
     assert result.status is Status.outcome_unknown and "may or may not" in result.model_message
     assert marks(env.workspace, "effects") == []
 
 
 def test_a_side_effect_nobody_recorded_does_not_run(env):
-    raw = message("ghost", "bump", {"label": "x"}, workspace=env.workspace, batch_id="nowhere",
-                  rules={"allow": ["bump"]})  # fmt: skip
+    raw = message(
+        "ghost",
+        "bump",
+        {"label": "x"},
+        workspace=env.workspace,
+        batch_id="nowhere",
+        rules={"allow": ["bump"]},
+    )
     result = env("bump", {"label": "x"}, call_id="ghost2", raw=raw)
     assert result.status is Status.denied and marks(env.workspace, "effects") == []
 
@@ -156,8 +174,14 @@ def test_a_side_effect_of_a_batch_cancelled_before_its_claim_does_not_run(env):
     call = ToolCall(id="late", name="bump", arguments={"label": "x"})
     env.ledger.record_batch(Batch(id="b-late", calls=[call], workspace=str(env.workspace)))
     env.ledger.mark_cancelled("b-late", by="ann")  # no cancel flag in Redis: only the ledger knows
-    raw = message("late", "bump", {"label": "x"}, workspace=env.workspace, batch_id="b-late",
-                  rules={"allow": ["bump"]})  # fmt: skip
+    raw = message(
+        "late",
+        "bump",
+        {"label": "x"},
+        workspace=env.workspace,
+        batch_id="b-late",
+        rules={"allow": ["bump"]},
+    )
     result = env("bump", {"label": "x"}, call_id="late", raw=raw)
     assert result.status is Status.cancelled and marks(env.workspace, "effects") == []
     assert env.ledger.ends("b-late")["late"].status is Status.cancelled
@@ -166,8 +190,9 @@ def test_a_side_effect_of_a_batch_cancelled_before_its_claim_does_not_run(env):
 
 def test_a_shell_command_cut_off_by_its_own_timeout_has_an_unknown_outcome(env):
     command = "echo started > part.txt; sleep 30; echo done >> part.txt"
-    result = env("shell", {"command": command, "timeout": 0.5}, call_id="sh",
-                 rules={"allow": ["shell"]})  # fmt: skip
+    result = env(
+        "shell", {"command": command, "timeout": 0.5}, call_id="sh", rules={"allow": ["shell"]}
+    )
     assert (result.status, result.error.kind) == (Status.outcome_unknown, "timeout")
     assert "may have done part of its work" in result.model_message
     assert (env.workspace / "part.txt").read_text() == "started\n"  # it did: half of it

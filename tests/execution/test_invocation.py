@@ -102,12 +102,26 @@ def run(tmp_path, name, *, delivery=1, retries: list | None = None, **arguments)
     spec = TOOLS.get(name)
     call = ToolCall(id="c1", name=name, arguments=arguments)
     admitted = Admitted(call, spec, spec.input_model(**arguments), Decision.allow("t", rule="t"))
-    message = CallMessage(batch_id="b1", call_id="c1", tool=name, arguments=arguments,
-                          mode=Mode.auto, workspace=str(tmp_path), position=0, policy={},
-                          decision=admitted.decision.as_dict())  # fmt: skip
+    message = CallMessage(
+        batch_id="b1",
+        call_id="c1",
+        tool=name,
+        arguments=arguments,
+        mode=Mode.auto,
+        workspace=str(tmp_path),
+        position=0,
+        policy={},
+        decision=admitted.decision.as_dict(),
+    )
     seen = [] if retries is None else retries
-    return invoke(admitted, message, Settings(home=tmp_path), delivery=delivery, worker="w@h",
-                  on_retry=lambda attempt, error: seen.append((attempt, str(error))))  # fmt: skip
+    return invoke(
+        admitted,
+        message,
+        Settings(home=tmp_path),
+        delivery=delivery,
+        worker="w@h",
+        on_retry=lambda attempt, error: seen.append((attempt, str(error))),
+    )
 
 
 def test_a_tool_past_its_timeout_ends_timeout_and_its_thread_is_interrupted(tmp_path):

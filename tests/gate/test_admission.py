@@ -24,8 +24,14 @@ def ws(tmp_path):
 
 def run(ws, name, arguments, mode=Mode.default, *, trusted=True, rules=None, **options):
     call = ToolCall(id="c1", name=name, arguments=arguments)
-    return admit(call, registry=REGISTRY, mode=mode, workspace=ws,
-                 policy=policy(ws, trusted=trusted, **(rules or {})), **options)  # fmt: skip
+    return admit(
+        call,
+        registry=REGISTRY,
+        mode=mode,
+        workspace=ws,
+        policy=policy(ws, trusted=trusted, **(rules or {})),
+        **options,
+    )
 
 
 def test_an_unknown_tool_names_the_closest_ones(ws):
@@ -44,7 +50,9 @@ def test_a_made_up_name_is_repeated_only_up_to_a_bound(ws):
 def test_invalid_arguments_name_every_bad_field(ws):
     refused = run(ws, "nap", {"label": 3, "seconds": -1, "extra": True})
     assert (refused.result.status, refused.event) == (
-        Status.invalid_arguments, EventKind.invalid_arguments)  # fmt: skip
+        Status.invalid_arguments,
+        EventKind.invalid_arguments,
+    )
     for field in ("label", "seconds", "extra"):
         assert field in refused.result.model_message
 

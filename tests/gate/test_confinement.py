@@ -17,8 +17,24 @@ from runtime.types import CallMessage, Mode, Status
 from tests.support.messages import KEY, message
 
 SECRET = "outside-secret-4242"
-SEGMENTS = ["..", ".", "inside", "sub", "link_out", "link_file", "link_dir", "secret.txt",
-            "new.txt", "", "~", "%2e%2e", "..\\..", "outside", "\x00", " "]  # fmt: skip
+SEGMENTS = [
+    "..",
+    ".",
+    "inside",
+    "sub",
+    "link_out",
+    "link_file",
+    "link_dir",
+    "secret.txt",
+    "new.txt",
+    "",
+    "~",
+    "%2e%2e",
+    "..\\..",
+    "outside",
+    "\x00",
+    " ",
+]
 PREFIXES = ["", "/", "./", "~/", "//", "{outside}/", "{ws}/", "{ws}/../"]
 
 
@@ -45,8 +61,14 @@ def world(tmp_path_factory):
     (ws / "link_file").symlink_to(outside / "secret.txt")
     (ws / "inside" / "link_dir").symlink_to(outside / "dir")
     ledger = Ledger(f"sqlite:///{base / 'ledger.db'}")
-    yield {"ws": ws, "outside": outside, "ledger": ledger, "base": base,
-           "registry": load_tools(), "settings": Settings(home=base)}  # fmt: skip
+    yield {
+        "ws": ws,
+        "outside": outside,
+        "ledger": ledger,
+        "base": base,
+        "registry": load_tools(),
+        "settings": Settings(home=base),
+    }
     ledger.close()
 
 
@@ -71,10 +93,21 @@ TOOLS = {
 def test_no_path_escapes_the_workspace(world, tool, template):
     path = template.format(outside=world["outside"], ws=world["ws"])
     before = snapshot(world["outside"])
-    raw = message("c", tool, TOOLS[tool](path), workspace=world["ws"], mode=Mode.bypass,
-                  rules={"allow": [tool]})  # fmt: skip
-    outcome = execute(CallMessage.from_wire(raw), registry=world["registry"],
-                      ledger=world["ledger"], settings=world["settings"], key=KEY)  # fmt: skip
+    raw = message(
+        "c",
+        tool,
+        TOOLS[tool](path),
+        workspace=world["ws"],
+        mode=Mode.bypass,
+        rules={"allow": [tool]},
+    )
+    outcome = execute(
+        CallMessage.from_wire(raw),
+        registry=world["registry"],
+        ledger=world["ledger"],
+        settings=world["settings"],
+        key=KEY,
+    )
     assert outcome is not None
     result = outcome.result
     event(f"{tool}: {result.status.value}")

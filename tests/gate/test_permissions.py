@@ -253,12 +253,22 @@ def test_there_are_at_least_sixty_rule_cases():
 
 
 SHELL_BYPASSES = [
-    "git diff && rm -rf x", "git diff; curl http://example.com", "git diff | sh",
-    "git diff $(rm -rf x)", "git diff `id`", "git diff\nrm -rf x", "git diff > /etc/passwd",
-    "git diff > ../out", "git diff >> ~/.bashrc", "git diff & rm x", "git diff || rm x",
-    "git diff <(curl x)", "bash -c 'git diff'", "eval git diff",
+    "git diff && rm -rf x",
+    "git diff; curl http://example.com",
+    "git diff | sh",
+    "git diff $(rm -rf x)",
+    "git diff `id`",
+    "git diff\nrm -rf x",
+    "git diff > /etc/passwd",
+    "git diff > ../out",
+    "git diff >> ~/.bashrc",
+    "git diff & rm x",
+    "git diff || rm x",
+    "git diff <(curl x)",
+    "bash -c 'git diff'",
+    "eval git diff",
     "git diff > .toolrun/settings.json",
-]  # fmt: skip
+]
 
 
 def shell_decision(ws: Path, command: str, mode: str, *rules):
@@ -267,8 +277,9 @@ def shell_decision(ws: Path, command: str, mode: str, *rules):
     spec = load_tools().get("shell")
     parsed = tuple(parse(text, Effect(effect), Level.user, "user.json") for effect, text in rules)
     policy = Policy(parsed, True, None, str(ws), "v")
-    return evaluate(spec, spec.input_model(command=command), mode=Mode(mode), workspace=ws,
-                    policy=policy)  # fmt: skip
+    return evaluate(
+        spec, spec.input_model(command=command), mode=Mode(mode), workspace=ws, policy=policy
+    )
 
 
 @pytest.mark.parametrize("command", SHELL_BYPASSES)
@@ -296,8 +307,9 @@ def test_an_ask_rule_on_one_part_asks_for_the_whole_command(tmp_path):
 
 
 def test_a_deny_rule_on_any_part_denies(tmp_path):
-    decision = shell_decision(tmp_path, "ls && rm -rf x", "bypass", ("allow", "shell"),
-                              ("deny", "shell(rm *)"))  # fmt: skip
+    decision = shell_decision(
+        tmp_path, "ls && rm -rf x", "bypass", ("allow", "shell"), ("deny", "shell(rm *)")
+    )
     assert (decision.effect, decision.rule) == (D, "shell(rm *)")
 
 

@@ -25,16 +25,19 @@ def write(path, data) -> str:
 def files(tmp_path):
     """An empty user file and no org file; a workspace with a project file."""
     workspace = tmp_path / "ws"
-    write(workspace / PROJECT_FILE, {"permissions": {"allow": ["write_file"],
-                                                     "deny": ["shell(rm *)"]}})  # fmt: skip
+    write(
+        workspace / PROJECT_FILE,
+        {"permissions": {"allow": ["write_file"], "deny": ["shell(rm *)"]}},
+    )
     return tmp_path, workspace
 
 
 def sources(tmp_path, *, user=None, org=None) -> PolicySources:
     user_file = write(tmp_path / "user.json", user) if user is not None else tmp_path / "none"
     org_file = write(tmp_path / "org.json", org) if org is not None else None
-    return PolicySources(Settings(home=tmp_path, user_settings_file=user_file,
-                                  policy_file=org_file))  # fmt: skip
+    return PolicySources(
+        Settings(home=tmp_path, user_settings_file=user_file, policy_file=org_file)
+    )
 
 
 def texts(policy: Policy) -> list[tuple[str, str, str]]:
@@ -63,7 +66,12 @@ def test_rules_of_every_level_in_order_with_the_batch_s_own_last(files):
         user={"permissions": {"ask": ["edit_file"]}},
     ).policy_for(workspace, {"allow": ["shell(git diff *)"]})
     assert [r.level for r in policy.rules] == [
-        Level.org, Level.project, Level.project, Level.user, Level.batch]  # fmt: skip
+        Level.org,
+        Level.project,
+        Level.project,
+        Level.user,
+        Level.batch,
+    ]
     assert policy.rules[-1].effect is Effect.allow and policy.rules[-1].source == "submit"
 
 

@@ -23,7 +23,10 @@ def test_a_rule_that_cannot_be_parsed_is_an_error_naming_its_file(text):
 def test_a_rule_names_its_tool_by_glob_and_keeps_its_text():
     parsed = rule(" mcp__notes__*(docs/**) ")
     assert (parsed.tool, parsed.specifier, parsed.text) == (
-        "mcp__notes__*", "docs/**", "mcp__notes__*(docs/**)")  # fmt: skip
+        "mcp__notes__*",
+        "docs/**",
+        "mcp__notes__*(docs/**)",
+    )
     assert parsed.names("mcp__notes__read") and not parsed.names("write_file")
 
 
@@ -55,8 +58,12 @@ def test_an_allow_must_cover_every_path_and_a_deny_any(tmp_path):
 
 def test_host_specifiers_match_the_url_s_host_only(tmp_path):
     host = rule("http_get(*.example.com)")
-    urls = {"https://api.example.com/v1": True, "https://example.com.evil.io/": False,
-            "https://evil.io/?q=a.example.com": False, "not a url": False}  # fmt: skip
+    urls = {
+        "https://api.example.com/v1": True,
+        "https://example.com.evil.io/": False,
+        "https://evil.io/?q=a.example.com": False,
+        "not a url": False,
+    }
     for url, hit in urls.items():
         assert bool(matching([host], "http_get", "url", [url], tmp_path)) is hit, url
 

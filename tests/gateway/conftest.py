@@ -24,8 +24,9 @@ def gateway(stack, user_settings, tmp_path_factory):
     home = tmp_path_factory.mktemp("gateway")
     policy = home / "policy.json"
     policy.write_text(json.dumps({"permissions": {"allow": [ORG_ALLOW]}}))
-    with running_gateway(stack, user_settings, home / "gateway.log",
-                         TOOLRUN_POLICY_FILE=str(policy)) as running:  # fmt: skip
+    with running_gateway(
+        stack, user_settings, home / "gateway.log", TOOLRUN_POLICY_FILE=str(policy)
+    ) as running:
         yield running
 
 
@@ -37,7 +38,7 @@ def keys(gateway, roots, request):
     return {
         "submitter": gateway.key(
             f"{tag}-alice", Role.submitter, roots=[roots], max_mode=Mode.accept_edits
-        ),  # fmt: skip
+        ),
         "other": gateway.key(f"{tag}-oscar", Role.submitter, roots=[roots]),
         "approver": gateway.key(f"{tag}-bob", Role.approver),
         "admin": gateway.key(f"{tag}-root", Role.admin),

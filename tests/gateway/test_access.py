@@ -24,8 +24,11 @@ def _problem(response: httpx.Response, status: int) -> dict:
 
 
 def _batch(space, **extra):
-    return {"calls": [{"id": "1", "name": "read_file", "arguments": {"path": "x"}}],
-            "workspace": str(space), **extra}  # fmt: skip
+    return {
+        "calls": [{"id": "1", "name": "read_file", "arguments": {"path": "x"}}],
+        "workspace": str(space),
+        **extra,
+    }
 
 
 def test_every_endpoint_but_health_needs_a_key(gateway, keys, space):
@@ -35,10 +38,15 @@ def test_every_endpoint_but_health_needs_a_key(gateway, keys, space):
         assert anyone.get("/healthz").json() == {"status": "ok"}
         assert anyone.get("/readyz").json() == {"status": "ready"}
         assert "/v1/batches" in anyone.get("/openapi.json").json()["paths"]
-        for method, path in [("GET", "/v1/approvals"), ("GET", "/v1/tools"),
-                             ("GET", "/metrics"), ("GET", "/v1/batches/x"),
-                             ("POST", "/v1/batches"), ("POST", "/v1/batches/x/cancel"),
-                             ("POST", "/v1/batches/x/calls/y/approve")]:  # fmt: skip
+        for method, path in [
+            ("GET", "/v1/approvals"),
+            ("GET", "/v1/tools"),
+            ("GET", "/metrics"),
+            ("GET", "/v1/batches/x"),
+            ("POST", "/v1/batches"),
+            ("POST", "/v1/batches/x/cancel"),
+            ("POST", "/v1/batches/x/calls/y/approve"),
+        ]:
             for headers in (
                 {},
                 {"Authorization": "Bearer trk_000000000000_nope"},
@@ -54,8 +62,10 @@ def test_roles_and_confinement_are_403(gateway, keys, space, tmp_path):
     with gateway.client(keys["approver"]) as bob:
         _problem(bob.post("/v1/batches", json=_batch(space)), 403)
     with gateway.client(keys["submitter"]) as alice:
-        assert "bypass" in _problem(alice.post("/v1/batches", json=_batch(space, mode="bypass")),
-                                    403)["detail"]  # fmt: skip
+        assert (
+            "bypass"
+            in _problem(alice.post("/v1/batches", json=_batch(space, mode="bypass")), 403)["detail"]
+        )
         outside = alice.post("/v1/batches", json=_batch(tmp_path))
         assert "outside the roots" in _problem(outside, 403)["detail"]
         escape = alice.post("/v1/batches", json=_batch(f"{space}/../../.."))
@@ -101,8 +111,9 @@ def test_a_submitter_without_a_mode_gets_default_or_its_maximum(gateway, space):
 )
 def test_bad_input_is_a_4xx_problem(gateway, keys, content, status):
     with gateway.client(keys["submitter"]) as alice:
-        response = alice.post("/v1/batches", content=content,
-                              headers={"Content-Type": "application/json"})  # fmt: skip
+        response = alice.post(
+            "/v1/batches", content=content, headers={"Content-Type": "application/json"}
+        )
         _problem(response, status)
 
 
@@ -110,15 +121,17 @@ def test_unusable_paths_and_strings_are_4xx_or_results(gateway, keys, space):
     with gateway.client(keys["admin"]) as admin:
         for workspace in ("a\u0000b", "\ud800", "~nobody-here/x", str(space / "missing")):
             content = json.dumps(_batch(space) | {"workspace": workspace}).encode()
-            response = admin.post("/v1/batches", content=content,
-                                  headers={"Content-Type": "application/json"})  # fmt: skip
+            response = admin.post(
+                "/v1/batches", content=content, headers={"Content-Type": "application/json"}
+            )
             _problem(response, 422)
         _problem(admin.get("/v1/tools", params={"mode": "auto", "workspace": "a\x00b"}), 422)
     with gateway.client(keys["submitter"]) as alice:
         odd = '{"calls": [{"id": "s", "name": "echo", "arguments": {"text": "\\ud800"}}], '
         odd += '"mode": "auto"}'
-        response = alice.post("/v1/batches", content=odd.encode(),
-                              headers={"Content-Type": "application/json"})  # fmt: skip
+        response = alice.post(
+            "/v1/batches", content=odd.encode(), headers={"Content-Type": "application/json"}
+        )
         assert response.status_code == 202, response.text
         batch_id = response.json()["batch_id"]
         state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
@@ -128,8 +141,10 @@ def test_unusable_paths_and_strings_are_4xx_or_results(gateway, keys, space):
 def test_bad_requests_elsewhere_are_4xx_problems(gateway, keys):
     big = b'{"calls": [], "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}'
     with gateway.client(keys["admin"]) as admin:
-        _problem(admin.post("/v1/batches", content=big,
-                            headers={"Content-Type": "application/json"}), 413)  # fmt: skip
+        _problem(
+            admin.post("/v1/batches", content=big, headers={"Content-Type": "application/json"}),
+            413,
+        )
         _problem(admin.get("/v1/batches/no-such-batch"), 404)
         _problem(admin.get("/v1/batches/no-such-batch/events"), 404)
         _problem(admin.get("/v1/batches/x/events", headers={"Last-Event-ID": "zz"}), 400)
@@ -155,8 +170,11 @@ def test_metrics_and_tools_answer_a_key(gateway, keys, space):
 
 def test_what_the_gateway_returns_and_logs_is_redacted(gateway, keys, space):
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
-    body = {"calls": [{"id": "e", "name": "echo", "arguments": {"text": f"token {secret}"}}],
-            "workspace": str(space), "mode": "auto"}  # fmt: skip
+    body = {
+        "calls": [{"id": "e", "name": "echo", "arguments": {"text": f"token {secret}"}}],
+        "workspace": str(space),
+        "mode": "auto",
+    }
     with gateway.client(keys["submitter"]) as alice:
         batch_id = alice.post("/v1/batches", json=body).json()["batch_id"]
         seen = [alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).text]

@@ -9,9 +9,13 @@ from tests.support.gateway import sse
 
 
 def _waiting(gateway, token, space, name="w.txt"):
-    body = {"calls": [{"id": "w", "name": "write_file",
-                       "arguments": {"path": name, "content": "first"}}],
-            "workspace": str(space), "mode": "default"}  # fmt: skip
+    body = {
+        "calls": [
+            {"id": "w", "name": "write_file", "arguments": {"path": name, "content": "first"}}
+        ],
+        "workspace": str(space),
+        "mode": "default",
+    }
     with gateway.client(token) as client:
         batch_id = client.post("/v1/batches", json=body).json()["batch_id"]
         with client.stream("GET", f"/v1/batches/{batch_id}/events") as response:
@@ -52,13 +56,15 @@ def test_a_denial_carries_its_reason_to_the_model(gateway, keys, space):
     [result] = state["results"]
     assert result["status"] == "denied"
     assert "not on a Friday" in result["model_message"]
-    refused = [e for e in gateway.ledger.events(batch_id, "w")
-               if e.kind == EventKind.approval_refused]  # fmt: skip
+    refused = [
+        e for e in gateway.ledger.events(batch_id, "w") if e.kind == EventKind.approval_refused
+    ]
     assert [e.approver for e in refused] == ["test_approvals-root"]
 
 
-def test_approvals_are_seen_by_their_submitter_and_approvers_in_reach(gateway, keys, space,
-                                                                      tmp_path):  # fmt: skip
+def test_approvals_are_seen_by_their_submitter_and_approvers_in_reach(
+    gateway, keys, space, tmp_path
+):
     batch_id = _waiting(gateway, keys["submitter"], space)
     elsewhere = gateway.key("approvals-far-away", Role.approver, roots=[tmp_path])
     with gateway.client(keys["submitter"]) as alice:
@@ -75,8 +81,11 @@ def test_updated_arguments_the_tool_cannot_take_end_the_call_not_the_gateway(gat
     batch_id = _waiting(gateway, keys["submitter"], space)
     with gateway.client(keys["approver"]) as bob:
         body = b'{"arguments": {"path": "w.txt", "content": "\\ud800", "extra": 1}}'
-        answer = bob.post(f"/v1/batches/{batch_id}/calls/w/approve", content=body,
-                          headers={"Content-Type": "application/json"})  # fmt: skip
+        answer = bob.post(
+            f"/v1/batches/{batch_id}/calls/w/approve",
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
         assert answer.status_code in (200, 409, 422), answer.text
     with gateway.client(keys["submitter"]) as alice:
         state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()

@@ -29,8 +29,9 @@ def test_a_batch_streams_one_event_per_result_then_its_reply(gateway, keys, spac
         {"id": "w1", "name": "write_file", "arguments": {"path": "b.txt", "content": "b"}},
     ]
     with gateway.client(keys["submitter"]) as client:
-        response = client.post("/v1/batches", json={"calls": calls, "mode": "accept_edits",
-                                                     "workspace": str(space)})  # fmt: skip
+        response = client.post(
+            "/v1/batches", json={"calls": calls, "mode": "accept_edits", "workspace": str(space)}
+        )
         assert response.status_code == 202
         batch_id = response.json()["batch_id"]
         assert response.headers["location"] == f"/v1/batches/{batch_id}"
@@ -69,10 +70,13 @@ def test_events_resume_from_last_event_id_without_repeats_or_gaps(gateway, keys,
 
 def test_a_provider_message_gets_its_reply_in_its_own_dialect(gateway, keys, space):
     (space / "m.txt").write_text("hello\n")
-    message = {"role": "assistant", "content": [
-        {"type": "text", "text": "reading"},
-        {"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "m.txt"}},
-    ]}  # fmt: skip
+    message = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "toolu_01", "name": "read_file", "input": {"path": "m.txt"}},
+        ],
+    }
     with gateway.client(keys["submitter"]) as client:
         batch_id = _submit(client, {"message": message, "workspace": str(space), "mode": "auto"})
         reply = client.get(f"/v1/batches/{batch_id}/reply", params={"wait": 30}).json()
@@ -84,8 +88,10 @@ def test_a_provider_message_gets_its_reply_in_its_own_dialect(gateway, keys, spa
 
 def test_the_same_idempotency_key_is_the_same_batch_for_its_key_only(gateway, keys, space):
     (space / "i.txt").write_text("i")
-    body = {"calls": [{"id": "1", "name": "read_file", "arguments": {"path": "i.txt"}}],
-            "workspace": str(space)}  # fmt: skip
+    body = {
+        "calls": [{"id": "1", "name": "read_file", "arguments": {"path": "i.txt"}}],
+        "workspace": str(space),
+    }
     with gateway.client(keys["submitter"]) as alice, gateway.client(keys["other"]) as oscar:
         first = _submit(alice, body, **{"Idempotency-Key": "turn-1"})
         assert _submit(alice, body, **{"Idempotency-Key": "turn-1"}) == first
@@ -102,12 +108,17 @@ def test_the_same_idempotency_key_is_the_same_batch_for_its_key_only(gateway, ke
 
 def test_a_key_sees_only_its_own_batches_unless_admin(gateway, keys, space):
     (space / "s.txt").write_text("s")
-    body = {"calls": [{"id": "1", "name": "read_file", "arguments": {"path": "s.txt"}}],
-            "workspace": str(space)}  # fmt: skip
+    body = {
+        "calls": [{"id": "1", "name": "read_file", "arguments": {"path": "s.txt"}}],
+        "workspace": str(space),
+    }
     with gateway.client(keys["submitter"]) as alice:
         batch_id = _submit(alice, body)
-    paths = [f"/v1/batches/{batch_id}", f"/v1/batches/{batch_id}/events",
-             f"/v1/batches/{batch_id}/reply?format=openai"]  # fmt: skip
+    paths = [
+        f"/v1/batches/{batch_id}",
+        f"/v1/batches/{batch_id}/events",
+        f"/v1/batches/{batch_id}/reply?format=openai",
+    ]
     with gateway.client(keys["other"]) as oscar, gateway.client(keys["approver"]) as bob:
         for path in paths:
             for client in (oscar, bob):

@@ -67,7 +67,9 @@ def test_a_resumed_stream_sends_only_what_the_cursor_lacks():
     # Another process learnt them in another order: the cursor still says which were sent.
     again = asyncio.run(_collect(handle, after_two))
     assert [(e["event"], e.get("id") and e["data"].count('"c0"')) for e in again[:-1]] == [
-        ("result", 1), ("result", 0)]  # fmt: skip
+        ("result", 1),
+        ("result", 0),
+    ]
     assert asyncio.run(_collect(handle, cursor(first[3]["id"])))[0]["event"] == "end"
 
 

@@ -20,22 +20,41 @@ values = st.recursive(
     max_leaves=20,
 )
 names = st.sampled_from(["read_file", "write_file", "echo", "nope", ""]) | st.text(max_size=8)
-calls = st.lists(st.fixed_dictionaries({"id": st.text(max_size=8) | values, "name": names},
-                                       optional={"arguments": values}), max_size=4)  # fmt: skip
-blocks = st.lists(st.fixed_dictionaries(
-    {"type": st.sampled_from(["tool_use", "text", "function_call", "thinking"])},
-    optional={"id": values, "name": names, "input": values, "arguments": values,
-              "call_id": values}), max_size=3)  # fmt: skip
+calls = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.text(max_size=8) | values, "name": names}, optional={"arguments": values}
+    ),
+    max_size=4,
+)
+blocks = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["tool_use", "text", "function_call", "thinking"])},
+        optional={
+            "id": values,
+            "name": names,
+            "input": values,
+            "arguments": values,
+            "call_id": values,
+        },
+    ),
+    max_size=3,
+)
 messages = (
     st.fixed_dictionaries({"role": st.just("assistant"), "content": blocks | values})
     | blocks
     | st.fixed_dictionaries({"tool_calls": st.lists(values, max_size=3)})
     | values
 )
-options = st.fixed_dictionaries({}, optional={
-    "mode": st.sampled_from(["plan", "auto", "default", "bypass", "x"]) | values,
-    "on_error": values, "timeout": values, "rules": values, "format": values,
-})  # fmt: skip
+options = st.fixed_dictionaries(
+    {},
+    optional={
+        "mode": st.sampled_from(["plan", "auto", "default", "bypass", "x"]) | values,
+        "on_error": values,
+        "timeout": values,
+        "rules": values,
+        "format": values,
+    },
+)
 bodies = (
     st.builds(lambda c, o: {"calls": c, **o}, calls, options)
     | st.builds(lambda m, o: {"message": m, **o}, messages, options)
@@ -53,16 +72,23 @@ def _accepted(response) -> None:
 def test_any_json_body_is_202_or_a_4xx_problem(gateway, keys):
     with gateway.client(keys["submitter"]) as client:
 
-        @settings(max_examples=150, deadline=None, derandomize=True,
-                  suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+        @settings(
+            max_examples=150,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
         @given(bodies)
         def check(body) -> None:
             try:
                 content = json.dumps(body, allow_nan=True).encode()
             except (ValueError, UnicodeEncodeError):
                 return
-            _accepted(client.post("/v1/batches", content=content,
-                                  headers={"Content-Type": "application/json"}))  # fmt: skip
+            _accepted(
+                client.post(
+                    "/v1/batches", content=content, headers={"Content-Type": "application/json"}
+                )
+            )
 
         check()
 
@@ -73,7 +99,10 @@ def test_any_bytes_are_a_4xx_problem_or_202(gateway, keys):
         @settings(max_examples=60, deadline=None, derandomize=True)
         @given(st.binary(max_size=64) | st.text(max_size=64).map(str.encode))
         def check(content: bytes) -> None:
-            _accepted(client.post("/v1/batches", content=content,
-                                  headers={"Content-Type": "application/json"}))  # fmt: skip
+            _accepted(
+                client.post(
+                    "/v1/batches", content=content, headers={"Content-Type": "application/json"}
+                )
+            )
 
         check()

@@ -34,7 +34,11 @@ def test_a_token_finds_its_key_and_only_its_digest_is_stored(keys, tmp_path):
     token = mint(keys, "alice", Role.submitter, roots=[str(tmp_path)], max_mode=Mode.auto)
     key = authenticate(keys, token)
     assert (key.name, key.role, key.roots, key.max_mode) == (
-        "alice", Role.submitter, (str(tmp_path.resolve()),), Mode.auto)  # fmt: skip
+        "alice",
+        Role.submitter,
+        (str(tmp_path.resolve()),),
+        Mode.auto,
+    )
     [row] = keys.all()
     assert token not in repr(row.model_dump())
     assert row.secret_hash != token
@@ -43,8 +47,15 @@ def test_a_token_finds_its_key_and_only_its_digest_is_stored(keys, tmp_path):
 def test_wrong_malformed_and_revoked_tokens_find_nothing(keys):
     token = mint(keys, "root", Role.admin)
     prefix, secret = token.rsplit("_", 1)
-    for wrong in ("", "trk_", "Bearer x", f"{prefix}_{secret[:-1]}x", f"{prefix}x_{secret}",
-                  token + "x", "trk_" + "0" * 12 + "_" + secret):  # fmt: skip
+    for wrong in (
+        "",
+        "trk_",
+        "Bearer x",
+        f"{prefix}_{secret[:-1]}x",
+        f"{prefix}x_{secret}",
+        token + "x",
+        "trk_" + "0" * 12 + "_" + secret,
+    ):
         assert authenticate(keys, wrong) is None, wrong
     assert keys.revoke("root")
     assert authenticate(keys, token) is None

@@ -39,18 +39,25 @@ async def _events(client: httpx.AsyncClient, batch_id: str, noticed) -> list[dic
 
 
 def _batch(space, n: int) -> dict:
-    return {"calls": [{"id": f"s{n}r", "name": "echo", "arguments": {"text": str(n)}},
-                      {"id": f"s{n}w", "name": "write_file",
-                       "arguments": {"path": f"out-{n}.txt", "content": str(n)}}],
-            "mode": "default", "workspace": str(space)}  # fmt: skip
+    return {
+        "calls": [
+            {"id": f"s{n}r", "name": "echo", "arguments": {"text": str(n)}},
+            {
+                "id": f"s{n}w",
+                "name": "write_file",
+                "arguments": {"path": f"out-{n}.txt", "content": str(n)},
+            },
+        ],
+        "mode": "default",
+        "workspace": str(space),
+    }
 
 
 async def _load(url: str, submitter: str, approver: str, space) -> list[list[dict]]:
     streams = SUBMITTERS * STREAMS_PER_BATCH
     limits = httpx.Limits(max_connections=streams + SUBMITTERS)
     auth = {"Authorization": f"Bearer {submitter}"}
-    async with httpx.AsyncClient(base_url=url, headers=auth, limits=limits,
-                                 timeout=90) as client:  # fmt: skip
+    async with httpx.AsyncClient(base_url=url, headers=auth, limits=limits, timeout=90) as client:
         submitted = await asyncio.gather(
             *(client.post("/v1/batches", json=_batch(space, n)) for n in range(SUBMITTERS))
         )
@@ -60,14 +67,22 @@ async def _load(url: str, submitter: str, approver: str, space) -> list[list[dic
 
         async def noticed() -> None:
             if await everyone.wait() == 0:  # the last of 200 open streams: answer them all
-                answers = [client.post(f"/v1/batches/{b}/calls/s{n}w/approve",
-                                       headers={"Authorization": f"Bearer {approver}"})
-                           for n, b in enumerate(batch_ids)]  # fmt: skip
+                answers = [
+                    client.post(
+                        f"/v1/batches/{b}/calls/s{n}w/approve",
+                        headers={"Authorization": f"Bearer {approver}"},
+                    )
+                    for n, b in enumerate(batch_ids)
+                ]
                 assert {r.status_code for r in await asyncio.gather(*answers)} == {200}
 
-        return await asyncio.gather(*(_events(client, batch_id, noticed)
-                                      for batch_id in batch_ids
-                                      for _ in range(STREAMS_PER_BATCH)))  # fmt: skip
+        return await asyncio.gather(
+            *(
+                _events(client, batch_id, noticed)
+                for batch_id in batch_ids
+                for _ in range(STREAMS_PER_BATCH)
+            )
+        )
 
 
 def test_200_streams_and_50_submitters_get_every_result_once(gateway, keys, space):
@@ -77,8 +92,9 @@ def test_200_streams_and_50_submitters_get_every_result_once(gateway, keys, spac
         n = index // STREAMS_PER_BATCH
         assert events[-1]["event"] == "end"
         kinds = Counter((e["event"], json.loads(e["data"]).get("call_id")) for e in events[:-1])
-        assert kinds == Counter({("result", f"s{n}r"): 1, ("notice", f"s{n}w"): 1,
-                                 ("result", f"s{n}w"): 1}), events  # fmt: skip
+        assert kinds == Counter(
+            {("result", f"s{n}r"): 1, ("notice", f"s{n}w"): 1, ("result", f"s{n}w"): 1}
+        ), events
     assert sorted(p.name for p in space.glob("out-*.txt")) == sorted(
         f"out-{n}.txt" for n in range(SUBMITTERS)
     )

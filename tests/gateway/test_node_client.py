@@ -27,8 +27,7 @@ def test_a_node_agent_loop_runs_three_turns_with_an_approval(gateway, keys, spac
         "WORKSPACE": str(space),
         "PATH": "/usr/bin:/bin",
     }
-    done = subprocess.run([NODE, str(SCRIPT)], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run([NODE, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     first, second, third = out["turns"]

@@ -35,10 +35,13 @@ def test_a_batch_outlives_the_gateway_that_took_it(stack, user_settings, tmp_pat
         with second.client(approver) as bob:
             assert bob.post(f"/v1/batches/{batch_id}/calls/w/approve").status_code == 200
         with second.client(submitter) as alice:
-            with alice.stream("GET", f"/v1/batches/{batch_id}/events",
-                              headers={"Last-Event-ID": seen[-1]["id"]}) as response:  # fmt: skip
+            with alice.stream(
+                "GET", f"/v1/batches/{batch_id}/events", headers={"Last-Event-ID": seen[-1]["id"]}
+            ) as response:
                 rest = list(sse(response))
     assert [(e["event"], json.loads(e["data"]).get("call_id")) for e in rest] == [
-        ("result", "w"), ("end", None)]  # fmt: skip
+        ("result", "w"),
+        ("end", None),
+    ]
     assert json.loads(rest[0]["data"])["status"] == "ok"
     assert (space / "b.txt").read_text() == "b"

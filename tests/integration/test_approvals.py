@@ -29,12 +29,15 @@ def answer(stack, user_settings):
     """Run `toolrun approve|deny ...` as another process, as a human's CLI would."""
 
     def run(*args, code=0):
-        env = {**os.environ, "TOOLRUN_HOME": str(stack.home), "TOOLRUN_REDIS_URL": stack.redis_url,
-               "TOOLRUN_DATABASE_URL": stack.database_url,
-               "TOOLRUN_TOOL_MODULES": "tests.support.tools",
-               "TOOLRUN_USER_SETTINGS_FILE": str(user_settings)}  # fmt: skip
-        done = subprocess.run([TOOLRUN, *args], env=env, capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        env = {
+            **os.environ,
+            "TOOLRUN_HOME": str(stack.home),
+            "TOOLRUN_REDIS_URL": stack.redis_url,
+            "TOOLRUN_DATABASE_URL": stack.database_url,
+            "TOOLRUN_TOOL_MODULES": "tests.support.tools",
+            "TOOLRUN_USER_SETTINGS_FILE": str(user_settings),
+        }
+        done = subprocess.run([TOOLRUN, *args], env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == code, done.stderr
         return done.stdout if code == 0 else done.stderr
 
@@ -105,9 +108,14 @@ def test_edit_and_approve_validates_the_new_arguments(runtime, workspace, answer
 def test_an_unanswered_approval_expires(stack, user_settings, workspace):
     from runtime.client import Runtime
 
-    settings = Settings(home=stack.home, redis_url=stack.redis_url,
-                        database_url=stack.database_url, tool_modules="tests.support.tools",
-                        user_settings_file=user_settings, approval_timeout=1.0)  # fmt: skip
+    settings = Settings(
+        home=stack.home,
+        redis_url=stack.redis_url,
+        database_url=stack.database_url,
+        tool_modules="tests.support.tools",
+        user_settings_file=user_settings,
+        approval_timeout=1.0,
+    )
     rt = Runtime(settings)
     try:
         started = time.monotonic()
@@ -121,13 +129,19 @@ def test_an_unanswered_approval_expires(stack, user_settings, workspace):
         rt.close()
 
 
-def test_an_expired_approval_cannot_be_answered_from_the_cli(stack, user_settings, workspace,
-                                                             answer):  # fmt: skip
+def test_an_expired_approval_cannot_be_answered_from_the_cli(
+    stack, user_settings, workspace, answer
+):
     from runtime.client import Runtime
 
-    settings = Settings(home=stack.home, redis_url=stack.redis_url,
-                        database_url=stack.database_url, tool_modules="tests.support.tools",
-                        user_settings_file=user_settings, approval_timeout=0.5)  # fmt: skip
+    settings = Settings(
+        home=stack.home,
+        redis_url=stack.redis_url,
+        database_url=stack.database_url,
+        tool_modules="tests.support.tools",
+        user_settings_file=user_settings,
+        approval_timeout=0.5,
+    )
     rt = Runtime(settings)
     try:
         handle = rt.submit([call("late", "bump", label="x")], mode="default", workspace=workspace)
@@ -141,8 +155,9 @@ def test_an_expired_approval_cannot_be_answered_from_the_cli(stack, user_setting
 
 
 def test_toolrun_watch_follows_a_batch_from_another_process(runtime, workspace, answer):
-    handle = runtime.submit([call("a", "nap", label="a"), call("b", "nap", label="b")],
-                            mode="auto", workspace=workspace)  # fmt: skip
+    handle = runtime.submit(
+        [call("a", "nap", label="a"), call("b", "nap", label="b")], mode="auto", workspace=workspace
+    )
     printed = answer("watch", handle.batch_id, "--json")
     shown = json.loads(printed)
     assert shown["batch_id"] == handle.batch_id
@@ -150,9 +165,11 @@ def test_toolrun_watch_follows_a_batch_from_another_process(runtime, workspace, 
 
 
 def test_an_approval_given_while_redis_is_down_is_stored_and_its_batch_goes_on(
-        runtime, stack, user_settings, workspace):  # fmt: skip
-    handle = runtime.submit([call("w1", "bump", label="approved offline")], mode="default",
-                            workspace=workspace)  # fmt: skip
+    runtime, stack, user_settings, workspace
+):
+    handle = runtime.submit(
+        [call("w1", "bump", label="approved offline")], mode="default", workspace=workspace
+    )
     wait_for_notice(handle.stream(timeout=60), "w1")
     with socket.create_server(("127.0.0.1", 0)) as closed:  # a port nothing listens on
         port = closed.getsockname()[1]
@@ -173,21 +190,26 @@ def drop_messages(redis_url: str, queue: str, batch_id: str) -> int:
     client = redis.Redis.from_url(redis_url)
     try:
         waiting = client.lrange(queue, 0, -1)
-        ours = [raw for raw in waiting
-                if batch_id in base64.b64decode(json.loads(raw)["body"]).decode()]  # fmt: skip
+        ours = [
+            raw for raw in waiting if batch_id in base64.b64decode(json.loads(raw)["body"]).decode()
+        ]
         return sum(client.lrem(queue, 0, raw) for raw in ours)
     finally:
         client.close()
 
 
-def test_an_approved_call_whose_message_was_lost_is_sent_again(runtime, stack, workspace,
-                                                               request):  # fmt: skip
+def test_an_approved_call_whose_message_was_lost_is_sent_again(runtime, stack, workspace, request):
     request.addfinalizer(lambda: release(workspace, "busy"))
-    busy = runtime.submit([call("busy", "held_write", label="busy")], mode="auto",
-                          workspace=workspace, rules={"allow": ["held_write"]})  # fmt: skip
+    busy = runtime.submit(
+        [call("busy", "held_write", label="busy")],
+        mode="auto",
+        workspace=workspace,
+        rules={"allow": ["held_write"]},
+    )
     held_running(workspace, 1)  # the one effects slot is taken: the next message waits in Redis
-    handle = runtime.submit([call("w1", "bump", label="approved")], mode="default",
-                            workspace=workspace, timeout=90)  # fmt: skip
+    handle = runtime.submit(
+        [call("w1", "bump", label="approved")], mode="default", workspace=workspace, timeout=90
+    )
     wait_for_notice(handle.stream(timeout=60), "w1")
     assert handle.approve("w1", by="bob")
     assert drop_messages(stack.redis_url, "effects", handle.batch_id) == 1
@@ -227,14 +249,24 @@ for result in handle.results(timeout=30):
 """
 
 
-def test_closing_the_runtime_ends_its_pending_batches_without_a_traceback(stack, user_settings,
-                                                                          workspace):  # fmt: skip
-    env = {**os.environ, "TOOLRUN_HOME": str(stack.home), "TOOLRUN_REDIS_URL": stack.redis_url,
-           "TOOLRUN_DATABASE_URL": stack.database_url,
-           "TOOLRUN_TOOL_MODULES": "tests.support.tools",
-           "TOOLRUN_USER_SETTINGS_FILE": str(user_settings)}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", CLOSE_WHILE_ASKING, str(workspace)], env=env,
-                          capture_output=True, text=True, timeout=90)  # fmt: skip
+def test_closing_the_runtime_ends_its_pending_batches_without_a_traceback(
+    stack, user_settings, workspace
+):
+    env = {
+        **os.environ,
+        "TOOLRUN_HOME": str(stack.home),
+        "TOOLRUN_REDIS_URL": stack.redis_url,
+        "TOOLRUN_DATABASE_URL": stack.database_url,
+        "TOOLRUN_TOOL_MODULES": "tests.support.tools",
+        "TOOLRUN_USER_SETTINGS_FILE": str(user_settings),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_WHILE_ASKING, str(workspace)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
     lines = done.stdout.splitlines()

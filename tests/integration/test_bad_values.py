@@ -29,13 +29,19 @@ def test_each_bad_value_ends_only_its_own_call(runtime, workspace):
         {"id": "read", "name": "read_file", "arguments": {"path": "a.txt"}},
         {"id": "write", "name": "bump", "arguments": {"label": "fine"}},
     ]
-    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES,
-                            on_error="continue", timeout=30)  # fmt: skip
+    handle = runtime.submit(
+        batch, mode="auto", workspace=workspace, rules=WRITES, on_error="continue", timeout=30
+    )
     results = {result.call_id: result for result in handle.results(timeout=30)}
 
-    expected = {"surrogate": "lone surrogate", "nan": "JSON cannot carry",
-                "infinity": "JSON cannot carry", "deep": f"more than {MAX_DEPTH}",
-                "huge": "past the bound of 1,048,576", "json": "lone surrogate"}  # fmt: skip
+    expected = {
+        "surrogate": "lone surrogate",
+        "nan": "JSON cannot carry",
+        "infinity": "JSON cannot carry",
+        "deep": f"more than {MAX_DEPTH}",
+        "huge": "past the bound of 1,048,576",
+        "json": "lone surrogate",
+    }
     for call_id, said in expected.items():
         assert results[call_id].status is Status.invalid_arguments, results[call_id]
         assert said in results[call_id].model_message

@@ -28,8 +28,12 @@ def test_a_chain_runs_in_order_and_stops_at_its_first_failure(runtime, workspace
     handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
     results = handle.results(timeout=60)
     assert [r.status for r in results] == [
-        Status.ok, Status.ok, Status.error, Status.skipped, Status.skipped,
-    ]  # fmt: skip
+        Status.ok,
+        Status.ok,
+        Status.error,
+        Status.skipped,
+        Status.skipped,
+    ]
     assert all("call x (explode) failed" in r.model_message for r in results[3:])
     assert labels(workspace) == ["a", "b", "explode"]
     want = {"a": "ok", "b": "ok", "x": "error", "c": "skipped", "d": "skipped"}
@@ -40,8 +44,12 @@ def test_a_chain_runs_in_order_and_stops_at_its_first_failure(runtime, workspace
 
 
 def test_under_continue_a_chain_runs_past_a_failure(runtime, workspace):
-    batch = [call("a", "bump", label="a"), call("x", "explode"), call("b", "bump", label="b"),
-             call("c", "bump", label="c")]  # fmt: skip
+    batch = [
+        call("a", "bump", label="a"),
+        call("x", "explode"),
+        call("b", "bump", label="b"),
+        call("c", "bump", label="c"),
+    ]
     results = runtime.submit(
         batch, mode="auto", workspace=workspace, on_error="continue", rules=WRITES
     ).results(timeout=60)
@@ -52,8 +60,12 @@ def test_under_continue_a_chain_runs_past_a_failure(runtime, workspace):
 def test_a_read_between_steps_sees_the_step_before_it(runtime, workspace):
     """Chains end at reads: the read runs after the write before it, and the
     write after it waits for the read."""
-    batch = [call("a", "bump", label="a"), call("b", "bump", label="b"),
-             call("r", "nap", label="r", seconds=0.2), call("c", "bump", label="c")]  # fmt: skip
+    batch = [
+        call("a", "bump", label="a"),
+        call("b", "bump", label="b"),
+        call("r", "nap", label="r", seconds=0.2),
+        call("c", "bump", label="c"),
+    ]
     results = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES).results(60)
     assert all(r.ok for r in results)
     effects = {m["label"]: m["at"] for m in marks(workspace, "effects")}
@@ -62,8 +74,11 @@ def test_a_read_between_steps_sees_the_step_before_it(runtime, workspace):
 
 
 def test_a_cancel_mid_chain_lets_the_running_step_end_and_runs_no_later_one(runtime, workspace):
-    batch = [call("slow", "held_write", label="slow"),
-             call("next", "bump", label="next"), call("last", "bump", label="last")]  # fmt: skip
+    batch = [
+        call("slow", "held_write", label="slow"),
+        call("next", "bump", label="next"),
+        call("last", "bump", label="last"),
+    ]
     handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=WRITES, timeout=40)
     held_running(workspace, 1)
     handle.cancel(by="test")  # while the first step runs: it holds until released
@@ -77,10 +92,13 @@ def test_a_cancel_mid_chain_lets_the_running_step_end_and_runs_no_later_one(runt
 
 
 def test_steps_after_one_that_waits_for_approval_wait_with_it(runtime, workspace):
-    batch = [call("a", "bump", label="a"), call("x", "slow_write", label="x"),
-             call("b", "bump", label="b"), call("c", "bump", label="c")]  # fmt: skip
-    handle = runtime.submit(batch, mode="default", workspace=workspace,
-                            rules={"allow": ["bump"]})  # fmt: skip
+    batch = [
+        call("a", "bump", label="a"),
+        call("x", "slow_write", label="x"),
+        call("b", "bump", label="b"),
+        call("c", "bump", label="c"),
+    ]
+    handle = runtime.submit(batch, mode="default", workspace=workspace, rules={"allow": ["bump"]})
     stream = handle.stream(timeout=60)
     for event in stream:
         if event.call_id == "x" and isinstance(event, ApprovalRequested):

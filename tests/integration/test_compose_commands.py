@@ -261,10 +261,21 @@ def test_the_gateway_service_serves_a_batch_to_a_key(started, deployment, env, w
     argv = [port if arg == "8000" else arg for arg in compose.local_argv(gateway["command"])]
     argv[argv.index("0.0.0.0")] = "127.0.0.1"
     made = subprocess.run(
-        [*compose.local_argv(["toolrun"]), "keys", "create", "orchestrator", "--role",
-         "submitter", "--workspace-root", str(workspace)],
-        env=environment, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            *compose.local_argv(["toolrun"]),
+            "keys",
+            "create",
+            "orchestrator",
+            "--role",
+            "submitter",
+            "--workspace-root",
+            str(workspace),
+        ],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
     pid, log = started(argv, "gateway", environment)
@@ -274,8 +285,13 @@ def test_the_gateway_service_serves_a_batch_to_a_key(started, deployment, env, w
         assert time.monotonic() < deadline and processes.is_alive(pid), log.read_text()[-2000:]
         time.sleep(0.2)
     (workspace / "g.txt").write_text("through the gateway\n")
-    body = json.dumps({"calls": [{"id": "g", "name": "read_file", "arguments": {"path": "g.txt"}}],
-                       "workspace": str(workspace), "mode": "auto"}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "calls": [{"id": "g", "name": "read_file", "arguments": {"path": "g.txt"}}],
+            "workspace": str(workspace),
+            "mode": "auto",
+        }
+    ).encode()
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     url = f"http://127.0.0.1:{port}/v1/batches"
     with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=30) as answer:

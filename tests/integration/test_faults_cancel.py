@@ -37,8 +37,12 @@ def test_handle_cancel_ends_calls_not_started_and_lets_running_reads_finish(
     # two wait in Redis. The cancel comes while the eight provably run.
     request.addfinalizer(lambda: release(workspace, "reads"))
     reads = [call(f"r{i}", "held", label="reads") for i in range(10)]
-    batch = [*reads, call("w1", "bump", label="w1"), call("after", "nap", label="after"),
-             call("w2", "bump", label="w2")]  # fmt: skip
+    batch = [
+        *reads,
+        call("w1", "bump", label="w1"),
+        call("after", "nap", label="after"),
+        call("w2", "bump", label="w2"),
+    ]
     handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW, timeout=40)
     running = {m["call_id"] for m in held_running(workspace, 8)}
     handle.cancel(by="test")
@@ -81,8 +85,11 @@ def test_toolrun_cancel_from_another_process_abandons_long_reads_after_the_grace
     env |= {"TOOLRUN_HOME": str(stack.home), "TOOLRUN_DATABASE_URL": stack.database_url}
     done = subprocess.run(
         [sys.executable, "-m", "runtime.cli", "cancel", handle.batch_id, "--by", "ops"],
-        env=env, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert f"cancelled batch {handle.batch_id}" in done.stdout
     release(workspace, "short")

@@ -131,8 +131,13 @@ def test_a_ledger_cut_mid_batch_stops_side_effects_and_loses_no_row(
     assert "started" not in kinds["w1"] | kinds["w2"]
     calls = {row.call_id: row for row in runtime.ledger.calls(handle.batch_id)}
     assert {c: calls[c].status for c in calls} == {
-        "r0": "ok", "r1": "ok", "w1": "error", "r2": "ok", "w2": "error", "r3": "ok",
-    }  # fmt: skip
+        "r0": "ok",
+        "r1": "ok",
+        "w1": "error",
+        "r2": "ok",
+        "w2": "error",
+        "r3": "ok",
+    }
     assert calls["w1"].error_kind == "ledger"
     events = runtime.ledger.events(handle.batch_id)
     assert Counter((e.call_id, e.kind) for e in events if e.kind != "retried") == Counter(
@@ -157,8 +162,9 @@ def test_a_batch_submitted_while_the_ledger_is_cut_runs_its_reads_only(ledger_ru
     assert results["w1"].status is Status.error and UNAVAILABLE in results["w1"].model_message
     assert results["r0"].ok and results["r1"].ok
     assert marks(workspace, "effects") == []
-    rows_settle(runtime, handle.batch_id, {"r0": READ_ROWS, "r1": READ_ROWS,
-                                           "w1": {"decision", "finished"}})  # fmt: skip
+    rows_settle(
+        runtime, handle.batch_id, {"r0": READ_ROWS, "r1": READ_ROWS, "w1": {"decision", "finished"}}
+    )
     deadline = time.monotonic() + 10
     while True:  # the call rows, written late, take the ends already recorded
         calls = {row.call_id: row.status for row in runtime.ledger.calls(handle.batch_id)}
@@ -218,8 +224,10 @@ def test_call_rows_written_late_take_what_workers_recorded_first(tmp_path):
         ledger.record_batch(batch)
         calls = {row.call_id: row for row in ledger.calls(batch.id)}
         assert (calls["r"].status, calls["r"].worker, calls["r"].summary) == (
-            "ok", "reads-1", "nap: slept",
-        )  # fmt: skip
+            "ok",
+            "reads-1",
+            "nap: slept",
+        )
         assert calls["r"].started_at and calls["r"].finished_at
         assert (calls["q"].status, calls["q"].worker) == ("running", "reads-2")
     finally:

@@ -67,12 +67,16 @@ def test_a_redis_restart_mid_batch_loses_no_result_and_the_next_batch_runs(redis
     assert took < deadline + 5, f"the batch took {took:.1f} s"
     effects = Counter(m["label"] for m in marks(workspace, "effects"))
     assert all(count == 1 for count in effects.values()), effects
-    assert all(r.ok for r in results), [(r.call_id, r.status, r.model_message)
-                                        for r in results if not r.ok]  # fmt: skip
+    assert all(r.ok for r in results), [
+        (r.call_id, r.status, r.model_message) for r in results if not r.ok
+    ]
     assert effects == {"w1": 1, "w2": 1}
 
     after = runtime.submit(
         [call("a", "nap", label="again"), call("b", "bump", label="again")],
-        mode="auto", workspace=workspace, rules=ALLOW, timeout=30,
-    )  # fmt: skip
+        mode="auto",
+        workspace=workspace,
+        rules=ALLOW,
+        timeout=30,
+    )
     assert [r.status for r in after.results(timeout=35)] == [Status.ok, Status.ok]

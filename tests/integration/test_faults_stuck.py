@@ -66,17 +66,25 @@ class LedgerProbe:
 
 def test_calls_holding_the_gil_are_killed_on_both_queues(stuck_stack, workspace):
     stack, runtime = stuck_stack
-    reads = [{"id": f"r{i}", "name": "hold_gil_read", "arguments": {"label": f"r{i}"}}
-             for i in range(20)]  # fmt: skip
-    writes = [{"id": f"w{i}", "name": "hold_gil_write", "arguments": {"label": f"w{i}"}}
-              for i in range(2)]  # fmt: skip
+    reads = [
+        {"id": f"r{i}", "name": "hold_gil_read", "arguments": {"label": f"r{i}"}} for i in range(20)
+    ]
+    writes = [
+        {"id": f"w{i}", "name": "hold_gil_write", "arguments": {"label": f"w{i}"}} for i in range(2)
+    ]
     after = [
         {"id": "read", "name": "nap", "arguments": {"label": "after"}},
         {"id": "write", "name": "slow_bump", "arguments": {"label": "after"}},
     ]
     with LedgerProbe(stack.settings.ledger_url) as probe:
-        handle = runtime.submit([*reads, *writes, *after], mode="auto", workspace=workspace,
-                                rules=ALLOW, on_error="continue", timeout=90)  # fmt: skip
+        handle = runtime.submit(
+            [*reads, *writes, *after],
+            mode="auto",
+            workspace=workspace,
+            rules=ALLOW,
+            on_error="continue",
+            timeout=90,
+        )
         results = {result.call_id: result for result in handle.results(timeout=90)}
 
     for call in reads:
@@ -104,8 +112,9 @@ def test_side_effects_that_overrun_never_overlap(stuck_stack, workspace):
         {"id": "c", "name": "hold_gil_write", "arguments": {"label": "c"}},
         {"id": "d", "name": "overrun_write", "arguments": {"label": "d", "seconds": 0}},
     ]
-    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW,
-                            on_error="continue", timeout=60)  # fmt: skip
+    handle = runtime.submit(
+        batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=60
+    )
     results = {result.call_id: result for result in handle.results(timeout=60)}
 
     for call_id in "abc":
@@ -125,11 +134,20 @@ def test_a_call_its_batch_gave_up_on_never_runs_later(stuck_stack, workspace):
         for worker in stack.workers(queue):
             stack.kill_worker(worker)
     handles = [
-        runtime.submit([{"id": "read", "name": "nap", "arguments": {"label": "abandoned"}}],
-                       mode="auto", workspace=workspace, timeout=2),
-        runtime.submit([{"id": "write", "name": "slow_bump", "arguments": {"label": "abandoned"}}],
-                       mode="auto", workspace=workspace, rules=ALLOW, timeout=2),
-    ]  # fmt: skip
+        runtime.submit(
+            [{"id": "read", "name": "nap", "arguments": {"label": "abandoned"}}],
+            mode="auto",
+            workspace=workspace,
+            timeout=2,
+        ),
+        runtime.submit(
+            [{"id": "write", "name": "slow_bump", "arguments": {"label": "abandoned"}}],
+            mode="auto",
+            workspace=workspace,
+            rules=ALLOW,
+            timeout=2,
+        ),
+    ]
     ended = [handle.results(timeout=30)[0].status for handle in handles]
     # The read was sent: it ends `timeout`. The side effect was never claimed by a
     # worker, which the ledger knows: it did not start, so it ends `skipped`.
@@ -137,8 +155,12 @@ def test_a_call_its_batch_gave_up_on_never_runs_later(stuck_stack, workspace):
 
     for queue in ("reads", "effects"):
         stack.add_worker(queue)
-    probe = runtime.submit([{"id": "p", "name": "nap", "arguments": {"label": "probe"}}],
-                           mode="auto", workspace=workspace, timeout=30)  # fmt: skip
+    probe = runtime.submit(
+        [{"id": "p", "name": "nap", "arguments": {"label": "probe"}}],
+        mode="auto",
+        workspace=workspace,
+        timeout=30,
+    )
     assert probe.results(timeout=30)[0].ok  # the new workers have taken the old messages
     time.sleep(1.0)
     assert [m["label"] for m in marks(workspace, "starts")] == ["probe"]

@@ -116,17 +116,25 @@ def test_every_openai_chat_call_gets_a_reply_custom_and_empty_arguments_too(runt
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "nap", "arguments": '{"label": "a"}'}},
-                {"id": "call_2", "type": "custom",
-                 "custom": {"name": "grammar", "input": "x+1"}},
-                {"id": "call_3", "type": "function",
-                 "function": {"name": "list_dir", "arguments": ""}},
-                {"id": "call_4", "type": "function",
-                 "function": {"name": "nap", "arguments": '{"label": "b"}'}},
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "nap", "arguments": '{"label": "a"}'},
+                },
+                {"id": "call_2", "type": "custom", "custom": {"name": "grammar", "input": "x+1"}},
+                {
+                    "id": "call_3",
+                    "type": "function",
+                    "function": {"name": "list_dir", "arguments": ""},
+                },
+                {
+                    "id": "call_4",
+                    "type": "function",
+                    "function": {"name": "nap", "arguments": '{"label": "b"}'},
+                },
             ],
         }
-    )  # fmt: skip
+    )
     handle = runtime.submit_message(message, mode="auto", workspace=workspace)
     reply = handle.reply(timeout=60)
     assert [m["tool_call_id"] for m in reply] == ["call_1", "call_2", "call_3", "call_4"]
@@ -139,19 +147,50 @@ def test_every_openai_chat_call_gets_a_reply_custom_and_empty_arguments_too(runt
 
 def test_every_responses_call_the_client_answers_gets_its_own_output_item(runtime, workspace):
     output = [
-        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "list_dir",
-         "arguments": "", "status": "completed"},
-        {"type": "custom_tool_call", "id": "ct_1", "call_id": "call_2", "name": "grammar",
-         "input": "x+1"},
-        {"type": "local_shell_call", "id": "ls_1", "call_id": "call_3", "status": "completed",
-         "action": {"type": "exec", "command": ["ls"], "env": {}}},
-        {"type": "shell_call", "id": "sh_1", "call_id": "call_4", "status": "completed",
-         "action": {"commands": ["ls"], "max_output_length": None, "timeout_ms": None}},
-        {"type": "apply_patch_call", "id": "ap_1", "call_id": "call_5", "status": "completed",
-         "operation": {"type": "delete_file", "path": "a.txt"}},
-        {"type": "mcp_approval_request", "id": "mcpr_1", "name": "fetch", "server_label": "web",
-         "arguments": "{}"},
-    ]  # fmt: skip
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_1",
+            "name": "list_dir",
+            "arguments": "",
+            "status": "completed",
+        },
+        {
+            "type": "custom_tool_call",
+            "id": "ct_1",
+            "call_id": "call_2",
+            "name": "grammar",
+            "input": "x+1",
+        },
+        {
+            "type": "local_shell_call",
+            "id": "ls_1",
+            "call_id": "call_3",
+            "status": "completed",
+            "action": {"type": "exec", "command": ["ls"], "env": {}},
+        },
+        {
+            "type": "shell_call",
+            "id": "sh_1",
+            "call_id": "call_4",
+            "status": "completed",
+            "action": {"commands": ["ls"], "max_output_length": None, "timeout_ms": None},
+        },
+        {
+            "type": "apply_patch_call",
+            "id": "ap_1",
+            "call_id": "call_5",
+            "status": "completed",
+            "operation": {"type": "delete_file", "path": "a.txt"},
+        },
+        {
+            "type": "mcp_approval_request",
+            "id": "mcpr_1",
+            "name": "fetch",
+            "server_label": "web",
+            "arguments": "{}",
+        },
+    ]
     items = [TypeAdapter(ResponseOutputItem).validate_python(item) for item in output]
     handle = runtime.submit_message(items, mode="auto", workspace=workspace)
     reply = handle.reply(timeout=60)
@@ -159,15 +198,21 @@ def test_every_responses_call_the_client_answers_gets_its_own_output_item(runtim
     for item in reply:
         assert same_after_validation(ResponseInputItemParam, item), item
     assert [item["type"] for item in reply] == [
-        "function_call_output", "custom_tool_call_output", "local_shell_call_output",
-        "shell_call_output", "apply_patch_call_output", "mcp_approval_response",
-    ]  # fmt: skip
+        "function_call_output",
+        "custom_tool_call_output",
+        "local_shell_call_output",
+        "shell_call_output",
+        "apply_patch_call_output",
+        "mcp_approval_response",
+    ]
     assert [r.status for r in handle.results()][0] is Status.ok  # "" ran with the defaults
     assert [r.status for r in handle.results()][1:] == [Status.unknown_tool] * 5
     assert reply[5] == {
-        "type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": False,
+        "type": "mcp_approval_response",
+        "approval_request_id": "mcpr_1",
+        "approve": False,
         "reason": reply[5]["reason"],
-    }  # fmt: skip
+    }
     assert "which toolrun does not run" in reply[4]["output"]
 
 

@@ -42,11 +42,13 @@ def keyed(request, user_settings, tmp_path_factory):
         pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL tests skipped")
     with fresh_database(url) as database_url:
         home = tmp_path_factory.mktemp("toolrun-keys-postgres")
-        settings = Settings(home=home, redis_url=None, database_url=database_url,
-                            tool_modules=TEST_TOOLS)  # fmt: skip
+        settings = Settings(
+            home=home, redis_url=None, database_url=database_url, tool_modules=TEST_TOOLS
+        )
         try:
-            stack = start_stack(settings, flower=False,
-                                extra_env={"TOOLRUN_TOOL_MODULES": TEST_TOOLS})  # fmt: skip
+            stack = start_stack(
+                settings, flower=False, extra_env={"TOOLRUN_TOOL_MODULES": TEST_TOOLS}
+            )
             runtime = runtime_on(stack, user_settings)
             yield stack, runtime
             runtime.close()
@@ -67,10 +69,19 @@ def test_five_processes_submitting_one_key_leave_one_decision_per_call(
     keyed, user_settings, workspace, tmp_path
 ):
     stack, runtime = keyed
-    calls = [call("w1", "bump", label="w1"), call("w2", "bump", label="w2"),
-             call("r", "nap", label="r")]  # fmt: skip
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
-            "timeout": 60, "key": f"race-{uuid.uuid4().hex}"}  # fmt: skip
+    calls = [
+        call("w1", "bump", label="w1"),
+        call("w2", "bump", label="w2"),
+        call("r", "nap", label="r"),
+    ]
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": ALLOW,
+        "timeout": 60,
+        "key": f"race-{uuid.uuid4().hex}",
+    }
     outcomes = race(stack, user_settings, [spec] * 5, tmp_path / "start")
     assert all("batch_id" in outcome for outcome in outcomes), outcomes
     (batch_id,) = {outcome["batch_id"] for outcome in outcomes}
@@ -89,8 +100,13 @@ def test_racing_submitters_with_other_rules_never_end_a_call_that_ran_denied(
     rules attach, those with the other rules are refused; the ledger's one
     decision and one end agree with what ran."""
     stack, runtime = keyed
-    spec = {"calls": [call("w", "bump", label="w")], "mode": "auto", "workspace": str(workspace),
-            "timeout": 60, "key": f"race-{uuid.uuid4().hex}"}  # fmt: skip
+    spec = {
+        "calls": [call("w", "bump", label="w")],
+        "mode": "auto",
+        "workspace": str(workspace),
+        "timeout": 60,
+        "key": f"race-{uuid.uuid4().hex}",
+    }
     specs = [{**spec, "rules": ALLOW}, {**spec, "rules": DENY}] * 3
     outcomes = race(stack, user_settings, specs, tmp_path / "start")
     (batch_id,) = {outcome["batch_id"] for outcome in outcomes if "batch_id" in outcome}
@@ -121,8 +137,13 @@ def test_a_key_submitted_again_with_a_deny_rule_while_its_call_runs_is_refused(
     stack, runtime = keyed
     request.addfinalizer(lambda: release(workspace, "w"))
     calls = [call("w", "held_write", label="w")]
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "timeout": 60,
-            "key": f"reported-{uuid.uuid4().hex}"}  # fmt: skip
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "timeout": 60,
+        "key": f"reported-{uuid.uuid4().hex}",
+    }
     [first] = race(stack, user_settings, [{**spec, "rules": ALLOW}], tmp_path / "a")
     held_running(workspace, 1)
     written = [(e.call_id, e.kind, e.effect) for e in runtime.ledger.events(first["batch_id"])]

@@ -148,11 +148,19 @@ def test_an_anthropic_message_calling_mcp_tools_gets_its_tool_results(mcp_stack,
     message = anthropic_message(
         {"type": "text", "text": "Checking the name first."},
         # `tool_use()` cannot say it: these tools' argument is called `name` too.
-        {"type": "tool_use", "id": "toolu_1", "name": "notes__check_name",
-         "input": {"name": "Groceries"}},
-        {"type": "tool_use", "id": "toolu_2", "name": "notes__read_note",
-         "input": {"name": "groceries"}},
-    )  # fmt: skip
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "notes__check_name",
+            "input": {"name": "Groceries"},
+        },
+        {
+            "type": "tool_use",
+            "id": "toolu_2",
+            "name": "notes__read_note",
+            "input": {"name": "groceries"},
+        },
+    )
     handle = mcp_stack.submit_message(message, mode="auto", workspace=workspace)
     reply = handle.reply(timeout=60)
     assert same_after_validation(MessageParam, reply)

@@ -30,10 +30,16 @@ def fs_stack(tmp_path_factory, user_settings):
     base = str(tmp_path_factory.getbasetemp())
     home = tmp_path_factory.mktemp("toolrun-fs-home")
     servers = tmp_path_factory.mktemp("fs-servers") / ".mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {
-        "fs": {"command": str(binary), "args": [base], "trusted": True, "timeout": 20},
-        "ufs": {"command": str(binary), "args": [base], "timeout": 20},
-    }}))  # fmt: skip
+    servers.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "fs": {"command": str(binary), "args": [base], "trusted": True, "timeout": 20},
+                    "ufs": {"command": str(binary), "args": [base], "timeout": 20},
+                }
+            }
+        )
+    )
     settings = Settings(home=home, mcp_servers_file=servers, user_settings_file=user_settings)
     record = start_stack(settings, flower=False)
     try:
@@ -83,15 +89,20 @@ def test_the_servers_tools_have_their_path_arguments(fs_stack):
 def test_a_batch_in_ws2_cannot_read_ws1_through_the_server(fs_stack, spaces, server):
     ws1, ws2 = spaces
     mode = "auto" if server == "fs" else "default"  # the untrusted server's tools always ask
-    results = run(fs_stack, [
-        call("abs", f"{server}__read_text_file", path=str(ws1 / "a.txt")),
-        call("up", f"{server}__read_text_file", path="../ws1/a.txt"),
-        call("link", f"{server}__read_text_file", path="out/a.txt"),
-        call("uri", f"{server}__read_text_file", path=(ws1 / "a.txt").as_uri()),
-        call("many", f"{server}__read_multiple_files", paths=["b.txt", str(ws1 / "a.txt")]),
-        call("move", f"{server}__move_file", source="b.txt", destination=str(ws1 / "b.txt")),
-        call("list", f"{server}__list_directory", path=str(ws1)),
-    ], ws2, mode=mode)  # fmt: skip
+    results = run(
+        fs_stack,
+        [
+            call("abs", f"{server}__read_text_file", path=str(ws1 / "a.txt")),
+            call("up", f"{server}__read_text_file", path="../ws1/a.txt"),
+            call("link", f"{server}__read_text_file", path="out/a.txt"),
+            call("uri", f"{server}__read_text_file", path=(ws1 / "a.txt").as_uri()),
+            call("many", f"{server}__read_multiple_files", paths=["b.txt", str(ws1 / "a.txt")]),
+            call("move", f"{server}__move_file", source="b.txt", destination=str(ws1 / "b.txt")),
+            call("list", f"{server}__list_directory", path=str(ws1)),
+        ],
+        ws2,
+        mode=mode,
+    )
     assert [r.status for r in results] == [Status.denied] * 7, [r.model_message for r in results]
     assert all("outside the workspace" in r.model_message for r in results)
     assert not any("ws1 secret" in json.dumps(r.model_dump()) for r in results)
@@ -100,10 +111,14 @@ def test_a_batch_in_ws2_cannot_read_ws1_through_the_server(fs_stack, spaces, ser
 
 def test_a_batch_reads_its_own_workspace_through_the_server(fs_stack, spaces):
     _, ws2 = spaces
-    [relative, absolute] = run(fs_stack, [
-        call("rel", "fs__read_text_file", path="b.txt"),
-        call("abs", "fs__read_text_file", path=str(ws2 / "b.txt")),
-    ], ws2)  # fmt: skip
+    [relative, absolute] = run(
+        fs_stack,
+        [
+            call("rel", "fs__read_text_file", path="b.txt"),
+            call("abs", "fs__read_text_file", path=str(ws2 / "b.txt")),
+        ],
+        ws2,
+    )
     assert (relative.status, absolute.status) == (Status.ok, Status.ok), relative.model_message
     assert relative.model_message == absolute.model_message == "two\n"
 
@@ -112,34 +127,52 @@ def test_a_batch_reads_its_own_workspace_through_the_server(fs_stack, spaces):
 # however the path is spelled (relative, absolute, through a link, in a list).
 DENIALS = [
     ("fs__read_text_file", [call("1", "fs__read_text_file", path="b.txt")]),
-    ("fs__read_text_file(.env)", [
-        call("1", "fs__read_text_file", path=".env"),
-        call("2", "fs__read_text_file", path="sub/.env"),
-        call("3", "fs__read_text_file", path="WS/.env"),
-    ]),
-    ("fs__read_text_file(secret/**)", [
-        call("1", "fs__read_text_file", path="secret/x.txt"),
-        call("2", "fs__read_text_file", path="alias/x.txt"),
-        call("3", "fs__read_text_file", path="./secret/../secret/x.txt"),
-    ]),
+    (
+        "fs__read_text_file(.env)",
+        [
+            call("1", "fs__read_text_file", path=".env"),
+            call("2", "fs__read_text_file", path="sub/.env"),
+            call("3", "fs__read_text_file", path="WS/.env"),
+        ],
+    ),
+    (
+        "fs__read_text_file(secret/**)",
+        [
+            call("1", "fs__read_text_file", path="secret/x.txt"),
+            call("2", "fs__read_text_file", path="alias/x.txt"),
+            call("3", "fs__read_text_file", path="./secret/../secret/x.txt"),
+        ],
+    ),
     ("fs__read_text_file(secret/x.txt)", [call("1", "fs__read_text_file", path="alias/x.txt")]),
-    ("fs__read_text_file(WS/secret/*.txt)", [
-        call("1", "fs__read_text_file", path="secret/x.txt"),
-        call("2", "fs__read_text_file", path="alias/x.txt"),
-    ]),
-    ("fs__read_multiple_files(.env)", [
-        call("1", "fs__read_multiple_files", paths=["b.txt", ".env"]),
-    ]),
-    ("fs__*(.env)", [
-        call("1", "fs__get_file_info", path=".env"),
-        call("2", "fs__read_media_file", path="sub/.env"),
-    ]),
-    ("fs__move_file(.env)", [
-        call("1", "fs__move_file", source="b.txt", destination=".env"),
-        call("2", "fs__move_file", source=".env", destination="c.txt"),
-    ]),
+    (
+        "fs__read_text_file(WS/secret/*.txt)",
+        [
+            call("1", "fs__read_text_file", path="secret/x.txt"),
+            call("2", "fs__read_text_file", path="alias/x.txt"),
+        ],
+    ),
+    (
+        "fs__read_multiple_files(.env)",
+        [
+            call("1", "fs__read_multiple_files", paths=["b.txt", ".env"]),
+        ],
+    ),
+    (
+        "fs__*(.env)",
+        [
+            call("1", "fs__get_file_info", path=".env"),
+            call("2", "fs__read_media_file", path="sub/.env"),
+        ],
+    ),
+    (
+        "fs__move_file(.env)",
+        [
+            call("1", "fs__move_file", source="b.txt", destination=".env"),
+            call("2", "fs__move_file", source=".env", destination="c.txt"),
+        ],
+    ),
     ("*", [call("1", "fs__read_text_file", path="b.txt")]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("rule", "calls"), DENIALS, ids=[rule for rule, _ in DENIALS])
@@ -161,10 +194,15 @@ def test_a_deny_rule_on_an_mcp_tool_cannot_fail_open(fs_stack, spaces, rule, cal
 
 def test_an_allow_rule_on_an_mcp_tool_binds_to_its_path(fs_stack, spaces):
     _, ws2 = spaces
-    results = run(fs_stack, [
-        call("txt", "fs__write_file", path="notes.txt", content="hi"),
-        call("md", "fs__write_file", path="notes.md", content="hi"),
-    ], ws2, rules={"allow": ["fs__write_file(*.txt)"]})  # fmt: skip
+    results = run(
+        fs_stack,
+        [
+            call("txt", "fs__write_file", path="notes.txt", content="hi"),
+            call("md", "fs__write_file", path="notes.md", content="hi"),
+        ],
+        ws2,
+        rules={"allow": ["fs__write_file(*.txt)"]},
+    )
     assert [r.status for r in results] == [Status.ok, Status.denied], [
         r.model_message for r in results
     ]
@@ -179,8 +217,12 @@ def test_a_specifier_on_a_tool_without_a_path_argument_is_refused_naming_the_rul
     _, ws2 = spaces
     rule = "fs__list_allowed_directories(*.txt)"
     with pytest.raises(ConfigurationError, match=r"deny rule 'fs__list_allowed_directories\(\*"):
-        fs_stack.submit([call("1", "fs__list_allowed_directories")], mode="auto",
-                        workspace=ws2, rules={"deny": [rule]})  # fmt: skip
+        fs_stack.submit(
+            [call("1", "fs__list_allowed_directories")],
+            mode="auto",
+            workspace=ws2,
+            rules={"deny": [rule]},
+        )
     user = tmp_path / "user.json"
     user.write_text(json.dumps({"permissions": {"allow": [rule]}}))
     with pytest.raises(ConfigurationError, match=f"{user}: allow rule"):
@@ -201,8 +243,9 @@ def test_definitions_offer_only_the_tools_that_can_run(fs_stack, spaces):
     assert not any(n.startswith("ufs__") for n in names)  # untrusted: asks, and auto cannot
     assert "fs__write_file" not in names and "write_file" not in names
     assert all(same_after_validation(ToolParam, d) for d in offered)
-    planned = adapters.definitions(fs_stack.registry, "openai", mode="plan", workspace=ws2,
-                                   settings=fs_stack.settings)  # fmt: skip
+    planned = adapters.definitions(
+        fs_stack.registry, "openai", mode="plan", workspace=ws2, settings=fs_stack.settings
+    )
     assert "fs__read_text_file" in {d["function"]["name"] for d in planned}
     assert "fs__move_file" not in {d["function"]["name"] for d in planned}
     default = {d["name"] for d in adapters.definitions(fs_stack.registry, "mcp", mode="default")}
@@ -221,8 +264,12 @@ def png(width: int = 2, height: int = 2) -> bytes:
 
     rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
-            + chunk(b"IEND", b""))  # fmt: skip
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_images_become_content_blocks_whole_or_not_at_all(fs_stack, spaces):
@@ -238,10 +285,14 @@ def test_images_become_content_blocks_whole_or_not_at_all(fs_stack, spaces):
     _, ws2 = spaces
     (ws2 / "pixel.png").write_bytes(png())
     (ws2 / "big.png").write_bytes(os.urandom(600 * 1024))  # past the 512 KiB media bound
-    small, big = run(fs_stack, [
-        call("small", "fs__read_media_file", path="pixel.png"),
-        call("big", "fs__read_media_file", path="big.png"),
-    ], ws2)  # fmt: skip
+    small, big = run(
+        fs_stack,
+        [
+            call("small", "fs__read_media_file", path="pixel.png"),
+            call("big", "fs__read_media_file", path="big.png"),
+        ],
+        ws2,
+    )
     assert (small.status, big.status) == (Status.ok, Status.ok), small.model_message
     encoded = base64.b64encode(png()).decode()
     assert [(m.kind, m.mime_type, m.data) for m in small.media] == [("image", "image/png", encoded)]
@@ -255,14 +306,17 @@ def test_images_become_content_blocks_whole_or_not_at_all(fs_stack, spaces):
     assert same_after_validation(MessageParam, anthropic_reply)
     first, second = anthropic_reply["content"]
     assert first["content"][1] == {
-        "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encoded},
-    }  # fmt: skip
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": encoded},
+    }
     assert isinstance(second["content"], str)
     [output, _] = adapters.reply("responses", [small, big])
     assert same_after_validation(FunctionCallOutput, output)
     assert output["output"][1] == {
-        "type": "input_image", "image_url": f"data:image/png;base64,{encoded}", "detail": "auto",
-    }  # fmt: skip
+        "type": "input_image",
+        "image_url": f"data:image/png;base64,{encoded}",
+        "detail": "auto",
+    }
     [chat, _] = adapters.reply("openai", [small, big])
     assert same_after_validation(ChatCompletionToolMessageParam, chat)
     assert "image image/png" in chat["content"] and "not shown" in chat["content"]

@@ -61,10 +61,18 @@ def one_end_each(runtime, batch_id: str, count: int) -> None:
 
 def test_a_submitter_killed_mid_read_stage_loses_nothing(owned, workspace):
     stack, runtime = owned
-    calls = [*[call(f"r{i}", "nap", label=f"r{i}", seconds=0.6) for i in range(4)],
-             call("w", "bump", label="w"), call("after", "nap", label="after")]  # fmt: skip
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
-            "timeout": 60}  # fmt: skip
+    calls = [
+        *[call(f"r{i}", "nap", label=f"r{i}", seconds=0.6) for i in range(4)],
+        call("w", "bump", label="w"),
+        call("after", "nap", label="after"),
+    ]
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": ALLOW,
+        "timeout": 60,
+    }
     batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "starts")) >= 1)
     results = runtime.attach(batch_id).results(timeout=30)
     assert [r.status for r in results] == [Status.ok] * 6
@@ -75,8 +83,13 @@ def test_a_submitter_killed_mid_read_stage_loses_nothing(owned, workspace):
 def test_a_submitter_killed_mid_chain_loses_nothing(owned, workspace):
     stack, runtime = owned
     calls = [call(f"s{i}", "slow_bump", label=f"s{i}", seconds=0.4) for i in range(4)]
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
-            "timeout": 60}  # fmt: skip
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": ALLOW,
+        "timeout": 60,
+    }
     batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "effects")) >= 1)
     results = runtime.attach(batch_id).results(timeout=30)
     assert [r.status for r in results] == [Status.ok] * 4
@@ -88,10 +101,18 @@ def test_a_submitter_killed_mid_chain_loses_nothing(owned, workspace):
 
 def test_an_approval_answered_after_its_submitter_died_continues_the_batch(owned, workspace):
     stack, runtime = owned
-    calls = [call("o", "obliterate", label="asked"), call("w", "bump", label="after"),
-             call("r", "nap", label="read")]  # fmt: skip
-    spec = {"calls": calls, "mode": "default", "workspace": str(workspace),
-            "rules": {"allow": ["bump"]}, "timeout": 60}  # fmt: skip
+    calls = [
+        call("o", "obliterate", label="asked"),
+        call("w", "bump", label="after"),
+        call("r", "nap", label="read"),
+    ]
+    spec = {
+        "calls": calls,
+        "mode": "default",
+        "workspace": str(workspace),
+        "rules": {"allow": ["bump"]},
+        "timeout": 60,
+    }
     batch_id = submit_and_kill(stack, spec, lambda b: runtime.approvals.get(b, "o") is not None)
     assert marks(workspace, "effects") == []  # and the order below shows nothing ran before
     assert runtime.approve(batch_id, "o", by="alice")
@@ -107,8 +128,13 @@ def test_with_no_client_alive_the_deadline_ends_every_call(owned, workspace, req
     stack, runtime = owned
     request.addfinalizer(lambda: release(workspace, "long"))
     calls = [call("r", "held", label="long"), call("w", "bump", label="never")]
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
-            "timeout": 2}  # fmt: skip
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": ALLOW,
+        "timeout": 2,
+    }
     batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "held")) >= 1)
     give_up = time.monotonic() + 60  # a bound on a broken sweep, not a measure
     while len(runtime.ledger.ends(batch_id)) < 2:
@@ -122,10 +148,19 @@ def test_with_no_client_alive_the_deadline_ends_every_call(owned, workspace, req
 
 def test_the_same_key_again_attaches_and_runs_nothing_twice(owned, workspace):
     stack, runtime = owned
-    calls = [call("w1", "slow_bump", label="a", seconds=0.5), call("w2", "bump", label="b"),
-             call("r", "nap", label="r")]  # fmt: skip
-    spec = {"calls": calls, "mode": "auto", "workspace": str(workspace), "rules": ALLOW,
-            "timeout": 60, "key": "turn-7"}  # fmt: skip
+    calls = [
+        call("w1", "slow_bump", label="a", seconds=0.5),
+        call("w2", "bump", label="b"),
+        call("r", "nap", label="r"),
+    ]
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": ALLOW,
+        "timeout": 60,
+        "key": "turn-7",
+    }
     submit_and_kill(stack, spec, lambda _: len(marks(workspace, "effects")) >= 1)
     options = {k: v for k, v in spec.items() if k != "calls"}
     results = runtime.submit(calls, **options).results(timeout=30)
@@ -138,8 +173,9 @@ def test_the_same_key_again_attaches_and_runs_nothing_twice(owned, workspace):
 @pytest.mark.parametrize("forged", ["status", "answered_by", "arguments_given", "seal"])
 def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, forged):
     stack, runtime = owned
-    handle = runtime.submit([call("o", "obliterate", label="asked")], mode="default",
-                            workspace=workspace, timeout=30)  # fmt: skip
+    handle = runtime.submit(
+        [call("o", "obliterate", label="asked")], mode="default", workspace=workspace, timeout=30
+    )
     while runtime.approvals.get(handle.batch_id, "o") is None:
         time.sleep(0.02)
     if forged == "status":  # approved by someone who never had the key
@@ -153,8 +189,9 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
             seal="0" * 64,
         )
     else:  # a genuine approval, then one of its fields changed
-        assert runtime.approvals.answer(handle.batch_id, "o", approve=False, by="alice",
-                                        reason="no")  # fmt: skip
+        assert runtime.approvals.answer(
+            handle.batch_id, "o", approve=False, by="alice", reason="no"
+        )
         honest = {
             "status": "approved",
             "answered_by": "alice",
@@ -163,10 +200,14 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
         }
         from runtime.ledger.approvals import seal_of
 
-        honest["seal"] = seal_of(runtime.services.key, handle.batch_id, "o", "approved", "alice",
-                                 {"label": "asked"})  # fmt: skip
-        honest[forged] = {"answered_by": "mallory", "arguments_given": '{"label": "evil"}',
-                          "seal": "f" * 64}[forged]  # fmt: skip
+        honest["seal"] = seal_of(
+            runtime.services.key, handle.batch_id, "o", "approved", "alice", {"label": "asked"}
+        )
+        honest[forged] = {
+            "answered_by": "mallory",
+            "arguments_given": '{"label": "evil"}',
+            "seal": "f" * 64,
+        }[forged]
         _forge(runtime, handle.batch_id, **honest)
     runtime.services.advancer.advance(handle.batch_id)
     [result] = handle.results(timeout=20)
@@ -177,5 +218,6 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
 def _forge(runtime, batch_id: str, **columns) -> None:
     sets = ", ".join(f"{name} = :{name}" for name in columns)
     statement = text(f"UPDATE toolrun_approval SET {sets} WHERE batch_id = :b AND call_id = 'o'")
-    runtime.ledger.transaction(lambda c: c.execute(statement, {**columns, "b": batch_id}),
-                               core=True)  # fmt: skip
+    runtime.ledger.transaction(
+        lambda c: c.execute(statement, {**columns, "b": batch_id}), core=True
+    )

@@ -110,8 +110,15 @@ def test_readme_block(block: Block, clone):
         script = folder / f"readme_{block.line}.py"
         script.write_text(block.code)
         argv = [sys.executable, script.name]
-    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        argv,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
     assert done.returncode == 0, f"{block} failed:\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr, done.stderr
     if block.prints is not None:

@@ -37,15 +37,43 @@ def test_messages_without_the_key_never_run(stack, workspace):
     real_key = stack.signing_key.encode()
     allow = {"allow": ["bump", "obliterate"]}
     cases = {
-        "unsigned": message("unsigned", "bump", {"label": "x"}, workspace=workspace,
-                            batch_id="forged", key=None, rules=allow),
-        "other-key": message("other-key", "bump", {"label": "x"}, workspace=workspace,
-                             batch_id="forged", key=b"guessed", rules=allow),
-        "tampered": message("tampered", "bump", {"label": "x"}, workspace=workspace,
-                            batch_id="forged", key=real_key, rules=allow),
-        "widened": message("widened", "obliterate", {"label": "x"}, workspace=workspace,
-                           batch_id="forged", key=real_key, mode=Mode.auto),
-    }  # fmt: skip
+        "unsigned": message(
+            "unsigned",
+            "bump",
+            {"label": "x"},
+            workspace=workspace,
+            batch_id="forged",
+            key=None,
+            rules=allow,
+        ),
+        "other-key": message(
+            "other-key",
+            "bump",
+            {"label": "x"},
+            workspace=workspace,
+            batch_id="forged",
+            key=b"guessed",
+            rules=allow,
+        ),
+        "tampered": message(
+            "tampered",
+            "bump",
+            {"label": "x"},
+            workspace=workspace,
+            batch_id="forged",
+            key=real_key,
+            rules=allow,
+        ),
+        "widened": message(
+            "widened",
+            "obliterate",
+            {"label": "x"},
+            workspace=workspace,
+            batch_id="forged",
+            key=real_key,
+            mode=Mode.auto,
+        ),
+    }
     cases["tampered"]["arguments"] = {"label": "swapped"}
     cases["widened"]["policy"]["rules"].append(
         {"text": "obliterate", "effect": "allow", "level": "org", "source": "attacker"}
@@ -69,8 +97,15 @@ def test_a_correctly_signed_message_runs(stack, workspace):
     call = ToolCall(id="genuine", name="bump", arguments={"label": "ok"})
     ledger.record_batch(Batch(id="signed", calls=[call], workspace=str(workspace)))
     ledger.close()
-    raw = message("genuine", "bump", {"label": "ok"}, workspace=workspace, batch_id="signed",
-                  key=stack.signing_key.encode(), rules={"allow": ["bump"]})  # fmt: skip
+    raw = message(
+        "genuine",
+        "bump",
+        {"label": "ok"},
+        workspace=workspace,
+        batch_id="signed",
+        key=stack.signing_key.encode(),
+        rules={"allow": ["bump"]},
+    )
     push(stack, raw)
     assert wait_result(stack, "signed", "genuine").status is Status.ok
     assert [m["label"] for m in marks(workspace, "effects")] == ["ok"]

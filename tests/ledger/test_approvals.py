@@ -27,8 +27,14 @@ def approvals(tmp_path):
 
 
 def ask(approvals, call_id="c1", batch_id="b1", timeout=FAR, **arguments) -> bool:
-    return approvals.request(batch_id, call_id, tool="bump", arguments=arguments or {"label": "x"},
-                             reason="write tools need approval", timeout=timeout)  # fmt: skip
+    return approvals.request(
+        batch_id,
+        call_id,
+        tool="bump",
+        arguments=arguments or {"label": "x"},
+        reason="write tools need approval",
+        timeout=timeout,
+    )
 
 
 def test_a_request_is_stored_once_with_redacted_arguments_and_an_event(approvals):
@@ -56,16 +62,21 @@ def test_an_unknown_call_cannot_be_answered(approvals):
 
 def test_updated_arguments_live_only_in_the_sealed_row(approvals):
     ask(approvals)
-    assert approvals.answer("b1", "c1", approve=True, by="alice",
-                            updated_arguments={"label": "edited", "token": SECRET})  # fmt: skip
+    assert approvals.answer(
+        "b1", "c1", approve=True, by="alice", updated_arguments={"label": "edited", "token": SECRET}
+    )
     row = approvals.get("b1", "c1")
     assert row.updated_arguments and row.arguments_given == {"label": "edited", "token": SECRET}
     assert sealed(KEY, row)
     given = [e for e in approvals.ledger.events("b1", "c1") if e.kind == "approval_given"]
     assert SECRET not in json.dumps(given[0].detail)  # the event keeps them redacted
     forged = json.dumps({"label": "evil"})
-    approvals.ledger.transaction(lambda c: c.execute(text(
-        "UPDATE toolrun_approval SET arguments_given = :a"), {"a": forged}), core=True)  # fmt: skip
+    approvals.ledger.transaction(
+        lambda c: c.execute(
+            text("UPDATE toolrun_approval SET arguments_given = :a"), {"a": forged}
+        ),
+        core=True,
+    )
     assert not sealed(KEY, approvals.get("b1", "c1"))
 
 

@@ -185,7 +185,9 @@ def test_recording_a_batch_again_writes_nothing(ledger):
     refused = CallEnd(batch.id, _result("a", Status.denied), kind=EventKind.finished)
     assert ledger.record_batch(batch, events=[deny], ends=[refused]) is False
     assert [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)] == [
-        ("a", "decision", "allow"), ("a", "started", None)]  # fmt: skip
+        ("a", "decision", "allow"),
+        ("a", "started", None),
+    ]
     assert ledger.ends(batch.id) == {}
     assert ledger.calls(batch.id)[0].status == "running"
 

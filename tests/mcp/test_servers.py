@@ -71,17 +71,28 @@ def served(tmp_path_factory):
     [
         ({"readOnlyHint": True}, True, (Risk.read, True)),
         ({"readOnlyHint": True}, False, (Risk.unknown, False)),
-        ({"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False}, True,
-         (Risk.write, False)),
-        ({"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True,
-          "openWorldHint": False}, True, (Risk.write, True)),
+        (
+            {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False},
+            True,
+            (Risk.write, False),
+        ),
+        (
+            {
+                "readOnlyHint": False,
+                "destructiveHint": False,
+                "idempotentHint": True,
+                "openWorldHint": False,
+            },
+            True,
+            (Risk.write, True),
+        ),
         ({"destructiveHint": False}, True, (Risk.external, False)),
         ({"readOnlyHint": False}, True, (Risk.destructive, False)),
         ({"destructiveHint": True, "openWorldHint": False}, False, (Risk.unknown, False)),
         ({"title": "Says nothing"}, True, (Risk.unknown, False)),
         (None, True, (Risk.unknown, False)),
     ],
-)  # fmt: skip
+)
 def test_annotations_are_believed_only_from_a_trusted_server(annotations, trusted, expected):
     assert risk_of(annotations, trusted=trusted) == expected
 
@@ -139,15 +150,29 @@ def test_claude_mcp_json_is_read_as_claude_reads_it(tmp_path, caplog):
     """Variables expand, an unsupported transport leaves out only its server,
     and keys other clients write are warnings."""
     path = tmp_path / ".mcp.json"
-    path.write_text(json.dumps({"mcpServers": {
-        "fs": {"command": "npx", "args": ["-y", "server", "${HOME}/src", "${WHERE:-/srv}"],
-               "env": {"TOKEN": "${TOKEN}"}, "disabled": False, "autoApprove": ["read"]},
-        "events": {"type": "sse", "url": "https://example.com/sse"},
-        "web": {"type": "http", "url": "${BASE:-https://mcp.example.com}/mcp",
-                "headers": {"Authorization": "Bearer ${TOKEN}"}},
-        "lost": {"command": "x", "args": ["${NOT_SET_ANYWHERE}"]},
-        "fine": {"command": "python", "trust": True},
-    }}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "fs": {
+                        "command": "npx",
+                        "args": ["-y", "server", "${HOME}/src", "${WHERE:-/srv}"],
+                        "env": {"TOKEN": "${TOKEN}"},
+                        "disabled": False,
+                        "autoApprove": ["read"],
+                    },
+                    "events": {"type": "sse", "url": "https://example.com/sse"},
+                    "web": {
+                        "type": "http",
+                        "url": "${BASE:-https://mcp.example.com}/mcp",
+                        "headers": {"Authorization": "Bearer ${TOKEN}"},
+                    },
+                    "lost": {"command": "x", "args": ["${NOT_SET_ANYWHERE}"]},
+                    "fine": {"command": "python", "trust": True},
+                }
+            }
+        )
+    )
     servers = load_servers(path, {"HOME": "/home/u", "TOKEN": "t0k"})
     assert sorted(servers) == ["fine", "fs", "web"]
     assert servers["fs"].argv == ["npx", "-y", "server", "/home/u/src", "/srv"]
@@ -192,9 +217,12 @@ def test_input_models_check_the_servers_schema_with_model_readable_messages():
 
 def test_a_servers_tools_are_registered_with_risk_from_trusted_annotations(served):
     assert {name for name in served.names() if name.startswith("notes__")} == {
-        "notes__read_note", "notes__append_note", "notes__check_name", "notes__crash",
+        "notes__read_note",
+        "notes__append_note",
+        "notes__check_name",
+        "notes__crash",
         "notes__slow",
-    }  # fmt: skip
+    }
     assert served.get("notes__read_note").risk is Risk.read
     assert served.get("notes__append_note").risk is Risk.write
     assert not served.get("notes__append_note").idempotent
@@ -231,8 +259,9 @@ def test_every_way_a_server_fails_is_a_tool_error_with_a_clear_message(served, t
 
 
 def test_a_server_that_never_answers_times_out_at_start_up():
-    mute = ServerConfig(command=(sys.executable, "-c", "import time; time.sleep(60)"),
-                        startup_timeout=1)  # fmt: skip
+    mute = ServerConfig(
+        command=(sys.executable, "-c", "import time; time.sleep(60)"), startup_timeout=1
+    )
     started = time.monotonic()
     with pytest.raises(ServerTimeout, match="'mute' did not start within 1 s"):
         list_tools("mute", mute)
@@ -313,13 +342,17 @@ EDIT_SCHEMA = {
     ("edits", "expected"),
     [
         ([{"oldText": "a"}], "edits[0].newText: is required"),
-        ([{"oldText": "a", "newText": "b"}, {"oldText": "a", "newText": 3}],
-         "edits[1].newText: must be a string (got a number)"),
-        ([{"oldText": "a", "newText": "b", "dryRun": True}],
-         "edits[0].dryRun: is not a known field"),
+        (
+            [{"oldText": "a", "newText": "b"}, {"oldText": "a", "newText": 3}],
+            "edits[1].newText: must be a string (got a number)",
+        ),
+        (
+            [{"oldText": "a", "newText": "b", "dryRun": True}],
+            "edits[0].dryRun: is not a known field",
+        ),
         ("a", "edits: must be a list (got a string)"),
     ],
-)  # fmt: skip
+)
 def test_schema_messages_keep_the_servers_spelling_and_point_at_the_item(edits, expected):
     from runtime.mcp.schema import input_model
     from runtime.registry.validation import Invalid, validate
@@ -342,13 +375,29 @@ def test_pdfs_become_document_blocks_and_other_binaries_are_described():
 
     pdf = base64.b64encode(b"%PDF-1.4\n%%EOF\n").decode()
     blob = base64.b64encode(b"\x00\x01 not a picture").decode()
-    answer = mcp.types.CallToolResult.model_validate({"content": [
-        {"type": "resource", "resource": {"uri": "file:///ws/a.pdf", "mimeType": "application/pdf",
-                                          "blob": pdf}},
-        {"type": "resource", "resource": {"uri": "file:///ws/a.bin", "blob": blob,
-                                          "mimeType": "application/octet-stream"}},
-        {"type": "audio", "data": blob, "mimeType": "audio/wav"},
-    ]})  # fmt: skip
+    answer = mcp.types.CallToolResult.model_validate(
+        {
+            "content": [
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "file:///ws/a.pdf",
+                        "mimeType": "application/pdf",
+                        "blob": pdf,
+                    },
+                },
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "file:///ws/a.bin",
+                        "blob": blob,
+                        "mimeType": "application/octet-stream",
+                    },
+                },
+                {"type": "audio", "data": blob, "mimeType": "audio/wav"},
+            ]
+        }
+    )
     done = output(answer)
     assert [(m.kind, m.name) for m in done.media] == [("document", "a.pdf")]
     assert pdf not in json.dumps(done.content) and blob not in json.dumps(done.content)

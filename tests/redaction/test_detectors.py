@@ -17,10 +17,23 @@ CORPUS = Path(__file__).resolve().parents[1] / "data" / "secrets"
 
 def test_the_set_is_the_librarys_plugins_and_our_own_kinds():
     kinds = {d.kind for d in detectors.library()}
-    plugin_kinds = ["aws_access_key", "azure_storage_key", "github_token", "gitlab_token",
-                    "npm_token", "pypi_token", "slack_token", "stripe_key", "sendgrid_api_key",
-                    "twilio_api_key", "jwt", "url_password", "discord_bot_token",
-                    "telegram_bot_token", "mailchimp_access_key"]  # fmt: skip
+    plugin_kinds = [
+        "aws_access_key",
+        "azure_storage_key",
+        "github_token",
+        "gitlab_token",
+        "npm_token",
+        "pypi_token",
+        "slack_token",
+        "stripe_key",
+        "sendgrid_api_key",
+        "twilio_api_key",
+        "jwt",
+        "url_password",
+        "discord_bot_token",
+        "telegram_bot_token",
+        "mailchimp_access_key",
+    ]
     for plugin_kind in plugin_kinds:
         assert plugin_kind in kinds
     for own in ("private_key", "anthropic_key", "openai_key", "huggingface_token"):
@@ -62,9 +75,13 @@ def test_the_environments_patterns_are_not_read_behind_a_callers_back(monkeypatc
 
 @pytest.mark.parametrize(
     ("patterns", "said"),
-    [({"acme": "acme_[a-z"}, "'acme'"), ({"blank": "x*"}, "empty string"), ({"": "x+"}, "kind"),
-     ("{acme: 1}", "not a JSON object")],
-)  # fmt: skip
+    [
+        ({"acme": "acme_[a-z"}, "'acme'"),
+        ({"blank": "x*"}, "empty string"),
+        ({"": "x+"}, "kind"),
+        ("{acme: 1}", "not a JSON object"),
+    ],
+)
 def test_an_invalid_pattern_is_a_startup_error_that_names_it(monkeypatch, patterns, said):
     raw = patterns if isinstance(patterns, str) else json.dumps(patterns)
     monkeypatch.setenv("TOOLRUN_REDACTION_PATTERNS", raw)

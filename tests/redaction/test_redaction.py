@@ -57,18 +57,26 @@ def test_each_runtime_redacts_by_the_settings_it_was_given(tmp_path):
     user = tmp_path / "user.json"
     user.write_text(json.dumps({"trusted_workspaces": [str(tmp_path)]}))
     said = "ACME-12345678 and BETA-87654321"
-    calls = [{"id": "echo", "name": "echo", "arguments": {"text": said}},
-             {"id": "fail", "name": "explode", "arguments": {"message": said}}]  # fmt: skip
+    calls = [
+        {"id": "echo", "name": "echo", "arguments": {"text": said}},
+        {"id": "fail", "name": "explode", "arguments": {"message": said}},
+    ]
     shown = {}
     for name, pattern in (("acme", r"ACME-\d{8}"), ("beta", r"BETA-\d{8}")):
-        settings = Settings(home=tmp_path / name, user_settings_file=user,
-                            redaction_patterns={name: pattern})  # fmt: skip
+        settings = Settings(
+            home=tmp_path / name, user_settings_file=user, redaction_patterns={name: pattern}
+        )
         with memory_runtime(tools, settings=settings) as rt:
             handle = rt.submit(calls, mode="bypass", workspace=tmp_path)
             echoed, failed = handle.results(timeout=30)
             rows = {row.call_id: row for row in rt.ledger.calls(handle.batch_id)}
-        shown[name] = (echoed.model_message, echoed.content["text"], failed.model_message,
-                       rows["echo"].arguments["text"], rows["fail"].error_message)  # fmt: skip
+        shown[name] = (
+            echoed.model_message,
+            echoed.content["text"],
+            failed.model_message,
+            rows["echo"].arguments["text"],
+            rows["fail"].error_message,
+        )
     assert shown["acme"] == ("[REDACTED:acme] and BETA-87654321",) * 2 + (
         "explode: ValueError: [REDACTED:acme] and BETA-87654321",
         "[REDACTED:acme] and BETA-87654321",

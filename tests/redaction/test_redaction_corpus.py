@@ -102,7 +102,7 @@ def _image_json(rng: random.Random) -> str:
         [
             {"name": f"chart-{i}.png", "data": f"data:image/png;base64,{data}"}
             for i, data in enumerate(images)
-        ]  # fmt: skip
+        ]
     )
 
 

@@ -48,18 +48,44 @@ def test_a_value_under_a_secret_name_is_redacted(line):
 
 
 @pytest.mark.parametrize(
-    "name", ["AWS_SECRET_ACCESS_KEY", "githubToken", "client-secret", "db_pass", "AccountKey",
-             "X-Api-Key", "APIKey", "HF_TOKEN", "stripe.secret", "Authorization", "contraseña",
-             "sessionKey", "SIGNING_SECRET", "keyPassphrase"],
-)  # fmt: skip
+    "name",
+    [
+        "AWS_SECRET_ACCESS_KEY",
+        "githubToken",
+        "client-secret",
+        "db_pass",
+        "AccountKey",
+        "X-Api-Key",
+        "APIKey",
+        "HF_TOKEN",
+        "stripe.secret",
+        "Authorization",
+        "contraseña",
+        "sessionKey",
+        "SIGNING_SECRET",
+        "keyPassphrase",
+    ],
+)
 def test_names_are_matched_by_their_parts(name):
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize(
-    "name", ["password_file", "max_tokens", "tokenizer", "bypass", "monkey", "key", "secret_name",
-             "token_type", "keyboard", "passenger", "compass"],
-)  # fmt: skip
+    "name",
+    [
+        "password_file",
+        "max_tokens",
+        "tokenizer",
+        "bypass",
+        "monkey",
+        "key",
+        "secret_name",
+        "token_type",
+        "keyboard",
+        "passenger",
+        "compass",
+    ],
+)
 def test_names_that_only_contain_a_noun_are_not_secret(name):
     assert not is_secret_name(name)
 
@@ -89,16 +115,20 @@ def test_code_references_placeholders_and_versions_are_left_alone(text):
 
 def test_the_marker_names_the_kind_after_the_name():
     out = redact_text(f"AWS_SECRET_ACCESS_KEY={VALUE}\nclientSecret: {VALUE}")
-    assert out == "AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_access_key]\n" \
-        "clientSecret: [REDACTED:client_secret]"  # fmt: skip
+    assert (
+        out == "AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_access_key]\n"
+        "clientSecret: [REDACTED:client_secret]"
+    )
 
 
 def test_a_mapping_value_under_a_secret_key_is_replaced_whole():
     from runtime.redaction import redact
 
     out = redact({"headers": {"X-Api-Key": "short", "Accept": "json"}, "db_pass": "pw"})
-    assert out == {"headers": {"X-Api-Key": "[REDACTED:x_api_key]", "Accept": "json"},
-                   "db_pass": "[REDACTED:db_pass]"}  # fmt: skip
+    assert out == {
+        "headers": {"X-Api-Key": "[REDACTED:x_api_key]", "Accept": "json"},
+        "db_pass": "[REDACTED:db_pass]",
+    }
 
 
 @pytest.mark.parametrize(

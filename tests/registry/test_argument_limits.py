@@ -19,9 +19,15 @@ def nested(depth: int) -> list:
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"path": "a.txt"}, {"n": [1, 2.5, None, True]}, {"x": nested(MAX_DEPTH - 1)}, "{}",
-     {"text": "café ✓ 😀"}, json.dumps({"n": 1})],
-)  # fmt: skip
+    [
+        {"path": "a.txt"},
+        {"n": [1, 2.5, None, True]},
+        {"x": nested(MAX_DEPTH - 1)},
+        "{}",
+        {"text": "café ✓ 😀"},
+        json.dumps({"n": 1}),
+    ],
+)
 def test_carryable_arguments_pass(arguments):
     assert fault(arguments) is None
 

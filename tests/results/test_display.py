@@ -30,10 +30,23 @@ def test_the_results_table_has_a_row_per_result():
 
 
 def test_ledger_rows_show_their_reason_or_the_summary_they_recorded():
-    decided = EventRow(id=1, batch_id="b", call_id="c1", kind="decision", effect="deny",
-                       rule="mode:auto", reason="write tools are denied in auto mode")  # fmt: skip
-    ended = EventRow(id=2, batch_id="b", call_id="c1", kind="finished", status="ok",
-                     detail={"summary": "nap: slept"})  # fmt: skip
+    decided = EventRow(
+        id=1,
+        batch_id="b",
+        call_id="c1",
+        kind="decision",
+        effect="deny",
+        rule="mode:auto",
+        reason="write tools are denied in auto mode",
+    )
+    ended = EventRow(
+        id=2,
+        batch_id="b",
+        call_id="c1",
+        kind="finished",
+        status="ok",
+        detail={"summary": "nap: slept"},
+    )
     assert event_line(decided).split()[:5] == ["1", "c1", "decision", "deny", "mode:auto"]
     assert event_line(decided).endswith(" write tools are denied in auto mode")
     assert event_line(ended).endswith("nap: slept")

@@ -51,11 +51,14 @@ def test_an_abandoned_read_is_not_an_unknown_outcome(ending):
 def test_refusals_at_admission_say_what_to_change():
     unknown = endings.unknown_tool("c1", "bumpp", close=["bump"], available=["bump", "nap"])
     assert unknown.model_message == (
-        "bumpp: unknown tool 'bumpp'. Did you mean bump? Available tools: bump, nap")  # fmt: skip
+        "bumpp: unknown tool 'bumpp'. Did you mean bump? Available tools: bump, nap"
+    )
     assert "Did you mean" not in endings.unknown_tool("c1", "zz", close=[], available=[]).summary
     invalid = endings.invalid_arguments("c1", "bump", "label: field required")
     assert (invalid.status, invalid.model_message) == (
-        Status.invalid_arguments, "bump: invalid arguments: label: field required")  # fmt: skip
+        Status.invalid_arguments,
+        "bump: invalid arguments: label: field required",
+    )
     disabled = endings.disabled("c1", "bump", Mode.plan)
     assert disabled.status is Status.disabled and "only read-only tools run" in disabled.summary
     denied = endings.denied("c1", "bump", "a deny rule forbids this call (bump)")
@@ -71,7 +74,10 @@ def test_a_notice_of_approval_is_its_own_status():
 def test_given_up_and_timed_out_say_what_happened_and_carry_the_call_s_facts():
     given_up = endings.given_up("c1", "bump", 3, worker="w@h", attempts=3)
     assert (given_up.status, given_up.error.kind, given_up.worker) == (
-        Status.error, "worker_lost", "w@h")  # fmt: skip
+        Status.error,
+        "worker_lost",
+        "w@h",
+    )
     assert "delivered 3 times" in given_up.model_message
     timed_out = endings.timed_out("c1", "nap", 2.5, duration_ms=2500.0)
     assert timed_out.status is Status.timeout and "timed out after 2.5 s" in timed_out.summary

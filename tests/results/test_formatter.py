@@ -45,7 +45,10 @@ def test_success_bounds_content_and_says_what_was_cut():
 def test_a_bare_return_value_becomes_json_and_a_summary():
     result = success("c1", "tool", {"n": 1}, max_bytes=1000)
     assert (result.model_message, result.summary, result.content) == (
-        '{"n": 1}', 'tool: {"n": 1}', {"n": 1})  # fmt: skip
+        '{"n": 1}',
+        'tool: {"n": 1}',
+        {"n": 1},
+    )
 
 
 def test_every_string_is_redacted():

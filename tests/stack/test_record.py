@@ -12,8 +12,13 @@ from runtime.stack.record import RECORD, StackRecord, load_record
 
 
 def record(home) -> StackRecord:
-    return StackRecord(home=home, redis_url="redis://:pw@127.0.0.1:1/0",
-                       database_url="sqlite:///x.db", redis_pid=123, signing_key="sk")  # fmt: skip
+    return StackRecord(
+        home=home,
+        redis_url="redis://:pw@127.0.0.1:1/0",
+        database_url="sqlite:///x.db",
+        redis_pid=123,
+        signing_key="sk",
+    )
 
 
 def test_a_saved_record_is_private_and_loads_as_it_was(tmp_path):

@@ -37,15 +37,28 @@ class Label(ToolInput):
 
 
 def _run(ctx: ToolContext, name: str, label: str, **extra: Any) -> None:
-    _mark(ctx, "runs", {"tool": name, "label": label, "call_id": ctx.call_id,
-                        "pid": os.getpid(), "at": time.time(), **extra})  # fmt: skip
+    _mark(
+        ctx,
+        "runs",
+        {
+            "tool": name,
+            "label": label,
+            "call_id": ctx.call_id,
+            "pid": os.getpid(),
+            "at": time.time(),
+            **extra,
+        },
+    )
 
 
 @tool(risk=Risk.write)
 def slow_bump(args: Label, ctx: ToolContext) -> ToolOutput:
     """A side effect that takes `seconds`: counted when it starts and when it ends."""
-    _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time(),
-                           "pid": os.getpid()})  # fmt: skip
+    _mark(
+        ctx,
+        "effects",
+        {"label": args.label, "call_id": ctx.call_id, "at": time.time(), "pid": os.getpid()},
+    )
     time.sleep(args.seconds)
     _mark(ctx, "effects_done", {"label": args.label, "call_id": ctx.call_id, "at": time.time()})
     return ToolOutput(content={"label": args.label}, message="bumped", summary="bumped")
@@ -54,8 +67,11 @@ def slow_bump(args: Label, ctx: ToolContext) -> ToolOutput:
 @tool(risk=Risk.write)
 def crash_effect(args: Label, ctx: ToolContext) -> ToolOutput:
     """A side effect whose process dies in the middle of it (counted first)."""
-    _mark(ctx, "effects", {"label": args.label, "call_id": ctx.call_id, "at": time.time(),
-                           "pid": os.getpid()})  # fmt: skip
+    _mark(
+        ctx,
+        "effects",
+        {"label": args.label, "call_id": ctx.call_id, "at": time.time(), "pid": os.getpid()},
+    )
     time.sleep(args.seconds)
     os._exit(17)
 
@@ -158,8 +174,13 @@ def _hold_gil(args: Label, ctx: ToolContext) -> ToolOutput:
 
 
 # Stalls the process survives: its call ends at its timeout.
-STALLS = {"spin": _spin, "block": _block, "stubborn": _stubborn, "spawn": _spawn,
-          "backtrack": _backtrack}  # fmt: skip
+STALLS = {
+    "spin": _spin,
+    "block": _block,
+    "stubborn": _stubborn,
+    "spawn": _spawn,
+    "backtrack": _backtrack,
+}
 for _pool, _risk in POOLS.items():
     for _stall, _body in STALLS.items():
         tool(name=f"{_stall}_{_pool}", risk=_risk, idempotent=True, timeout=TIMEOUT)(_body)
@@ -172,13 +193,17 @@ def overrun_write(args: Label, ctx: ToolContext) -> ToolOutput:
     """A side effect that sleeps `seconds`, past its timeout: its start and the
     moment it really stopped are stamped (pid included), so a test can see
     whether ordered steps overlapped."""
-    _mark(ctx, "stamps", {"label": args.label, "edge": "start", "at": time.time(),
-                          "pid": os.getpid()})  # fmt: skip
+    _mark(
+        ctx, "stamps", {"label": args.label, "edge": "start", "at": time.time(), "pid": os.getpid()}
+    )
     try:
         time.sleep(args.seconds)
     finally:
-        _mark(ctx, "stamps", {"label": args.label, "edge": "end", "at": time.time(),
-                              "pid": os.getpid()})  # fmt: skip
+        _mark(
+            ctx,
+            "stamps",
+            {"label": args.label, "edge": "end", "at": time.time(), "pid": os.getpid()},
+        )
     return ToolOutput(content=None, message="slept", summary="slept")
 
 

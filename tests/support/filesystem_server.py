@@ -28,8 +28,10 @@ def filesystem_server() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [npm, "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", f"{PACKAGE}@{VERSION}"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0 or not binary.exists():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         pytest.skip(f"npm could not install {PACKAGE}@{VERSION}: {last}")

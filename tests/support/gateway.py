@@ -29,10 +29,17 @@ class Gateway:
     log: Path
     ledger: Ledger
 
-    def key(self, name: str, role: Role, *, roots: list[Path] | None = None,
-            max_mode: Mode | None = None) -> str:  # fmt: skip
-        return mint(Keys(self.ledger), name, role, roots=[str(r) for r in roots or []],
-                    max_mode=max_mode)  # fmt: skip
+    def key(
+        self,
+        name: str,
+        role: Role,
+        *,
+        roots: list[Path] | None = None,
+        max_mode: Mode | None = None,
+    ) -> str:
+        return mint(
+            Keys(self.ledger), name, role, roots=[str(r) for r in roots or []], max_mode=max_mode
+        )
 
     def client(self, token: str | None = None, **options) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -40,15 +47,17 @@ class Gateway:
 
 
 @contextlib.contextmanager
-def running_gateway(stack: StackRecord, user_settings: Path, log: Path,
-                    **settings: str) -> Iterator[Gateway]:  # fmt: skip
+def running_gateway(
+    stack: StackRecord, user_settings: Path, log: Path, **settings: str
+) -> Iterator[Gateway]:
     """`toolrun serve` on a free port, ready (its /healthz answers); stopped after."""
     port = free_port()
     env = stack_env(stack, user_settings) | settings
     argv = [SCRIPT or "toolrun", "serve", "--port", str(port)]
     with open(log, "ab") as out:
-        process = subprocess.Popen(argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            argv, env=env, cwd=REPO, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     ledger = Ledger(stack.database_url)
     try:

@@ -40,12 +40,18 @@ def message(
     on_error: str = "stop",
 ) -> dict[str, Any]:
     data = CallMessage(
-        batch_id=batch_id, call_id=call_id, tool=tool, arguments=arguments, mode=mode,
-        workspace=str(Path(workspace).resolve()), position=0,
+        batch_id=batch_id,
+        call_id=call_id,
+        tool=tool,
+        arguments=arguments,
+        mode=mode,
+        workspace=str(Path(workspace).resolve()),
+        position=0,
         policy=policy(workspace, **(rules or {})).snapshot(),
         decision=(decision or Decision.allow("test", rule="test")).as_dict(),
-        approved_by=approved_by, on_error=on_error,
-    ).model_dump(mode="json")  # fmt: skip
+        approved_by=approved_by,
+        on_error=on_error,
+    ).model_dump(mode="json")
     if key is not None:
         data[signing.FIELD] = signing.sign(data, key)
     return data

@@ -37,15 +37,24 @@ def race(stack, user_settings: Path, specs: list[dict], start: Path) -> list[dic
     """Submit each of `specs` from a process of its own, all at once, to
     `stack` (a `StackRecord`), and return what each process printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
-    env |= {"TOOLRUN_HOME": str(stack.home), "TOOLRUN_REDIS_URL": stack.redis_url,
-            "TOOLRUN_DATABASE_URL": stack.database_url,
-            "TOOLRUN_TOOL_MODULES": "tests.support.tools",
-            "TOOLRUN_USER_SETTINGS_FILE": str(user_settings), "PYTHONPATH": str(REPO)}  # fmt: skip
+    env |= {
+        "TOOLRUN_HOME": str(stack.home),
+        "TOOLRUN_REDIS_URL": stack.redis_url,
+        "TOOLRUN_DATABASE_URL": stack.database_url,
+        "TOOLRUN_TOOL_MODULES": "tests.support.tools",
+        "TOOLRUN_USER_SETTINGS_FILE": str(user_settings),
+        "PYTHONPATH": str(REPO),
+    }
     processes = [
-        subprocess.Popen([sys.executable, "-m", "tests.support.racer", json.dumps(spec),
-                          str(start)], env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.support.racer", json.dumps(spec), str(start)],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for spec in specs
-    ]  # fmt: skip
+    ]
     try:
         for process in processes:
             assert process.stdout.readline().strip() == READY, "a submitter did not start"

@@ -28,13 +28,21 @@ def spawn(stack, spec: dict) -> tuple[subprocess.Popen, str]:
     id it printed once `submit` had returned."""
     settings = stack.settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
-    env |= {"TOOLRUN_HOME": str(settings.home), "TOOLRUN_REDIS_URL": stack.redis_url,
-            "TOOLRUN_DATABASE_URL": settings.ledger_url,
-            "TOOLRUN_TOOL_MODULES": stack.env["TOOLRUN_TOOL_MODULES"],
-            "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
-            "PYTHONPATH": str(REPO)}  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
-                               env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    env |= {
+        "TOOLRUN_HOME": str(settings.home),
+        "TOOLRUN_REDIS_URL": stack.redis_url,
+        "TOOLRUN_DATABASE_URL": settings.ledger_url,
+        "TOOLRUN_TOOL_MODULES": stack.env["TOOLRUN_TOOL_MODULES"],
+        "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
+        "PYTHONPATH": str(REPO),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return process, process.stdout.readline().strip()
 
 

@@ -15,8 +15,12 @@ def result(status: Status = Status.ok):
 
 
 def steps(on_error: str = "stop") -> list[CallMessage]:
-    return [CallMessage.from_wire(message(f"c{i}", "bump", {"label": str(i)}, workspace=Path("."),
-                                          on_error=on_error)) for i in range(3)]  # fmt: skip
+    return [
+        CallMessage.from_wire(
+            message(f"c{i}", "bump", {"label": str(i)}, workspace=Path("."), on_error=on_error)
+        )
+        for i in range(3)
+    ]
 
 
 def test_the_first_step_carries_the_rest_and_each_step_hands_on_the_next():

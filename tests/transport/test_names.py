@@ -16,9 +16,14 @@ def test_a_batch_s_channel_matches_the_pattern_and_names_the_batch():
 
 
 def test_each_key_of_a_batch_is_its_own():
-    keys = [names.results_key("b1"), names.cancel_key("b1"), names.deliveries_key("b1"),
-            names.handed_on_key("b1", "c1"), names.sent_key("b1"),
-            names.stages_key("b1")]  # fmt: skip
+    keys = [
+        names.results_key("b1"),
+        names.cancel_key("b1"),
+        names.deliveries_key("b1"),
+        names.handed_on_key("b1", "c1"),
+        names.sent_key("b1"),
+        names.stages_key("b1"),
+    ]
     assert len(set(keys)) == len(keys) and all("b1" in key for key in keys)
     assert names.results_key("b1") != names.results_key("b2")
     assert set(names.QUEUES) == {names.READS, names.EFFECTS}

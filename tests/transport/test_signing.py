@@ -5,8 +5,14 @@ from __future__ import annotations
 from runtime.transport.signing import FIELD, sign, verify
 
 KEY = b"k" * 32
-MESSAGE = {"batch_id": "b1", "call_id": "c1", "tool": "bump", "arguments": {"label": "é"},
-           "policy": {"rules": []}, "decision": {"effect": "allow"}}  # fmt: skip
+MESSAGE = {
+    "batch_id": "b1",
+    "call_id": "c1",
+    "tool": "bump",
+    "arguments": {"label": "é"},
+    "policy": {"rules": []},
+    "decision": {"effect": "allow"},
+}
 
 
 def signed(data: dict) -> dict:

@@ -19,8 +19,9 @@ from tests.support.tools import marks
 def transport(tmp_path):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(registry=registry, ledger=ledger, settings=Settings(home=tmp_path),
-                                key=KEY)  # fmt: skip
+    transport = MemoryTransport(
+        registry=registry, ledger=ledger, settings=Settings(home=tmp_path), key=KEY
+    )
     yield transport
     transport.close()
     ledger.close()
@@ -28,8 +29,11 @@ def transport(tmp_path):
 
 def recorded(transport, workspace, *calls: tuple[str, str]) -> str:
     """A batch the ledger knows, as a client records it before sending."""
-    batch = Batch(calls=[ToolCall(id=i, name=n, arguments={}) for i, n in calls],
-                  mode=Mode.auto, workspace=str(workspace))  # fmt: skip
+    batch = Batch(
+        calls=[ToolCall(id=i, name=n, arguments={}) for i, n in calls],
+        mode=Mode.auto,
+        workspace=str(workspace),
+    )
     transport.ledger.record_batch(batch)
     return batch.id
 
@@ -46,8 +50,15 @@ def test_a_signed_message_runs_and_its_result_waits_for_the_batch(transport, tmp
 
 def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport, tmp_path):
     batch_id = recorded(transport, tmp_path, ("w", "bump"))
-    raw = message("w", "bump", {"label": "x"}, workspace=tmp_path, batch_id=batch_id,
-                  key=b"another key", rules={"allow": ["bump"]})  # fmt: skip
+    raw = message(
+        "w",
+        "bump",
+        {"label": "x"},
+        workspace=tmp_path,
+        batch_id=batch_id,
+        key=b"another key",
+        rules={"allow": ["bump"]},
+    )
     transport.post([CallMessage.from_wire(raw)], parallel=False)
     [result] = transport.arrived(batch_id, {"w"}, timeout=10)
     assert result.status is Status.denied and "signature" in result.model_message
@@ -56,9 +67,19 @@ def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport
 
 def test_a_worker_hands_a_chain_on_and_a_cancel_stops_what_has_not_started(transport, tmp_path):
     batch_id = recorded(transport, tmp_path, ("a", "bump"), ("b", "bump"))
-    steps = [CallMessage.from_wire(message(i, "bump", {"label": i}, workspace=tmp_path,
-                                           batch_id=batch_id, rules={"allow": ["bump"]}))
-             for i in ("a", "b")]  # fmt: skip
+    steps = [
+        CallMessage.from_wire(
+            message(
+                i,
+                "bump",
+                {"label": i},
+                workspace=tmp_path,
+                batch_id=batch_id,
+                rules={"allow": ["bump"]},
+            )
+        )
+        for i in ("a", "b")
+    ]
     transport.post(steps, parallel=False, chained=True)
     inbox, done = transport.watch(batch_id), []
     while len(done) < 2 and (fresh := inbox.results({"a", "b"} - {r.call_id for r in done}, 10)):

@@ -495,10 +495,59 @@ def test_does_not_touch_settings(command: str, ws: Path) -> None:
 
 # --- property: what the analysis allows, bash really runs --------------------------------
 
-TOKENS = ["git", "diff", "rm", "x", "HEAD", " ", " ", "\t", ";", "&&", "||", "|", "&", "\n",
-          "'", '"', "\\", "$(", ")", "(", "`", "$", "{", "}", ">", ">>", "<", "2>", "&>",
-          "../o", "o", "/tmp/o", "#", "*", "=", "X=1", ",", "~/o", "-", "!", "if", "then",
-          "fi", "do", "done", "eval", "sh", "$IFS", "<<", "<(", "\r"]  # fmt: skip
+TOKENS = [
+    "git",
+    "diff",
+    "rm",
+    "x",
+    "HEAD",
+    " ",
+    " ",
+    "\t",
+    ";",
+    "&&",
+    "||",
+    "|",
+    "&",
+    "\n",
+    "'",
+    '"',
+    "\\",
+    "$(",
+    ")",
+    "(",
+    "`",
+    "$",
+    "{",
+    "}",
+    ">",
+    ">>",
+    "<",
+    "2>",
+    "&>",
+    "../o",
+    "o",
+    "/tmp/o",
+    "#",
+    "*",
+    "=",
+    "X=1",
+    ",",
+    "~/o",
+    "-",
+    "!",
+    "if",
+    "then",
+    "fi",
+    "do",
+    "done",
+    "eval",
+    "sh",
+    "$IFS",
+    "<<",
+    "<(",
+    "\r",
+]
 # One log file per run (background jobs run at the same time); fields end with \x1f.
 FAKE_GIT = """#!/bin/sh
 { printf 'git'; printf '\\037%s' "$@"; } > "$LOG/git.$$"
@@ -539,10 +588,20 @@ def test_allowed_commands_run_only_git_diff(command: str, sandbox: dict[str, Pat
     shutil.rmtree(log, ignore_errors=True)
     log.mkdir()
     before = sorted(p.name for p in base.iterdir())
-    env = {"PATH": str(base / "bin"), "LOG": str(log), "BASH_ENV": str(base / "handler.sh"),
-           "HOME": str(base / "home")}  # fmt: skip
-    subprocess.run(["/bin/bash", "-c", command], cwd=ws, env=env, stdin=subprocess.DEVNULL,
-                   capture_output=True, timeout=10)  # fmt: skip
+    env = {
+        "PATH": str(base / "bin"),
+        "LOG": str(log),
+        "BASH_ENV": str(base / "handler.sh"),
+        "HOME": str(base / "home"),
+    }
+    subprocess.run(
+        ["/bin/bash", "-c", command],
+        cwd=ws,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=10,
+    )
     if "&" in command:
         time.sleep(0.05)  # a background job may still be writing its record
     for record in log.iterdir():
