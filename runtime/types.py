@@ -167,6 +167,13 @@ class CallMessage(BaseModel):
         """The message as the broker carries it (JSON-ready)."""
         return self.model_dump(mode="json")
 
+    @staticmethod
+    def tool_of(raw: Any) -> str | None:
+        """The tool a delivered message names, without decoding the rest: the
+        worker's main process needs only that, to set the hard time limit."""
+        tool = raw.get("tool") if isinstance(raw, dict) else None
+        return tool if isinstance(tool, str) else None
+
     @classmethod
     def from_wire(cls, raw: Any) -> CallMessage | None:
         """The message a broker delivered, or None if it is too malformed to

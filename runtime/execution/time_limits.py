@@ -22,7 +22,7 @@ from typing import Any
 from runtime.registry.capabilities import Registry
 from runtime.results import formatter as results
 from runtime.settings import Settings
-from runtime.types import CallMessage, Risk, Status, ToolResult
+from runtime.types import Risk, Status, ToolResult
 
 
 def tool_timeout(tool: str | None, registry: Registry, settings: Settings) -> float:
@@ -31,9 +31,8 @@ def tool_timeout(tool: str | None, registry: Registry, settings: Settings) -> fl
     return (spec.timeout if spec is not None else None) or settings.default_timeout
 
 
-def hard_limit(message: CallMessage | None, registry: Registry, settings: Settings) -> float:
-    """Seconds after which the process running `message` is killed."""
-    tool = message.tool if message is not None else None
+def hard_limit(tool: str | None, registry: Registry, settings: Settings) -> float:
+    """Seconds after which the process running a call of `tool` is killed."""
     return tool_timeout(tool, registry, settings) + settings.kill_grace
 
 

@@ -148,8 +148,7 @@ class Worker:
 
     def hard_limit(self, raw: Any) -> float:
         """Seconds after which the pool process running `raw` is killed."""
-        message = CallMessage.from_wire(raw)
-        return time_limits.hard_limit(message, self.registry, self.settings)
+        return time_limits.hard_limit(CallMessage.tool_of(raw), self.registry, self.settings)
 
     def end_killed(self, raw: Any, limit: float, *, name: str | None = None) -> None:
         """From the worker's main process: the end of a call whose pool process

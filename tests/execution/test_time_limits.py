@@ -12,9 +12,9 @@ from runtime.types import CallMessage, Status
 from tests.support.messages import message
 
 
-def naming(tool: object) -> CallMessage | None:
-    """The message a worker decodes for a call of `tool` (None: malformed)."""
-    return CallMessage.from_wire(message("c", tool, {}, workspace=".") if tool else tool)
+def naming(tool: object) -> str | None:
+    """The tool a worker's main process reads from a delivered message."""
+    return CallMessage.tool_of(message("c", tool, {}, workspace=".") if tool else tool)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_the_hard_limit_is_the_tools_timeout_plus_the_grace(registry):
     for unknown in ("nope", None):  # refused later, bounded now
         assert hard_limit(naming(unknown), registry, settings) == 30 + 2
     for malformed in ({"tool": 7}, {}, "text"):
-        assert CallMessage.from_wire(malformed) is None
+        assert hard_limit(CallMessage.tool_of(malformed), registry, settings) == 30 + 2
 
 
 def test_a_stopped_read_times_out_and_a_stopped_side_effect_is_unknown(registry):
