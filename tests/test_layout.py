@@ -176,3 +176,27 @@ def test_a_client_loads_neither_the_worker_app_nor_flower():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_redis_errors_stop_at_the_state_seam():
+    """Past `runtime/transport/` a lost Redis is `StateUnavailable`; only the
+    dev stack's own probe of its redis-server names Redis's errors."""
+    crossing = []
+    for path in _modules().values():
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(("runtime/transport/", "runtime/stack/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                caught = ast.unparse(node.type)
+                if "redis" in caught or "LOST" in caught:
+                    crossing.append(f"{relative}:{node.lineno} catches {caught}")
+    assert not crossing, "\n".join(crossing)
+
+
+def test_a_worker_module_builds_nothing_at_import():
+    """The registry, key and connections are built when the worker process
+    starts (its signals), never when `workers.tasks` is imported."""
+    code = "import workers.tasks as t\nprint(len(t._parts), len(t._workers))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "0"]
