@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from pathlib import Path
 
 from runtime.batch.plan import BatchPlan
-from runtime.batch.progress import Answer, End, Steps, View, next_steps
+from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
 from runtime.batch.signer import Signer
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
@@ -35,6 +36,7 @@ from runtime.types import Status, ToolCall, ToolResult
 log = logging.getLogger("toolrun.batch")
 CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
 ROUNDS = 4  # passes of one advance: an end decided in one may let the next stage go
+LEASE_SECONDS = 6.0  # a default: runtime.settings.Settings.lease_seconds
 
 
 class Advancer:
@@ -47,9 +49,12 @@ class Advancer:
         queue: Queue,
         state: BatchState,
         approvals: Approvals,
+        lease_seconds: float = LEASE_SECONDS,
+        resend_after: float = RESEND_AFTER,
     ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
+        self.lease_seconds, self.resend_after = lease_seconds, resend_after
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
@@ -102,13 +107,19 @@ class Advancer:
             self.approvals.expire(batch_id, call_id)
             expired.add(batch_id)
         now = utc_now()
-        stale = now if everything else now.fromtimestamp(time.time() - RESEND_STALE, now.tzinfo)
+        stale = (
+            now if everything else now.fromtimestamp(time.time() - self.resend_after, now.tzinfo)
+        )
+        lapsed = self._lapsed()
         found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
+        found |= {batch_id for batch_id, _ in lapsed}
         for batch_id in sorted(found):
             try:
                 self.advance(batch_id)
             except Exception:  # noqa: BLE001 - one batch's fault must not stop the sweep
                 log.exception("batch %s: the sweep could not carry it on", batch_id)
+        for batch_id, call_id in lapsed:  # ended now; a live holder renews its lease again
+            self.state.release(batch_id, call_id)
         return len(found)
 
     def conclude(self, plan: BatchPlan, end: End, decision: Decision | None = None) -> bool:
@@ -164,15 +175,45 @@ class Advancer:
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
         ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
+        claimed = self.ledger.claimed(batch_id)
         return View(
             ends=ends,
             sent=sent,
-            started=started | self.ledger.claimed(batch_id),
+            started=started | set(claimed),
             approvals=self._answers(plan, now),
             cancelled_at=cancelled,
             now=now,
             cause="the runtime was closed" if closed else endings.CANCELLED,
+            lost=self._lost(batch_id, claimed),
+            resend_after=self.resend_after,
         )
+
+    def _lost(self, batch_id: str, claimed: dict[str, datetime]) -> frozenset[str]:
+        """Claimed calls whose holder is gone: its lease ran out, or it has none
+        and neither the claim nor the state's last start is a lease's time
+        old (a new holder takes its lease right after the claim, and after a
+        restart of the state holders renew theirs). With the state away, none."""
+        try:
+            holds = self.state.holds(batch_id, list(claimed))
+            reset = self.state.reset_at() if len(holds) < len(claimed) else 0.0
+        except StateUnavailable:
+            return frozenset()
+        now = time.time()
+        return frozenset(
+            call_id
+            for call_id, at in claimed.items()
+            if (
+                holds[call_id] <= now
+                if call_id in holds
+                else now - max(at.timestamp(), reset) >= self.lease_seconds
+            )
+        )
+
+    def _lapsed(self) -> set[tuple[str, str]]:
+        try:
+            return self.state.lapsed(time.time())
+        except StateUnavailable:
+            return set()
 
     def _announced(self, batch_id: str) -> dict[str, ToolResult]:
         try:
@@ -303,9 +344,6 @@ class Advancer:
         )
         self.queue.post([message], parallel=plan.calls[call_id].read)
         return False
-
-
-RESEND_STALE = 15.0  # seconds after which an open batch is worth a look by the sweep
 
 
 def _decision(end: End) -> Decision:

@@ -105,6 +105,8 @@ class Runtime:
             queue=transport,
             state=transport,
             approvals=self.approvals,
+            lease_seconds=settings.lease_seconds,
+            resend_after=settings.resend_after,
         )
         self.services = Services(
             registry=self.registry,

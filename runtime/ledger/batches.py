@@ -33,9 +33,11 @@ def plan(connection: Connection, batch_id: str) -> dict[str, Any] | None:
     return connection.execute(select(PLANS.c.body).where(PLANS.c.batch_id == batch_id)).scalar()
 
 
-def claimed(connection: Connection, batch_id: str) -> set[str]:
-    query = select(CALLS.c.call_id).where(CALLS.c.batch_id == batch_id, CALLS.c.status == "running")
-    return set(connection.execute(query).scalars().all())
+def claimed(connection: Connection, batch_id: str) -> dict[str, datetime]:
+    query = select(CALLS.c.call_id, CALLS.c.started_at).where(
+        CALLS.c.batch_id == batch_id, CALLS.c.status == "running"
+    )
+    return {row.call_id: row.started_at or utc_now() for row in connection.execute(query)}
 
 
 def needing_attention(

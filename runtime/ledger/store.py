@@ -243,8 +243,9 @@ class Ledger:
         """The results of the batch's calls that have ended, by call id."""
         return self._read(batches.ends, batch_id)
 
-    def claimed(self, batch_id: str) -> set[str]:
-        """Calls a worker has claimed or started (a side effect claims before it runs)."""
+    def claimed(self, batch_id: str) -> dict[str, datetime]:
+        """Calls a worker has claimed and not ended (a side effect claims before
+        it runs), with when each was claimed."""
         return self._read(batches.claimed, batch_id)
 
     def needing_attention(self, *, now: datetime, stale_before: datetime) -> list[str]:

@@ -129,9 +129,38 @@ class BatchState(Protocol):
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
-    # The sweep: one process at a time.
+    # Leases: a claimed call is held by a live worker, which renews its hold
+    # (docs/architecture.md, "Leases").
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+        """The call is held for `seconds` from now by the process that claimed it."""
+        ...
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        """Hold each (batch id, call id) for `seconds` more."""
+        ...
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        """The call has ended (or was judged lost): nobody holds it."""
+        ...
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        """When the hold of each of `call_ids` that has one runs out (epoch
+        seconds); a call with no hold is left out."""
+        ...
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        """(batch id, call id) of each call whose hold ran out before `now`."""
+        ...
+
+    def reset_at(self) -> float:
+        """When the state last started empty (epoch seconds): holds it lost
+        then are given a lease's time to be renewed."""
+        ...
+
+    # The sweep: one process at a time, under a lease.
     def hold_sweep(self, holder: str, seconds: float) -> bool:
-        """Take (or keep) the sweep's lock for `holder`; False if another holds it."""
+        """Take the sweep's lease for `holder`, or renew it if `holder` has
+        it; False if another holds it."""
         ...
 
     def release_sweep(self, holder: str) -> None: ...

@@ -26,17 +26,36 @@ from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
     EPOCH_KEY,
+    LEASES,
     SWEEP_LOCK,
     TTL_SECONDS,
+    call_of_lease,
     cancel_key,
     deliveries_key,
     handed_on_key,
+    lease_member,
     plan_key,
     results_key,
     sent_key,
     stages_key,
 )
 from runtime.types import ToolResult
+
+# The sweep's lease: taken if free, renewed if this holder has it, in one step.
+HOLD_SWEEP = """
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if held then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+RELEASE_SWEEP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 @contextmanager
@@ -52,6 +71,8 @@ class RedisState:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._listener: Listener | None = None
+        self._hold_sweep = client.register_script(HOLD_SWEEP)
+        self._release_sweep = client.register_script(RELEASE_SWEEP)
 
     @property
     def listener(self) -> Listener:
@@ -189,20 +210,54 @@ class RedisState:
             pipe.publish(results_key(batch_id), CANCEL_NOTICE)
             pipe.execute()
 
+    # Leases (docs/architecture.md, "Leases").
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+        self.renew([(batch_id, call_id)], seconds)
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        if not calls:
+            return
+        until = time.time() + seconds
+        with reaching("cannot renew the leases of running calls"):
+            self.client.zadd(LEASES, {lease_member(b, c): until for b, c in calls}, gt=True)
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        with reaching(f"cannot release the lease of {call_id}"):
+            self.client.zrem(LEASES, lease_member(batch_id, call_id))
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        if not call_ids:
+            return {}
+        with reaching(f"batch {batch_id}: cannot read its leases"):
+            found = self.client.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
+        return {c: until for c, until in zip(call_ids, found, strict=True) if until is not None}
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        with reaching("cannot read the leases"):
+            members = self.client.zrangebyscore(LEASES, "-inf", now)
+        return {call_of_lease(m.decode()) for m in members}
+
+    def reset_at(self) -> float:
+        with reaching("cannot read the epoch"):
+            found = self.client.get(EPOCH_KEY)
+        try:
+            return float(found) if found else time.time()
+        except ValueError:  # an epoch of an older toolrun: it has been a while
+            return 0.0
+
     # The sweep.
     def hold_sweep(self, holder: str, seconds: float) -> bool:
-        with reaching("cannot take the sweep's lock"):
-            return bool(self.client.set(SWEEP_LOCK, holder, nx=True, ex=max(1, round(seconds))))
+        with reaching("cannot take the sweep's lease"):
+            return bool(self._hold_sweep(keys=[SWEEP_LOCK], args=[holder, int(seconds * 1000)]))
 
     def release_sweep(self, holder: str) -> None:
-        with reaching("cannot release the sweep's lock"):
-            if self.client.get(SWEEP_LOCK) == holder.encode():
-                self.client.delete(SWEEP_LOCK)
+        with reaching("cannot release the sweep's lease"):
+            self._release_sweep(keys=[SWEEP_LOCK], args=[holder])
 
     def lost(self, holder: str) -> bool:
-        """A missing epoch key means Redis lost what it held."""
+        """A missing epoch key means Redis lost what it held; the new one says when."""
         with reaching("cannot read the epoch"):
-            return bool(self.client.set(EPOCH_KEY, holder, nx=True))
+            return bool(self.client.set(EPOCH_KEY, str(time.time()), nx=True))
 
     def close(self) -> None:
         if self._listener is not None:

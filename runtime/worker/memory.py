@@ -17,6 +17,7 @@ by side; every other call runs one at a time, in order, as on the effects queue.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
 import time
@@ -73,6 +74,7 @@ class MemoryTransport:
         self._cancelled: dict[str, str] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
+        self._held: set[tuple[str, str]] = set()
         self._sweeper: str | None = None
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
@@ -186,6 +188,30 @@ class MemoryTransport:
 
     def lost(self, holder: str) -> bool:
         return False
+
+    # Leases: a thread of this process cannot be lost on its own, so a hold lasts
+    # until it is released.
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+        with self._changed:
+            self._held.add((batch_id, call_id))
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        with self._changed:
+            self._held.update(calls)
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        with self._changed:
+            self._held.discard((batch_id, call_id))
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        with self._changed:
+            return {c: math.inf for c in call_ids if (batch_id, c) in self._held}
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        return set()
+
+    def reset_at(self) -> float:
+        return 0.0
 
     def look(self, batch_id: str, call_id: str) -> Look:
         with self._changed:

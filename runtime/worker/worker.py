@@ -36,7 +36,6 @@ from runtime.types import CallMessage, ToolResult
 log = logging.getLogger("toolrun.worker")
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's end waits for the state to come back
 HAND_ON_PATIENCE = 30.0  # seconds a worker keeps trying to send a chain's next step
-SWEEP_LOCK_SECONDS = 30.0  # the longest one sweep may hold the others off
 
 
 class Worker:
@@ -60,8 +59,11 @@ class Worker:
             queue=queue,
             state=state,
             approvals=Approvals(ledger, key),
+            lease_seconds=settings.lease_seconds,
+            resend_after=settings.resend_after,
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
+        self._sweeping: str | None = None  # the sweep's holder while this worker sweeps
 
     def run(self, raw: Any, *, name: str | None = None) -> ToolResult | None:
         """Run one delivered task message to its end; the call's result, or None
@@ -175,18 +177,46 @@ class Worker:
             lambda: ended.append(self.ledger.record_result(message.batch_id, result))
         )
         try:
+            self.state.release(message.batch_id, message.call_id)
+        except StateUnavailable:  # it lapses; the sweep finds the call ended
+            pass
+        try:
             self.finish(message, result, ended[0] if ended else True)
         except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept
             log.error("the end of %s could not be published: %s", message.call_id, error)
 
     def sweep(self, holder: str) -> bool:
-        """Sweep if no other worker is sweeping; True if this one did. After
-        the state lost what it held, every open batch is looked at, and what
-        was lost is sent again."""
-        if not self.state.hold_sweep(holder, SWEEP_LOCK_SECONDS):
+        """Sweep if no other worker holds the sweep's lease (taking or renewing
+        it); True if this one did. After the state lost what it held, every
+        open batch is looked at, and what was lost is sent again. The holder
+        keeps the lease while it lives: `beat` renews it during a long sweep,
+        and a holder that dies leaves it to lapse (docs/architecture.md,
+        "Leases")."""
+        if not self.state.hold_sweep(holder, self.settings.lease_seconds):
             return False
+        self._sweeping = holder
         try:
             self.advancer.sweep(everything=self.state.lost(holder))
         finally:
-            self.state.release_sweep(holder)
+            self._sweeping = None
         return True
+
+    def stop_sweeping(self, holder: str) -> None:
+        """Give the sweep's lease up at a warm shutdown: another worker takes it at once."""
+        self.state.release_sweep(holder)
+
+    def beat(self, running: list[Any]) -> None:
+        """From the worker's main process, every quarter of a lease: renew the
+        leases of the claimed calls its processes are running (`running`: their
+        task messages), and the sweep's while a sweep runs. A pool process that
+        is stuck does not stop this; a dead worker stops it, and its leases
+        lapse."""
+        calls = [
+            call
+            for raw in running
+            if (call := CallMessage.call_of(raw)) is not None
+            and time_limits.is_claimed(CallMessage.tool_of(raw), self.registry)
+        ]
+        self.state.renew(calls, self.settings.lease_seconds)
+        if (holder := self._sweeping) is not None:
+            self.state.hold_sweep(holder, self.settings.lease_seconds)
