@@ -176,6 +176,8 @@ class Advancer:
         # while the ledger was locked) count too; the ledger's own wins over them.
         ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
         claimed = self.ledger.claimed(batch_id)
+        taken = started - claimed.keys() - ends.keys()  # reads and idempotent calls running
+        lost, stalled = self._gone(batch_id, claimed, taken)
         return View(
             ends=ends,
             sent=sent,
@@ -184,30 +186,36 @@ class Advancer:
             cancelled_at=cancelled,
             now=now,
             cause="the runtime was closed" if closed else endings.CANCELLED,
-            lost=self._lost(batch_id, claimed),
+            lost=lost,
+            stalled=stalled,
             resend_after=self.resend_after,
         )
 
-    def _lost(self, batch_id: str, claimed: dict[str, datetime]) -> frozenset[str]:
-        """Claimed calls whose holder is gone: its lease ran out, or it has none
-        and neither the claim nor the state's last start is a lease's time
-        old (a new holder takes its lease right after the claim, and after a
-        restart of the state holders renew theirs). With the state away, none."""
+    def _gone(
+        self, batch_id: str, claimed: dict[str, datetime], taken: set[str]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """The calls whose worker is gone ("Leases"): claimed ones (lost: they
+        end) and others a worker took (stalled: they run again). A lease ran
+        out; or a claimed call has none, and neither its claim nor the state's
+        last start is a lease's time old (its holder takes the lease right
+        after the claim, and after a restart of the state renews it). With the
+        state away, none."""
         try:
-            holds = self.state.holds(batch_id, list(claimed))
-            reset = self.state.reset_at() if len(holds) < len(claimed) else 0.0
+            holds = self.state.holds(batch_id, [*claimed, *taken])
+            bare = any(call_id not in holds for call_id in claimed)
+            reset = self.state.reset_at() if bare else 0.0
         except StateUnavailable:
-            return frozenset()
+            return frozenset(), frozenset()
         now = time.time()
-        return frozenset(
-            call_id
-            for call_id, at in claimed.items()
-            if (
-                holds[call_id] <= now
-                if call_id in holds
-                else now - max(at.timestamp(), reset) >= self.lease_seconds
-            )
-        )
+
+        def lapsed(call_id: str, since: float) -> bool:
+            if call_id in holds:
+                return holds[call_id] <= now
+            return now - max(since, reset) >= self.lease_seconds
+
+        lost = frozenset(c for c, at in claimed.items() if lapsed(c, at.timestamp()))
+        stalled = frozenset(c for c in taken if c in holds and lapsed(c, now))
+        return lost, stalled
 
     def _lapsed(self) -> set[tuple[str, str]]:
         try:

@@ -46,6 +46,7 @@ class View:
     now: float
     cause: str = endings.CANCELLED  # what a cancel's results say ended the batch
     lost: frozenset[str] = frozenset()  # claimed calls whose holder stopped renewing its lease
+    stalled: frozenset[str] = frozenset()  # reads (and idempotent calls) likewise: run again
     resend_after: float = RESEND_AFTER
 
 
@@ -105,6 +106,9 @@ def _decide(
             return End(
                 endings.abandoned(call, read=planned.read, cancelled=cancelled, cause=view.cause)
             )
+        if call_id in view.stalled:  # its worker is gone; it is safe to run again
+            _resend(planned, view, steps)
+            return None
         waited = view.now - view.sent.get(call_id, view.now)
         if sent and not started and waited >= view.resend_after:
             _resend(planned, view, steps)

@@ -106,7 +106,7 @@ def _at_least_once(
     look = Look(cancelled=False, delivery=1, result=None)
     if state is not None:
         try:
-            look = state.look(message.batch_id, call_id)
+            look = state.look(message.batch_id, call_id, hold=settings.lease_seconds)
         except StateUnavailable as error:  # Redis is down: publishing the result will wait for it
             log.warning("cannot look at %s before running it: %s", call_id, error)
     meta = {"worker": worker, "attempts": look.delivery}
@@ -204,19 +204,16 @@ def _claimed(
             )
         )
 
-    try:
-        result = invoke(
-            admission,
-            message,
-            settings,
-            delivery=begun.delivery,
-            worker=worker,
-            on_retry=retried,
-            quiet=ledger.quiet,
-        )
-        return _record(ledger, message, result)
-    finally:
-        _release(state, message)
+    result = invoke(
+        admission,
+        message,
+        settings,
+        delivery=begun.delivery,
+        worker=worker,
+        on_retry=retried,
+        quiet=ledger.quiet,
+    )
+    return _record(ledger, message, result)  # publishing the end releases the lease
 
 
 def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> None:
@@ -229,15 +226,6 @@ def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> Non
         state.hold(message.batch_id, message.call_id, seconds)
     except StateUnavailable as error:
         log.warning("cannot take the lease of %s: %s", message.call_id, error)
-
-
-def _release(state: BatchState | None, message: CallMessage) -> None:
-    if state is None:
-        return
-    try:
-        state.release(message.batch_id, message.call_id)
-    except StateUnavailable as error:  # it lapses; the sweep finds the call ended
-        log.warning("cannot release the lease of %s: %s", message.call_id, error)
 
 
 def _cancelled(state: BatchState, batch_id: str) -> bool:

@@ -36,13 +36,6 @@ def hard_limit(tool: str | None, registry: Registry, settings: Settings) -> floa
     return tool_timeout(tool, registry, settings) + settings.kill_grace
 
 
-def is_claimed(tool: str | None, registry: Registry) -> bool:
-    """Whether a call of `tool` is claimed before it runs (a side effect that
-    is not idempotent), so its worker holds a lease on it."""
-    spec = registry.get(tool) if isinstance(tool, str) else None
-    return spec is not None and spec.risk is not Risk.read and not spec.idempotent
-
-
 def is_read(tool: str, registry: Registry) -> bool:
     spec = registry.get(tool)
     return spec is not None and spec.risk is Risk.read

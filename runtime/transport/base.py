@@ -68,9 +68,10 @@ class BatchState(Protocol):
         stage: int | None = None,
         patience: float = 0.0,
     ) -> int | None:
-        """Store a call's end where clients and workers find it and announce it;
-        with `stage`, count it as one more end of that stage and return the
-        count. Keeps trying for `patience` seconds while the state is away."""
+        """Store a call's end where clients and workers find it and announce it,
+        and release its lease; with `stage`, count it as one more end of that
+        stage and return the count. Keeps trying for `patience` seconds while
+        the state is away."""
         ...
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
@@ -101,9 +102,10 @@ class BatchState(Protocol):
         """Calls a worker has taken (reads and idempotent calls count here)."""
         ...
 
-    def look(self, batch_id: str, call_id: str) -> Look:
-        """For a worker about to run a call: count this delivery, and read the
-        cancel flag and any result already published."""
+    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+        """For a worker about to run a call: count this delivery, read the
+        cancel flag and any result already published, and (`hold`) take the
+        call's lease for that many seconds."""
         ...
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:

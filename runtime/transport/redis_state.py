@@ -41,6 +41,16 @@ from runtime.transport.names import (
 )
 from runtime.types import ToolResult
 
+# Leases of running calls: KEYS = the leases' set, then each call's results hash;
+# ARGV = the new expiry, then each call's member and id.
+RENEW = """
+for i = 2, #KEYS do
+  if redis.call('HEXISTS', KEYS[i], ARGV[2 * i - 1]) == 0 then
+    redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2 * i - 2])
+  end
+end
+return 0
+"""
 # The sweep's lease: taken if free, renewed if this holder has it, in one step.
 HOLD_SWEEP = """
 local held = redis.call('GET', KEYS[1])
@@ -71,6 +81,7 @@ class RedisState:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._listener: Listener | None = None
+        self._renew = client.register_script(RENEW)
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
 
@@ -115,6 +126,7 @@ class RedisState:
                     if stage is not None:
                         pipe.hincrby(stages_key(batch_id), str(stage), 1)
                         pipe.expire(stages_key(batch_id), TTL_SECONDS)
+                    pipe.zrem(LEASES, lease_member(batch_id, result.call_id))
                     done = pipe.execute()
         return int(done[3]) if stage is not None else None
 
@@ -160,16 +172,20 @@ class RedisState:
         with reaching(f"batch {batch_id}: cannot read what was taken"):
             return {key.decode() for key in self.client.hkeys(deliveries_key(batch_id))}
 
-    def look(self, batch_id: str, call_id: str) -> Look:
-        """Cancel flag, delivery count (counted here) and stored result, in one
-        pipelined round trip: reads and idempotent calls keep their deliveries
-        here, not in the ledger, so each costs one ledger transaction in all."""
+    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+        """Cancel flag, delivery count (counted here), stored result and the
+        call's lease, in one pipelined round trip: reads and idempotent calls
+        keep their deliveries here, not in the ledger, so each costs one ledger
+        transaction in all."""
         with reaching(f"cannot look at {call_id}"), self.client.pipeline(transaction=False) as pipe:
             pipe.exists(cancel_key(batch_id))
             pipe.hincrby(deliveries_key(batch_id), call_id, 1)
             pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
             pipe.hget(results_key(batch_id), call_id)
-            cancelled, delivery, _, stored = pipe.execute()
+            if hold is not None:
+                until = time.time() + hold
+                pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
+            cancelled, delivery, _, stored = pipe.execute()[:4]
         result = ToolResult.model_validate_json(stored) if stored else None
         return Look(bool(cancelled), int(delivery), result)
 
@@ -212,14 +228,21 @@ class RedisState:
 
     # Leases (docs/architecture.md, "Leases").
     def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
-        self.renew([(batch_id, call_id)], seconds)
+        until = time.time() + seconds
+        with reaching(f"cannot take the lease of {call_id}"):
+            self.client.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
 
     def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        """Renew in one step; a lease lost with the state comes back, one whose
+        call has published its end does not (the end released it)."""
         if not calls:
             return
-        until = time.time() + seconds
+        keys = [LEASES, *(results_key(b) for b, _ in calls)]
+        args = [time.time() + seconds]
+        for batch_id, call_id in calls:
+            args += [lease_member(batch_id, call_id), call_id]
         with reaching("cannot renew the leases of running calls"):
-            self.client.zadd(LEASES, {lease_member(b, c): until for b, c in calls}, gt=True)
+            self._renew(keys=keys, args=args)
 
     def release(self, batch_id: str, call_id: str) -> None:
         with reaching(f"cannot release the lease of {call_id}"):

@@ -104,6 +104,7 @@ class MemoryTransport:
     ) -> int | None:
         with self._changed:
             self._results[batch_id][result.call_id] = result
+            self._held.discard((batch_id, result.call_id))
             if stage is not None:
                 self._stages[batch_id, stage] += 1
             self._changed.notify_all()
@@ -213,8 +214,10 @@ class MemoryTransport:
     def reset_at(self) -> float:
         return 0.0
 
-    def look(self, batch_id: str, call_id: str) -> Look:
+    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
         with self._changed:
+            if hold is not None:
+                self._held.add((batch_id, call_id))
             count = self._deliveries[batch_id][call_id] = (
                 self._deliveries[batch_id].get(call_id, 0) + 1
             )

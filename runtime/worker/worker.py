@@ -207,16 +207,11 @@ class Worker:
 
     def beat(self, running: list[Any]) -> None:
         """From the worker's main process, every quarter of a lease: renew the
-        leases of the claimed calls its processes are running (`running`: their
-        task messages), and the sweep's while a sweep runs. A pool process that
-        is stuck does not stop this; a dead worker stops it, and its leases
+        leases of the calls its processes are running (`running`: their task
+        messages), and the sweep's while a sweep runs. A pool process that is
+        stuck does not stop this; a dead worker stops it, and its leases
         lapse."""
-        calls = [
-            call
-            for raw in running
-            if (call := CallMessage.call_of(raw)) is not None
-            and time_limits.is_claimed(CallMessage.tool_of(raw), self.registry)
-        ]
+        calls = [call for raw in running if (call := CallMessage.call_of(raw)) is not None]
         self.state.renew(calls, self.settings.lease_seconds)
         if (holder := self._sweeping) is not None:
             self.state.hold_sweep(holder, self.settings.lease_seconds)

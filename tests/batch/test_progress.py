@@ -90,6 +90,7 @@ def view(
     approvals: dict[str, Answer] | None = None,
     cancelled: float | None = None,
     lost: str = "",
+    stalled: str = "",
     now: float = NOW,
 ) -> View:
     """`sent` and `cancelled` in seconds before `now`."""
@@ -103,6 +104,7 @@ def view(
         cancelled_at=None if cancelled is None else now - cancelled,
         now=now,
         lost=frozenset(lost.split()),
+        stalled=frozenset(stalled.split()),
     )
 
 
@@ -333,6 +335,18 @@ CASES = {
         PAST,
         view(sent={"w1": 1}, started="w1", lost="w1"),
         Expect(ends={"w1": S.outcome_unknown}, finished=True),
+    ),
+    "a read whose worker is gone is sent again at once": (
+        "r1",
+        {},
+        view(sent={"r1": 1}, started="r1", stalled="r1"),
+        Expect(resend=["r1"]),
+    ),
+    "a read whose worker is gone ends timeout past the deadline": (
+        "r1",
+        PAST,
+        view(sent={"r1": 1}, started="r1", stalled="r1"),
+        Expect(ends={"r1": S.timeout}, finished=True),
     ),
     "a call a worker took is never sent again": (
         "w1",

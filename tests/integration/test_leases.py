@@ -23,7 +23,7 @@ from tests.support.faults import FaultStack
 from tests.support.tools import marks, release
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
-ALLOW = {"allow": ["bump", "held_write"]}
+ALLOW = {"allow": ["bump", "held_write", "held"]}
 LEASE = 2.0
 
 
@@ -123,6 +123,25 @@ def test_a_dead_workers_claimed_call_ends_within_seconds_not_at_the_deadline(lea
     assert "worker running this call was lost" in results["w"].model_message
     assert results["after"].status is Status.ok
     assert Counter(m["label"] for m in marks(workspace, "effects")) == {"dead": 1, "after": 1}
+
+
+def test_a_dead_reads_workers_reads_run_again_within_seconds(leased, workspace, request):
+    stack, runtime, _ = leased
+    request.addfinalizer(lambda: release(workspace, "reads"))
+    batch = [call(f"r{i}", "held", label="reads") for i in range(3)]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW, timeout=300)
+    wait_for(lambda: len(held(workspace, "reads")) == 3, what="3 reads running")
+    [victim] = stack.workers("reads")
+    stack.kill_worker(victim)
+    replacement = stack.add_worker("reads")
+    # An hour's visibility timeout: only the lapsed leases send them again.
+    wait_for(lambda: len(held(workspace, "reads")) == 6, what="the reads running again")
+    release(workspace, "reads")
+
+    results = handle.results(timeout=30)
+    assert [r.status for r in results] == [Status.ok] * 3, [r.model_message for r in results]
+    assert {r.worker for r in results} == {replacement["name"]}
+    assert all(r.attempts == 2 for r in results)
 
 
 def test_a_dead_sweep_holder_is_replaced_within_seconds(leased):
