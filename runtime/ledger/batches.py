@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, or_, select, update
+from sqlalchemy import Connection, delete, exists, func, or_, select, update
 
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
@@ -55,13 +55,23 @@ def needing_attention(
     return list(connection.execute(query).scalars().all())
 
 
-def mark_ended(connection: Connection, batch_id: str) -> None:
+def mark_ended(connection: Connection, batch_id: str) -> bool:
+    """The batch ends at the time of its last end, once every call has one
+    (an end written late from a buffer keeps the time it happened); its plan
+    goes. Whether it is ended now."""
+    last = select(func.max(ENDS.c.at)).where(ENDS.c.batch_id == batch_id).scalar_subquery()
+    has_end = exists().where(ENDS.c.batch_id == CALLS.c.batch_id, ENDS.c.call_id == CALLS.c.call_id)
+    open_call = exists().where(CALLS.c.batch_id == batch_id, ~has_end)
     connection.execute(
         update(BATCHES)
-        .where(BATCHES.c.id == batch_id, BATCHES.c.ended_at.is_(None))
-        .values(ended_at=utc_now())
+        .where(BATCHES.c.id == batch_id, BATCHES.c.ended_at.is_(None), ~open_call)
+        .values(ended_at=func.coalesce(last, utc_now()))
     )
+    ended = select(BATCHES.c.ended_at).where(BATCHES.c.id == batch_id)
+    if connection.execute(ended).scalar() is None:
+        return False
     connection.execute(delete(PLANS).where(PLANS.c.batch_id == batch_id))
+    return True
 
 
 def mark_cancelled(connection: Connection, batch_id: str, *, by: str, at: datetime) -> datetime:
