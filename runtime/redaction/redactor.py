@@ -117,15 +117,33 @@ def _redact(text: str, found: detectors.DetectorSet) -> str:
     if not spans:
         return text
     spans.sort(key=lambda span: (span[0], span[2], -span[1]))
-    pieces, at = [], 0
+    merged: list[list] = []
     for start, end, _, kind in spans:
-        if start < at:  # overlaps a secret already replaced: its marker covers this one too
-            at = max(at, end)
+        if merged and start < merged[-1][1]:  # overlaps a secret already found: one marker
+            merged[-1][1] = max(merged[-1][1], end)
             continue
-        pieces += (text[at:start], MARK.format(kind))
+        merged.append([start, end, kind])
+    pieces, at = [], 0
+    for start, end, kind in merged:
+        pieces += (text[at:start], _marked(text[start:end], kind))
         at = end
     pieces.append(text[at:])
     return "".join(pieces)
+
+
+def _marked(secret: str, kind: str) -> str:
+    """The marker of `secret`: one on each of its lines, so a text keeps its line
+    numbers and a window of lines shows a marker for every line of a secret it
+    includes (docs/architecture.md, "Secrets")."""
+    marker = MARK.format(kind)
+    if "\n" not in secret:
+        return marker
+    lines = []
+    for line in secret.split("\n"):
+        body = line.strip()
+        indent = line[: len(line) - len(line.lstrip())]
+        lines.append(indent + marker + line[len(line.rstrip()) :] if body else line)
+    return "\n".join(lines)
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
