@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from runtime.errors import ConfigurationError
+from runtime.redaction import BUILT_IN, Redactor
 from runtime.types import Mode, Risk
 from runtime.workspace import resolve_inside
 
@@ -50,6 +51,9 @@ class ToolContext:
     batch_id: str
     call_id: str
     max_bytes: int = 32 * 1024
+    # The worker's redactor (its settings' patterns): a tool that matches or cuts
+    # text does so on the redacted text (docs/architecture.md, "Secrets").
+    redactor: Redactor = BUILT_IN
 
     def resolve(self, path: str) -> Path:
         """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""
