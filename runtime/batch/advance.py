@@ -68,7 +68,8 @@ class Advancer:
                 try:
                     self.ledger.mark_ended(batch_id)
                 except LedgerUnavailable:  # the sweep marks it once the ledger is back
-                    pass
+                    return True
+                self._drop_plan(batch_id)
                 return True
             if not ended:
                 return False
@@ -83,8 +84,17 @@ class Advancer:
         ended = self._carry_out(plan, steps)
         if steps.finished:
             self.ledger.mark_ended(plan.batch.id)
+            self._drop_plan(plan.batch.id)
         elif ended:
             self.advance(plan.batch.id)
+
+    def _drop_plan(self, batch_id: str) -> None:
+        """Redis's copy of an ended batch's plan goes with the ledger's row: it
+        holds the arguments unredacted (docs/architecture.md, "Secrets")."""
+        try:
+            self.state.drop_plan(batch_id)
+        except StateUnavailable:  # its TTL ends it
+            pass
 
     def cancel(self, batch_id: str, *, by: str) -> None:
         """No call of the batch starts from now on; calls running get a short
