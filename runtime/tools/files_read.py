@@ -28,6 +28,7 @@ from runtime.tools.bounds import (
     describe_binary,
     is_binary,
     json_len,
+    redactor_of,
 )
 from runtime.types import Risk
 from runtime.workspace import relative_name
@@ -69,7 +70,7 @@ def read_file(args: ReadFileInput, ctx: ToolContext) -> ToolOutput:
             if is_binary(head, complete=size <= SNIFF_BYTES):
                 return _binary(target, rel, size, head)
             stream.seek(0)
-            page = _page(stream, args.offset, args.limit, room, ctx.redactor)
+            page = _page(stream, args.offset, args.limit, room, redactor_of(ctx))
     except UnicodeDecodeError:
         return _binary(target, rel, size, head)
     except PermissionError as error:

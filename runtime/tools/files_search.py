@@ -29,7 +29,7 @@ from runtime.gate import protected
 from runtime.gate.protected import refuse_home_path
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len
+from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len, redactor_of
 from runtime.types import Risk
 from runtime.workspace import relative_name
 
@@ -74,7 +74,7 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
     room = budget(ctx.max_bytes) - json_len(args.pattern) - json_len(rel_start)
     truncated = False
     for file in _files(start, root, args.glob):
-        lines = _text_lines(file, ctx.redactor)
+        lines = _text_lines(file, redactor_of(ctx))
         if lines is None:
             skipped += 1
             continue
@@ -100,7 +100,7 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
         "files_skipped": skipped,
         "truncated": truncated,
     }
-    shown_pattern = ctx.redactor.redact_text(args.pattern)  # redacted, then cut
+    shown_pattern = redactor_of(ctx).redact_text(args.pattern)  # redacted, then cut
     return ToolOutput(
         content=content,
         message=_message(args, rel_start, matches, searched, skipped, truncated),

@@ -44,7 +44,7 @@ from runtime.gate.shell import (
 )
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import budget, cut_text, json_len
+from runtime.tools.bounds import budget, cut_text, json_len, redactor_of
 from runtime.types import Risk, Status
 
 MAX_TIMEOUT = 600.0
@@ -116,14 +116,14 @@ def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
             "Tools may not change the agent's own permissions; ask the user to edit the settings."
         )
     if run.exit_code is None:
-        out, err = run.stdout.parts(ctx.redactor), run.stderr.parts(ctx.redactor)
+        out, err = run.stdout.parts(redactor_of(ctx)), run.stderr.parts(redactor_of(ctx))
         tail = _squeeze(out, 1024)[0] + _squeeze(err, 1024)[0]
         raise ShellTimeout(
             f"timed out after {args.timeout:g} s; the command and everything it started were "
             f"killed. Give a larger timeout (at most {MAX_TIMEOUT:g} s) or run something "
             f"shorter. Output before the kill:\n{tail}"
         )
-    return _output(args.command, run, ctx.max_bytes, ctx.redactor)
+    return _output(args.command, run, ctx.max_bytes, redactor_of(ctx))
 
 
 def _refuse(command: str, root: Path) -> None:
