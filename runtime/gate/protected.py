@@ -41,8 +41,11 @@ def refuse_home_path(workspace: Path, path: str, resolved: Path) -> None:
     spelt = _workspace_relative(workspace, path)
     if _names_project_dir(spelt) or _names_project_dir(resolved.relative_to(workspace).as_posix()):
         raise PathOutsideWorkspace(_home_refusal(path))
-    if any(resolved == home or resolved.is_relative_to(home) for home in homes()):
-        raise PathOutsideWorkspace(_home_refusal(path))
+    for home in homes():
+        # A workspace made inside the home (the demo's) holds no state of its own.
+        inside = workspace != home and workspace.is_relative_to(home)
+        if not inside and (resolved == home or resolved.is_relative_to(home)):
+            raise PathOutsideWorkspace(_home_refusal(path))
 
 
 def homes() -> list[Path]:

@@ -377,3 +377,13 @@ def test_definitions_in_plan_mode_offer_read_only_tools():
     names = [d["name"] for d in adapters.definitions(REG, "anthropic", mode="plan")]
     assert names == ["rf"]
     assert len(adapters.definitions(REG, "openai")) == len(ARGS)  # without a mode: every tool
+
+
+def test_a_workspace_made_inside_the_home_is_read_as_any_other(tmp_path, monkeypatch):
+    """`toolrun demo` makes its workspace in the home; that workspace holds no state."""
+    (tmp_path / "demo-workspace").mkdir()
+    monkeypatch.setenv("TOOLRUN_HOME", str(tmp_path))
+    decision = decide(tmp_path / "demo-workspace", "rf", "auto", args={"path": "README.md"})
+    assert decision.effect is A
+    decision = decide(tmp_path, "rf", "auto", args={"path": "demo-workspace/README.md"})
+    assert (decision.effect, decision.rule) == (D, "toolrun-home")
