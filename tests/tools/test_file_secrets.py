@@ -240,3 +240,37 @@ def test_a_home_of_another_name_in_the_workspace_is_not_read(
     assert out.content["matches"] == [] and "s3cretRedisPw" not in shown(out)
     names = [e["name"] for e in run("list_dir", ws, path="var").content["entries"]]
     assert names == ["toolrun-state"]  # listed as there, never entered
+
+
+# --- edit_file matches what read_file shows, too ------------------------------
+
+
+def test_edit_file_cannot_match_into_a_secret(ws: Path) -> None:
+    """Replacing a guess by itself changes nothing, so without this each guess of
+    `key_id = AKIA..` would say, by being found or not, whether it was right."""
+    from runtime.errors import ToolError
+
+    before = (ws / "creds.ini").read_text()
+    for guess in ("key_id = AKIA", KEY[:10], KEY, "AKIA"):
+        with pytest.raises(ToolError, match="not found"):
+            run("edit_file", ws, path="creds.ini", old_string=guess, new_string=guess + "x")
+    with pytest.raises(ToolError, match="marker"):
+        run(
+            "edit_file",
+            ws,
+            path="creds.ini",
+            old_string="key_id = [REDACTED:aws_access_key]",
+            new_string="key_id = x",
+        )
+    assert (ws / "creds.ini").read_text() == before
+    out = run("edit_file", ws, path="creds.ini", old_string="eu-west-1", new_string="eu-north-1")
+    assert out.content["replacements"] == 1
+    assert (ws / "creds.ini").read_text() == before.replace("eu-west-1", "eu-north-1")
+
+
+def test_edit_file_counts_and_replaces_only_what_is_shown(ws: Path) -> None:
+    assert "2" in KEY
+    (ws / "two.env").write_text(f"A=2\nAWS_KEY_ID={KEY}\nB=2\n")
+    out = run("edit_file", ws, path="two.env", old_string="2", new_string="3", replace_all=True)
+    assert out.content["replacements"] == 2
+    assert (ws / "two.env").read_text() == f"A=3\nAWS_KEY_ID={KEY}\nB=3\n"
