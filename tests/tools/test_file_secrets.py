@@ -274,3 +274,23 @@ def test_edit_file_counts_and_replaces_only_what_is_shown(ws: Path) -> None:
     out = run("edit_file", ws, path="two.env", old_string="2", new_string="3", replace_all=True)
     assert out.content["replacements"] == 2
     assert (ws / "two.env").read_text() == f"A=3\nAWS_KEY_ID={KEY}\nB=3\n"
+
+
+# --- the corpus: no piece of any secret is found by a search ------------------
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "secrets"
+MANIFEST: dict[str, list[list[str]]] = json.loads((CORPUS / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_no_piece_of_a_corpus_secret_is_found_by_a_search(tmp_path: Path, name: str) -> None:
+    """The oracle on every corpus file: each 8-character piece of each secret, as
+    a literal pattern, matches only where read_file shows that piece too."""
+    import re
+
+    (tmp_path / name).write_text((CORPUS / name).read_text())
+    shows = run("read_file", tmp_path, 1 << 20, path=name).content["text"]
+    for _, secret in MANIFEST[name]:
+        for piece in {secret[i : i + 8] for i in range(0, max(1, len(secret) - 7), 3)}:
+            found = run("search_files", tmp_path, 1 << 20, pattern=re.escape(piece), path=name)
+            assert bool(found.content["matches"]) == (piece in shows), (name, piece)
