@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.registry.capabilities import ToolOutput
 from runtime.results import media
@@ -38,7 +40,7 @@ def success(
         text = output if isinstance(output, str) else _json(output)
         output = ToolOutput(content=output, message=text, summary=_line(text))
     # Redacted first, then bounded: a cut through a key leaves a tail no detector knows.
-    content, note = bound(redactor.redact(output.content), max_bytes)
+    content, note = bound(redactor.redact(_plain(output.content)), max_bytes)
     kept, left_out = media.bound(output.media, max_media_bytes)
     message = "\n".join(
         [redactor.redact_text(output.message), *([note] if note else []), *left_out]
@@ -128,6 +130,19 @@ def bound(content: Any, max_bytes: int) -> tuple[Any, str | None]:
         "ask for a smaller part, e.g. with offset and limit or a narrower pattern]"
     )
     return cut, note
+
+
+def _plain(value: Any) -> Any:
+    """`value` with each leaf as JSON will show it (a path, a date: their text),
+    so the redactor sees every string the result will carry; keys are kept, and
+    one JSON cannot carry fails in `bound` as it did."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return to_jsonable_python(value, fallback=str)
 
 
 def _cut_strings(value: Any, budget: int) -> Any:

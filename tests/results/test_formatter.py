@@ -83,3 +83,11 @@ def test_a_message_is_redacted_before_it_is_cut():
         failed = failure("c1", "tool", Status.error, text, max_bytes=1000)
         assert _no_piece_of(KEY, ok.model_dump_json()), at
         assert _no_piece_of(KEY, failed.model_dump_json()), at
+
+
+def test_a_value_json_shows_as_text_is_redacted_too():
+    from pathlib import Path
+
+    output = ToolOutput(content={"where": Path(f"/srv/{KEY}")}, message="m", summary="s")
+    result = success("c1", "tool", output, max_bytes=10_000)
+    assert KEY not in result.model_dump_json() and result.content["where"].startswith("/srv/")
