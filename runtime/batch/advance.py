@@ -71,7 +71,8 @@ class Advancer:
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)
                 try:
-                    self.ledger.mark_ended(batch_id)
+                    if self.ledger.mark_ended(batch_id):  # else an end is still on its way
+                        self._drop_plan(batch_id)
                 except LedgerUnavailable:  # the sweep marks it once the ledger is back
                     pass
                 return True
@@ -87,9 +88,18 @@ class Advancer:
         steps = next_steps(plan, view)
         ended = self._carry_out(plan, steps)
         if steps.finished:
-            self.ledger.mark_ended(plan.batch.id)
+            if self.ledger.mark_ended(plan.batch.id):
+                self._drop_plan(plan.batch.id)
         elif ended:
             self.advance(plan.batch.id)
+
+    def _drop_plan(self, batch_id: str) -> None:
+        """Redis's copy of an ended batch's plan goes with the ledger's row: it
+        holds the arguments unredacted (docs/architecture.md, "Secrets")."""
+        try:
+            self.state.drop_plan(batch_id)
+        except StateUnavailable:  # its TTL ends it
+            pass
 
     def cancel(self, batch_id: str, *, by: str) -> None:
         """No call of the batch starts from now on; calls running get a short

@@ -60,6 +60,7 @@ def invoke(
         batch_id=message.batch_id,
         call_id=message.call_id,
         max_bytes=settings.result_max_bytes,
+        redactor=redactor_for(settings.redaction_patterns),
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1}

@@ -42,8 +42,9 @@ from runtime.gate.protected import PROJECT_DIR, USER_DIR
 from runtime.gate.shell import (
     commands,  # a module import: runtime.commands imports runtime.tools too
 )
+from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import budget, cut_text, json_len
+from runtime.tools.bounds import budget, cut_text, json_len, redactor_of
 from runtime.types import Risk, Status
 
 MAX_TIMEOUT = 600.0
@@ -115,13 +116,14 @@ def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
             "Tools may not change the agent's own permissions; ask the user to edit the settings."
         )
     if run.exit_code is None:
-        tail = _squeeze(run.stdout, 1024)[0] + _squeeze(run.stderr, 1024)[0]
+        out, err = run.stdout.parts(redactor_of(ctx)), run.stderr.parts(redactor_of(ctx))
+        tail = _squeeze(out, 1024)[0] + _squeeze(err, 1024)[0]
         raise ShellTimeout(
             f"timed out after {args.timeout:g} s; the command and everything it started were "
             f"killed. Give a larger timeout (at most {MAX_TIMEOUT:g} s) or run something "
             f"shorter. Output before the kill:\n{tail}"
         )
-    return _output(args.command, run, ctx.max_bytes)
+    return _output(args.command, run, ctx.max_bytes, redactor_of(ctx))
 
 
 def _refuse(command: str, root: Path) -> None:
@@ -166,11 +168,12 @@ class _Capture(threading.Thread):
         finally:
             self.stream.close()
 
-    def parts(self) -> tuple[str, int]:
-        """The kept text, and how many bytes were dropped between head and tail."""
+    def parts(self, redactor: Redactor) -> tuple[str, int]:
+        """The kept text, redacted before any bound cuts it, and how many bytes
+        were dropped between head and tail."""
         head, tail = bytes(self.head), bytes(self.tail)
         gap = max(self.total - len(head) - len(tail), 0)
-        return (head + tail).decode("utf-8", errors="replace"), gap
+        return redactor.redact_text((head + tail).decode("utf-8", errors="replace")), gap
 
 
 @dataclass
@@ -240,19 +243,20 @@ def _environment() -> dict[str, str]:
 # --- output -----------------------------------------------------------------------
 
 
-def _output(command: str, run: _Run, max_bytes: int) -> ToolOutput:
+def _output(command: str, run: _Run, max_bytes: int, redactor: Redactor) -> ToolOutput:
     room = budget(max_bytes)
-    out_need, err_need = _need(run.stdout), _need(run.stderr)
+    out, err = run.stdout.parts(redactor), run.stderr.parts(redactor)
+    out_need, err_need = _need(out), _need(err)
     err_room = min(err_need, max(room // 4, room - out_need))
-    stdout, out_cut = _squeeze(run.stdout, room - err_room)
-    stderr, err_cut = _squeeze(run.stderr, err_room)
+    stdout, out_cut = _squeeze(out, room - err_room)
+    stderr, err_cut = _squeeze(err, err_room)
     code = run.exit_code
     status = f"killed by signal {-code}" if code < 0 else f"exited with {code}"
     sections = [status]
     sections += [f"--- stdout ---\n{stdout}"] if stdout else []
     sections += [f"--- stderr ---\n{stderr}"] if stderr else []
     sections += [CUT_HINT] if out_cut or err_cut else []
-    line = " ".join(command.split())
+    line = " ".join(redactor.redact_text(command).split())
     return ToolOutput(
         content={
             "exit_code": code,
@@ -265,15 +269,15 @@ def _output(command: str, run: _Run, max_bytes: int) -> ToolOutput:
     )
 
 
-def _need(capture: _Capture) -> int:
-    text, gap = capture.parts()
+def _need(captured: tuple[str, int]) -> int:
+    text, gap = captured
     return json_len(text) + (1 << 30 if gap else 0)  # a gap never fits
 
 
-def _squeeze(capture: _Capture, room: int) -> tuple[str, bool]:
+def _squeeze(captured: tuple[str, int], room: int) -> tuple[str, bool]:
     """The captured text within `room` JSON bytes: whole if it fits, else its
     first third and last two thirds around a note of how much was cut."""
-    text, gap = capture.parts()
+    text, gap = captured
     if not gap and json_len(text) <= room:
         return text, False
     total = gap + len(text.encode())

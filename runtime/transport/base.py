@@ -123,6 +123,10 @@ class BatchState(Protocol):
 
     def plan(self, batch_id: str) -> dict[str, Any] | None: ...
 
+    def drop_plan(self, batch_id: str) -> None:
+        """The batch has ended: its plan (arguments unredacted) goes."""
+        ...
+
     def cancelled(self, batch_id: str) -> bool:
         """Whether the batch was cancelled."""
         ...

@@ -211,6 +211,10 @@ class RedisState:
             stored = self.client.get(plan_key(batch_id))
         return json.loads(stored) if stored else None
 
+    def drop_plan(self, batch_id: str) -> None:
+        with reaching(f"batch {batch_id}: cannot drop its plan"):
+            self.client.delete(plan_key(batch_id))
+
     def cancelled(self, batch_id: str) -> bool:
         with reaching(f"batch {batch_id}: cannot read its cancel flag"):
             return bool(self.client.exists(cancel_key(batch_id)))

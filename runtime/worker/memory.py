@@ -136,6 +136,9 @@ class MemoryTransport:
     def plan(self, batch_id: str) -> dict[str, Any] | None:
         return self._plans.get(batch_id)
 
+    def drop_plan(self, batch_id: str) -> None:
+        self._plans.pop(batch_id, None)
+
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         return dict(self._results[batch_id])
 
