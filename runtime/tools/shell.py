@@ -37,6 +37,7 @@ from typing import IO
 
 from pydantic import Field
 
+from runtime import sessions
 from runtime.errors import PathOutsideWorkspace, ToolError
 from runtime.gate.protected import PROJECT_DIR, USER_DIR
 from runtime.gate.shell import (
@@ -184,7 +185,7 @@ def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
     process = subprocess.Popen(
-        [bash, "-c", command],
+        sessions.wrapped([bash, "-c", command], shell=bash),
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -213,6 +214,8 @@ def _end_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(group, signal.SIGTERM)
     except ProcessLookupError:
+        process.wait()
+        sessions.forget(group)
         return
     deadline = time.monotonic() + GRACE
     while time.monotonic() < deadline:
@@ -220,6 +223,7 @@ def _end_group(process: subprocess.Popen) -> None:
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
+            sessions.forget(group)
             return
         time.sleep(0.02)
     try:
@@ -227,6 +231,7 @@ def _end_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
+    sessions.forget(group)
 
 
 def _environment() -> dict[str, str]:
