@@ -11,8 +11,10 @@ call must be ended by the worker that lost its process, not by a redelivery."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -24,7 +26,8 @@ from tests.support.faults import FaultStack
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 KILL_GRACE = 1.0
-ALLOW = {"allow": ["shell", "short_shell", "stuck_shell"]}
+MCP_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
+ALLOW = {"allow": ["shell", "short_shell", "stuck_shell", "notes__hold"]}
 FIRST = "echo $$ > first.pgid; sleep 30; echo done >> steps.log"
 # Whether the first step's bash still runs (a zombie is dead), when this step starts.
 SECOND = (
@@ -37,10 +40,14 @@ SECOND = (
 @pytest.fixture(scope="module")
 def sessions_stack(tmp_path_factory, user_settings):
     home = tmp_path_factory.mktemp("sessions")
+    servers = home / "servers.json"
+    notes = {"command": [sys.executable, str(MCP_SERVER)], "trusted": True, "timeout": 60}
+    servers.write_text(json.dumps({"servers": {"notes": notes}}))
     slots = {"effects_concurrency": 1, "kill_grace": KILL_GRACE}
-    with FaultStack(home, user_settings=user_settings, visibility_timeout=60, **slots) as stack:
-        with stack.client() as runtime:
-            yield stack, runtime
+    stack = FaultStack(home, user_settings=user_settings, visibility_timeout=120, **slots)
+    stack.settings = stack.settings.model_copy(update={"mcp_servers_file": servers})
+    with stack, stack.client() as runtime:
+        yield stack, runtime
 
 
 def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
@@ -74,6 +81,38 @@ def first_session(workspace: Path) -> int:
     return wait_for(lambda: path.exists() and path.read_text().strip(), what="first step running")
 
 
+class Lost:
+    """A batch whose first step's process is lost (`fault`) once its session
+    runs; what the next step saw, and what is left of the session."""
+
+    def __init__(self, stack, runtime, workspace: Path, request, batch, fault: str) -> None:
+        self.handle = runtime.submit(
+            batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=90
+        )
+        self.group = int(first_session(workspace))
+        self.pool = int(stat(self.group)[1])  # the session's parent: the pool process
+        assert self.pool in stack.pool_processes(stack.workers("effects")[0])
+        request.addfinalizer(self.leave_nothing)
+        if fault == "sigkill":
+            stack.kill_pool_process(self.pool)
+        elif fault == "sigstop":
+            started = (workspace / "first.pgid").stat().st_mtime
+            os.kill(self.pool, signal.SIGSTOP)
+            # Stopped before its own timeout could end the command: only the hard limit can.
+            assert time.time() - started < SHORT_SHELL_TIMEOUT - 0.5, "stopped too late to tell"
+        lost_at = time.monotonic()
+        self.results = self.handle.results(timeout=90)
+        self.took = time.monotonic() - lost_at
+        self.log = (workspace / "steps.log").read_text().split()
+        events = runtime.ledger.events(self.handle.batch_id, "first")
+        self.ends = [e for e in events if e.kind == "finished"]
+
+    def leave_nothing(self) -> None:
+        for pid in [self.pool, *group_members(self.group)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("fault", ["sigkill", "hard limit", "sigstop"])
 def test_a_lost_pool_process_takes_its_shell_session_with_it(
     sessions_stack, workspace, request, fault
@@ -84,41 +123,34 @@ def test_a_lost_pool_process_takes_its_shell_session_with_it(
         {"id": "first", "name": tool, "arguments": {"command": FIRST}},
         {"id": "second", "name": "shell", "arguments": {"command": SECOND}},
     ]
-    handle = runtime.submit(
-        batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=60
-    )
-    group = int(first_session(workspace))
-    pool = int(stat(group)[1])  # bash's parent: the pool process running the call
-    assert pool in stack.pool_processes(stack.workers("effects")[0])
+    lost = Lost(stack, runtime, workspace, request, batch, fault)
 
-    def leave_nothing() -> None:
-        for pid in [pool, *group_members(group)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-    request.addfinalizer(leave_nothing)
-    if fault == "sigkill":
-        stack.kill_pool_process(pool)
-    elif fault == "sigstop":
-        started = (workspace / "first.pgid").stat().st_mtime
-        os.kill(pool, signal.SIGSTOP)
-        # Stopped before its own timeout could end the command: only the hard limit can.
-        assert time.time() - started < SHORT_SHELL_TIMEOUT - 0.5, "stopped too late to tell"
-    lost_at = time.monotonic()
-
-    first, second = handle.results(timeout=60)
-    took = time.monotonic() - lost_at
-    log = (workspace / "steps.log").read_text().split()
-    assert log == ["first:gone"], log  # the next step started after the first's bash was gone
-    assert group_members(group) == []  # and nothing of the session is left to write "done"
+    assert lost.log == ["first:gone"], lost.log  # the next step started after the bash was gone
+    assert group_members(lost.group) == []  # and nothing of the session is left to write "done"
+    first, second = lost.results
     assert first.status is Status.outcome_unknown, first.model_message
     if fault == "sigkill":
         assert "the process running this call was lost" in first.model_message
-        assert took < 10, took  # the worker that lost it ended it, not a redelivery
+        assert lost.took < 10, lost.took  # the worker that lost it ended it, not a redelivery
     else:
         assert "the process running it was killed" in first.model_message
         assert first.error.kind == "killed"
     assert second.ok, second.model_message
-    ends = [e for e in runtime.ledger.events(handle.batch_id, "first") if e.kind == "finished"]
-    assert len(ends) == 1, ends
-    assert not stack.pool_processes(stack.workers("effects")[0]).count(pool)
+    assert len(lost.ends) == 1, lost.ends
+
+
+def test_a_lost_pool_process_takes_its_mcp_stdio_server_with_it(sessions_stack, workspace, request):
+    stack, runtime = sessions_stack
+    batch = [
+        {"id": "first", "name": "notes__hold", "arguments": {"seconds": 30, "name": "first"}},
+        {"id": "second", "name": "shell", "arguments": {"command": SECOND}},
+    ]
+    lost = Lost(stack, runtime, workspace, request, batch, "sigkill")
+
+    assert lost.log == ["first:gone"], lost.log
+    assert group_members(lost.group) == []
+    assert not (workspace / "notes" / "first.txt").exists()
+    first, second = lost.results
+    assert first.status is Status.outcome_unknown, first.model_message
+    assert "the process running this call was lost" in first.model_message
+    assert second.ok and len(lost.ends) == 1
