@@ -90,6 +90,15 @@ def end_own() -> bool:
     return _end(_directory())
 
 
+def leave() -> None:
+    """A pool process that exits: what it recorded goes, and so does its directory."""
+    if _root:
+        directory = _directory()
+        _end(directory)
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
 def end_left_by(pid: int, patience: float = PATIENCE) -> bool:
     """From the worker's main process, once pool process `pid` is gone: kill
     every session it recorded and wait until they are gone. True if none is left."""

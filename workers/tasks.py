@@ -69,6 +69,11 @@ def _build_in_pool_process(**_: object) -> None:
     worker()
 
 
+@signals.worker_process_shutdown.connect
+def _leave_pool_process(**_: object) -> None:
+    sessions.leave()
+
+
 @signals.worker_ready.connect
 def _start_sweeping(**_: object) -> None:
     """Every worker offers to sweep; one at a time does."""

@@ -7,7 +7,8 @@ a second for a Python server, but no session outlives a call, so a crashed or
 wedged server never poisons the next one). Start-up is bounded by the server's
 `startup_timeout`, the call (or the listing) by its `timeout`; stopping a stdio
 server afterwards takes at most a few more seconds (the SDK closes stdin, then
-terminates, then kills).
+terminates, then kills). On a worker the server's session is recorded
+(`runtime.sessions`), so it dies with a pool process that is killed mid-call.
 
 The `mcp` package is imported here only, so the runtime works without it.
 """
