@@ -187,7 +187,7 @@ def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
     process = subprocess.Popen(
-        sessions.wrapped([bash, "-c", command], shell=bash),
+        sessions.wrapped([bash, "-c", command]),
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
