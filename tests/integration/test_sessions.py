@@ -27,7 +27,7 @@ from tests.support.faults import FaultStack
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 KILL_GRACE = 1.0
 MCP_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
-ALLOW = {"allow": ["shell", "short_shell", "stuck_shell", "notes__hold"]}
+ALLOW = {"allow": ["shell", "short_shell", "stuck_shell", "held__hold"]}
 FIRST = "echo $$ > first.pgid; sleep 30; echo done >> steps.log"
 # Whether the first step's bash still runs (a zombie is dead), when this step starts.
 SECOND = (
@@ -42,7 +42,7 @@ def sessions_stack(tmp_path_factory, user_settings):
     home = tmp_path_factory.mktemp("sessions")
     servers = home / "servers.json"
     notes = {"command": [sys.executable, str(MCP_SERVER)], "trusted": True, "timeout": 60}
-    servers.write_text(json.dumps({"servers": {"notes": notes}}))
+    servers.write_text(json.dumps({"servers": {"held": notes}}))
     slots = {"effects_concurrency": 1, "kill_grace": KILL_GRACE}
     stack = FaultStack(home, user_settings=user_settings, visibility_timeout=120, **slots)
     stack.settings = stack.settings.model_copy(update={"mcp_servers_file": servers})
@@ -142,7 +142,7 @@ def test_a_lost_pool_process_takes_its_shell_session_with_it(
 def test_a_lost_pool_process_takes_its_mcp_stdio_server_with_it(sessions_stack, workspace, request):
     stack, runtime = sessions_stack
     batch = [
-        {"id": "first", "name": "notes__hold", "arguments": {"seconds": 30, "name": "first"}},
+        {"id": "first", "name": "held__hold", "arguments": {"seconds": 30, "name": "first"}},
         {"id": "second", "name": "shell", "arguments": {"command": SECOND}},
     ]
     lost = Lost(stack, runtime, workspace, request, batch, "sigkill")
