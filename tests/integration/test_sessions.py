@@ -130,8 +130,10 @@ def test_a_lost_pool_process_takes_its_shell_session_with_it(
     first, second = lost.results
     assert first.status is Status.outcome_unknown, first.model_message
     if fault == "sigkill":
-        assert "the process running this call was lost" in first.model_message
-        assert lost.took < 10, lost.took  # the worker that lost it ended it, not a redelivery
+        # Its worker's main process ends it; until a claim is a lease, the
+        # requeued copy may find the claim first and end it the same way.
+        assert "running this call was lost" in first.model_message, first.model_message
+        assert lost.took < 10, lost.took  # within seconds, not at the visibility timeout
     else:
         assert "the process running it was killed" in first.model_message
         assert first.error.kind == "killed"
@@ -152,5 +154,5 @@ def test_a_lost_pool_process_takes_its_mcp_stdio_server_with_it(sessions_stack, 
     assert not (workspace / "notes" / "first.txt").exists()
     first, second = lost.results
     assert first.status is Status.outcome_unknown, first.model_message
-    assert "the process running this call was lost" in first.model_message
+    assert "running this call was lost" in first.model_message, first.model_message
     assert second.ok and len(lost.ends) == 1
