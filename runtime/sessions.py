@@ -4,7 +4,7 @@ A tool that starts a command in a session of its own (the shell's bash, an MCP
 stdio server) outlives the pool process running it if that process is killed:
 at the hard limit, or by anyone. So a worker's pool processes record every such
 session in a registry on disk, one directory per pool process
-(`<root>/<pid>-<start time>/<session id>`), and the worker's main process,
+(`<root>/<host>-<pid namespace>/<pid>-<start time>/<session id>`), and the worker's main process,
 once a pool process is gone, kills what it recorded (SIGKILL to each group and
 every member of each session, then waits until none is left) before it ends
 the call (docs/architecture.md, "Stopping a call"). A worker that starts kills
@@ -29,6 +29,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -51,8 +52,19 @@ def configure(root: Path | None) -> None:
     _root.clear()
     _mine.clear()
     if root is not None and Path("/proc/self/stat").exists():
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _root.append(root.resolve())
+        here = root / _namespace()
+        here.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _root.append(here.resolve())
+
+
+def _namespace() -> str:
+    """This host and pid namespace: a pid means something only there (a home
+    shared by containers or hosts keeps each one's sessions apart)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        namespace = "0"
+    return f"{socket.gethostname()}-{namespace}"
 
 
 def recording() -> bool:

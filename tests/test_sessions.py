@@ -32,7 +32,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 @pytest.fixture
 def root(tmp_path):
     sessions.configure(tmp_path / "sessions")
-    yield tmp_path / "sessions"
+    [here] = (tmp_path / "sessions").iterdir()  # this host and pid namespace
+    yield here
     sessions.configure(None)
 
 
@@ -52,7 +53,7 @@ def wait_for(condition, timeout: float = 10.0):
 def dead_pool(root: Path) -> tuple[int, int]:
     """A pool process that recorded a session and was SIGKILLed: (its pid, the session's)."""
     pool = subprocess.Popen(
-        [sys.executable, "-c", POOL, str(root)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", POOL, str(root.parent)], stdout=subprocess.PIPE, text=True
     )
     session = int(pool.stdout.readline())
     pool.wait(10)
