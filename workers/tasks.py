@@ -14,6 +14,7 @@ import os
 from celery import signals
 from celery.worker import state
 
+from runtime import sessions
 from runtime.results.formatter import ledger_summary
 from runtime.transport.names import TASK
 from runtime.worker import Worker
@@ -57,8 +58,11 @@ def _build_before_forking(**_: object) -> None:
     """Pool processes are forked from this one: load the tools here, then
     freeze what the collector would otherwise visit, so the children share
     those pages instead of each copying them (the registry, pydantic models,
-    SQLAlchemy)."""
-    parts()
+    SQLAlchemy). Pool processes record the sessions their calls start
+    (`runtime.sessions`); what dead pool processes left is killed here."""
+    settings = parts().settings
+    sessions.configure(settings.home / "sessions")
+    sessions.end_orphans()  # left by the pool processes of a worker that died
     gc.collect()
     gc.freeze()
 
@@ -66,6 +70,11 @@ def _build_before_forking(**_: object) -> None:
 @signals.worker_process_init.connect
 def _build_in_pool_process(**_: object) -> None:
     worker()
+
+
+@signals.worker_process_shutdown.connect
+def _leave_pool_process(**_: object) -> None:
+    sessions.leave()
 
 
 @signals.worker_ready.connect

@@ -79,7 +79,7 @@ class Ledger:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(self._write_ends)
-        self._hold = WriteHold()
+        self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
         self._schema_checked = False
         try:
             self._check_schema()

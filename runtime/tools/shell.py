@@ -12,7 +12,9 @@ What it promises, beyond what the permission gate decided:
   `TOOLRUN_*`, keys, tokens or passwords reach it.
 - On timeout, and also after a normal exit, the whole process group is ended
   (SIGTERM, then SIGKILL after a grace period): background jobs do not outlive
-  the call. A process that leaves the session on purpose (`setsid`) escapes this.
+  the call. On a worker the session is recorded (`runtime.sessions`), so it is
+  killed too when the pool process running the call is killed or lost. A
+  process that leaves the session on purpose (`setsid`) escapes this.
 - A non-zero exit code is a result, not an error: status `ok`, the message
   says "exited with N". `grep` and `diff` exit 1 as an answer, and the model
   needs the output of a failing build; a batch that must stop on failure can
@@ -37,6 +39,7 @@ from typing import IO
 
 from pydantic import Field
 
+from runtime import sessions
 from runtime.errors import PathOutsideWorkspace, ToolError
 from runtime.gate.protected import PROJECT_DIR, USER_DIR
 from runtime.gate.shell import (
@@ -187,7 +190,7 @@ def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
     process = subprocess.Popen(
-        [bash, "-c", command],
+        sessions.wrapped([bash, "-c", command]),
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -216,6 +219,8 @@ def _end_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(group, signal.SIGTERM)
     except ProcessLookupError:
+        process.wait()
+        sessions.forget(group)
         return
     deadline = time.monotonic() + GRACE
     while time.monotonic() < deadline:
@@ -223,6 +228,7 @@ def _end_group(process: subprocess.Popen) -> None:
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
+            sessions.forget(group)
             return
         time.sleep(0.02)
     try:
@@ -230,6 +236,7 @@ def _end_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
+    sessions.forget(group)
 
 
 def _environment() -> dict[str, str]:

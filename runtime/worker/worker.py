@@ -152,12 +152,16 @@ class Worker:
         """Seconds after which the pool process running `raw` is killed."""
         return time_limits.hard_limit(CallMessage.tool_of(raw), self.registry, self.settings)
 
-    def end_killed(self, raw: Any, limit: float, *, name: str | None = None) -> None:
+    def end_killed(
+        self, raw: Any, limit: float, *, name: str | None = None, lost: bool = False
+    ) -> None:
         """From the worker's main process: the end of a call whose pool process
-        was killed at its hard limit, once that process is gone, recorded
-        through the ledger's compare-and-set. A result the process published
-        before it was killed stands; a message that never ran a tool (unsigned)
-        is left alone."""
+        was killed at its hard limit (or, `lost`, died of something else), once
+        that process and the sessions it started are gone, recorded through the
+        ledger's compare-and-set. A result the process published before it was
+        killed stands; a message that never ran a tool (unsigned) is left alone,
+        and so is a lost read or idempotent call: it is delivered again and
+        runs again."""
         message = CallMessage.from_wire(raw)
         if message is None or not signing.genuine(message, self.key):
             return
@@ -168,10 +172,19 @@ class Worker:
         if published is not None:
             return
         read = time_limits.is_read(message.tool, self.registry)
-        result = time_limits.killed(
-            message.call_id, message.tool, limit, read=read, worker=name or self.name
-        )
-        log.error("%s ran past its hard limit of %g s; its process was killed", message.tool, limit)
+        if lost:
+            spec = self.registry.get(message.tool)
+            if spec is None or read or spec.idempotent:
+                return
+            result = endings.process_lost(message.call_id, message.tool, worker=name or self.name)
+            log.error("the process running %s was lost", message.tool)
+        else:
+            result = time_limits.killed(
+                message.call_id, message.tool, limit, read=read, worker=name or self.name
+            )
+            log.error(
+                "%s ran past its hard limit of %g s; its process was killed", message.tool, limit
+            )
         ended: list[bool] = []
         self.ledger.eventually(
             lambda: ended.append(self.ledger.record_result(message.batch_id, result))
