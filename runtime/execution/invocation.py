@@ -60,6 +60,7 @@ def invoke(
         batch_id=message.batch_id,
         call_id=message.call_id,
         max_bytes=settings.result_max_bytes,
+        internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1}

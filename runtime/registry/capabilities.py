@@ -50,6 +50,9 @@ class ToolContext:
     batch_id: str
     call_id: str
     max_bytes: int = 32 * 1024
+    # Internal hosts and ranges the org policy lets a network tool reach
+    # (docs/architecture.md, "Internal addresses"); none by default.
+    internal_hosts: tuple[str, ...] = ()
 
     def resolve(self, path: str) -> Path:
         """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""
