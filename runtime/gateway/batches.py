@@ -56,7 +56,7 @@ def submit(
     request: Request,
     response: Response,
     key: Authorized,
-    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> dict[str, Any]:
     """Start a batch and answer at once. The same `Idempotency-Key` again (from
     the same key) answers the same batch and runs nothing twice; with another

@@ -1,0 +1,145 @@
+"""Inputs that stalled or broke the gateway (issue 25): each is a 4xx problem
+from a gateway in another process, and leaves the connection and the gateway
+usable for the next request."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from runtime.ledger.tables import EventKind
+from tests.gateway.test_access import _problem
+from tests.support.gateway import sse
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_a_workspace_with_a_long_path_component_is_a_4xx(gateway, keys, space):
+    long = str(space / ("x" * 300))
+    calls = [{"id": "1", "name": "read_file", "arguments": {"path": "a"}}]
+    for who in ("submitter", "admin"):
+        with gateway.client(keys[who]) as client:
+            _problem(client.post("/v1/batches", json={"calls": calls, "workspace": long}), 422)
+            params = {"mode": "auto", "workspace": long}
+            _problem(client.get("/v1/tools", params=params), 422)
+            assert client.get("/v1/tools", params={"mode": "auto"}).status_code == 200
+
+
+def test_a_deeply_nested_message_is_a_4xx_on_a_connection_that_stays_open(gateway, keys, space):
+    with gateway.client(keys["submitter"]) as alice:
+        for depth in (500, 900):
+            message = {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t", "name": "read_file", "input": _nested(depth)}
+                ],
+            }
+            response = alice.post("/v1/batches", json={"message": message, "workspace": str(space)})
+            assert 400 <= response.status_code < 500, response.text
+            assert response.headers.get("connection", "").lower() != "close"
+            assert alice.get("/healthz").status_code == 200  # on the same kept-alive connection
+
+
+def test_an_empty_batch_is_refused_at_submit(gateway, keys, space):
+    with gateway.client(keys["submitter"]) as alice:
+        body = _problem(alice.post("/v1/batches", json={"calls": [], "workspace": str(space)}), 422)
+        assert "no calls" in body["detail"]
+
+
+def test_an_empty_idempotency_key_is_a_422_not_no_key(gateway, keys, space):
+    calls = [{"id": "1", "name": "read_file", "arguments": {"path": "a"}}]
+    with gateway.client(keys["submitter"]) as alice:
+        response = alice.post(
+            "/v1/batches",
+            json={"calls": calls, "workspace": str(space)},
+            headers={"Idempotency-Key": ""},
+        )
+        _problem(response, 422)
+
+
+def test_a_retry_with_other_options_is_a_409(gateway, keys, space):
+    calls = [{"id": "1", "name": "read_file", "arguments": {"path": "a"}}]
+    body = {"calls": calls, "workspace": str(space), "mode": "default"}
+    other = space / "other"
+    other.mkdir()
+    with gateway.client(keys["submitter"]) as alice:
+        first = alice.post("/v1/batches", json=body, headers={"Idempotency-Key": "opts"})
+        assert first.status_code == 202, first.text
+        for change in (
+            {"mode": "accept_edits"},
+            {"workspace": str(other)},
+            {"on_error": "continue"},
+            {"rules": {"ask": ["read_file"]}},
+        ):
+            retry = alice.post(
+                "/v1/batches", json=body | change, headers={"Idempotency-Key": "opts"}
+            )
+            assert retry.status_code == 409, (change, retry.text)
+
+
+def test_a_wrong_method_says_what_is_allowed_and_head_healthz_answers(gateway, keys):
+    with gateway.client(keys["admin"]) as admin:
+        wrong = admin.delete("/v1/batches")
+        _problem(wrong, 405)
+        assert wrong.headers["allow"] == "POST"
+        assert admin.put("/healthz").headers["allow"] == "GET, HEAD"
+    head = httpx.head(f"{gateway.url}/healthz")
+    assert head.status_code == 200 and head.content == b""
+
+
+def test_an_approval_of_a_cancelled_call_leaves_the_list_and_is_a_409(gateway, keys, space):
+    body = {
+        "calls": [{"id": "w", "name": "write_file", "arguments": {"path": "c", "content": "c"}}],
+        "workspace": str(space),
+        "mode": "default",
+    }
+    with gateway.client(keys["submitter"]) as alice:
+        batch_id = alice.post("/v1/batches", json=body).json()["batch_id"]
+        with alice.stream("GET", f"/v1/batches/{batch_id}/events") as response:
+            assert next(sse(response))["event"] == "notice"
+        assert alice.post(f"/v1/batches/{batch_id}/cancel").status_code == 202
+        state = alice.get(f"/v1/batches/{batch_id}", params={"wait": 30}).json()
+        assert [r["status"] for r in state["results"]] == ["cancelled"]
+    with gateway.client(keys["approver"]) as bob:
+        listed = bob.get("/v1/approvals", params={"batch": batch_id}).json()["approvals"]
+        assert listed == []
+        _problem(bob.post(f"/v1/batches/{batch_id}/calls/w/approve"), 409)
+        _problem(bob.post(f"/v1/batches/{batch_id}/calls/w/deny"), 409)
+    kinds = [e.kind for e in gateway.ledger.events(batch_id, "w")]
+    assert EventKind.approval_given not in kinds and EventKind.approval_refused not in kinds
+    assert not (space / "c").exists()
+
+
+def test_event_ids_do_not_grow_with_the_batch(gateway, keys, space):
+    """An event's id is a bounded token, not the whole cursor: the stream's bytes
+    grow with its calls, not with their square."""
+    (space / "f").write_text("f")
+    sizes = {}
+    with gateway.client(keys["submitter"]) as alice:
+        for count in (4, 400):
+            calls = [
+                {"id": f"c{i}", "name": "read_file", "arguments": {"path": "f"}}
+                for i in range(count)
+            ]
+            batch_id = alice.post(
+                "/v1/batches", json={"calls": calls, "workspace": str(space)}
+            ).json()["batch_id"]
+            with alice.stream("GET", f"/v1/batches/{batch_id}/events") as response:
+                events = list(sse(response))
+            ids = [e["id"] for e in events if e["event"] == "result"]
+            assert len(ids) == count
+            sizes[count] = max(len(i) for i in ids)
+            middle = ids[count // 2]  # and a resume from any of them sends the rest, once
+            with alice.stream(
+                "GET", f"/v1/batches/{batch_id}/events", headers={"Last-Event-ID": middle}
+            ) as response:
+                rest = [json.loads(e["data"])["call_id"] for e in sse(response) if "id" in e]
+            sent = [json.loads(e["data"])["call_id"] for e in events if e["event"] == "result"]
+            assert rest == sent[count // 2 + 1 :]
+    assert sizes[400] == sizes[4], sizes
