@@ -12,7 +12,6 @@ from runtime.registry import argument_limits
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import ToolResult
 
-
 # A message's own envelope (content list, block, input) around arguments that
 # may nest up to the limit admission gives an `invalid_arguments` result past.
 MAX_DEPTH = argument_limits.MAX_DEPTH + 16
