@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from runtime.client import Runtime
 from runtime.gateway import approvals, batches, problems, service
+from runtime.gateway.auth import Standing
 from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
@@ -40,6 +41,7 @@ class Gateway:
     handles: Handles
     metrics: Metrics
     org_allows: list[str]  # what a submitter key's batch rules may allow
+    standing: Standing  # whether the key of an open stream or poll is still live
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
@@ -47,12 +49,14 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     runtime = runtime or Runtime(settings)
     redactor = redactor_for(runtime.settings.redaction_patterns)
     org = runtime.policies.org.get("permissions", {})
+    keys = Keys(runtime.ledger)
     gateway = Gateway(
         runtime=runtime,
-        keys=Keys(runtime.ledger),
+        keys=keys,
         handles=Handles(runtime),
         metrics=Metrics(),
         org_allows=list(org.get("allow", [])),
+        standing=Standing(keys),
     )
 
     @asynccontextmanager

@@ -105,8 +105,9 @@ async def state(
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
 ) -> dict[str, Any]:
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
-    seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
-    await events.settled(seen.handle, wait)
+    gateway = request.app.state.gateway
+    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    await events.settled(seen.handle, wait, _alive(gateway, key))
     finals, waiting = seen.handle.so_far()
     batch = seen.handle.batch
     return {
@@ -138,7 +139,7 @@ async def stream(
         gateway.metrics.streams.inc()
         try:
             async for event in events.stream(
-                seen.handle, sent, on_event=gateway.metrics.events.inc
+                seen.handle, sent, on_event=gateway.metrics.events.inc, alive=_alive(gateway, key)
             ):
                 yield event
         finally:
@@ -157,8 +158,9 @@ async def reply(
 ) -> Any:
     """What to send the model next, in the message's dialect (or `format`),
     once every call has ended (409 before; `wait` holds the request)."""
-    seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
-    await events.settled(seen.handle, wait)
+    gateway = request.app.state.gateway
+    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    await events.settled(seen.handle, wait, _alive(gateway, key))
     if not seen.handle.done:
         raise Problem(
             409,
@@ -184,6 +186,11 @@ def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
     gateway.runtime.cancel(batch_id, by=key.name)
     log.info("batch cancelled by key %s", key.name, extra={"batch_id": batch_id, "call_id": None})
     return {"batch_id": batch_id, "cancelled_by": key.name}
+
+
+def _alive(gateway: Any, key: Key) -> events.Alive:
+    """Whether `key` is still live, for a request that stays open."""
+    return lambda: gateway.standing.still_live(key.id)
 
 
 def _links(batch_id: str) -> dict[str, str]:

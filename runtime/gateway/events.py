@@ -16,14 +16,20 @@ from __future__ import annotations
 import asyncio
 import json
 import string
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from runtime.client.handle import BatchHandle
-from runtime.gateway.problems import Problem
+from runtime.gateway.auth import RECHECK
+from runtime.gateway.problems import Problem, Unauthorized
 from runtime.redaction import redact
 from runtime.types import Event, ToolResult
 
 MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not one of ours
+Alive = Callable[[], Awaitable[bool]]  # whether the request's key is still live
+
+
+async def _always() -> bool:
+    return True
 
 
 def cursor(text: str | None) -> int:
@@ -47,8 +53,11 @@ async def stream(
     sent: int,
     *,
     on_event: Callable[[], None] = lambda: None,
+    alive: Alive = _always,
 ) -> AsyncIterator[dict]:
-    """The events `sent` lacks, as sse-starlette's dicts, until every call has ended."""
+    """The events `sent` lacks, as sse-starlette's dicts, until every call has
+    ended, or until `alive` says the key was revoked: then the stream stops
+    without `end` (a reconnect is a 401)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Event] = asyncio.Queue()
 
@@ -61,7 +70,14 @@ async def stream(
     finals = sum(1 for i in range(len(index)) if sent >> (2 * i + 1) & 1)
     try:
         while finals < len(index):
-            event = await queue.get()
+            try:
+                event = await asyncio.wait_for(queue.get(), RECHECK)
+            except TimeoutError:
+                event = None
+            if not await alive():
+                return
+            if event is None:
+                continue
             position = index.get(event.call_id)
             if position is None:
                 continue
@@ -82,8 +98,9 @@ async def stream(
         handle.unsubscribe(listener)
 
 
-async def settled(handle: BatchHandle, seconds: float) -> None:
-    """Wait until every call of the batch has ended, or `seconds` pass."""
+async def settled(handle: BatchHandle, seconds: float, alive: Alive = _always) -> None:
+    """Wait until every call of the batch has ended, or `seconds` pass; a 401
+    as soon as `alive` says the key was revoked."""
     if handle.done or seconds <= 0:
         return
     loop = asyncio.get_running_loop()
@@ -94,10 +111,14 @@ async def settled(handle: BatchHandle, seconds: float) -> None:
             loop.call_soon_threadsafe(ended.set)
 
     handle.subscribe(listener)
+    until = loop.time() + seconds
     try:
-        if not handle.done:
-            await asyncio.wait_for(ended.wait(), seconds)
-    except TimeoutError:
-        pass
+        while not handle.done and loop.time() < until:
+            try:
+                await asyncio.wait_for(ended.wait(), min(RECHECK, until - loop.time()))
+            except TimeoutError:
+                pass
+            if not await alive():
+                raise Unauthorized("the API key was revoked while the request waited")
     finally:
         handle.unsubscribe(listener)

@@ -5,12 +5,19 @@ usable for the next request."""
 from __future__ import annotations
 
 import json
+import threading
 
 import httpx
 
+from runtime.gateway.keys import Role
+from runtime.ledger.keys import Keys
 from runtime.ledger.tables import EventKind
 from tests.gateway.test_access import _problem
 from tests.support.gateway import sse
+
+# How long a revoked key's stream or poll may outlive the revocation here: a
+# bound for a loaded machine, far below the 60 s poll and the 600 s approval.
+BOUND = 30
 
 
 def _nested(depth: int) -> dict:
@@ -143,3 +150,46 @@ def test_event_ids_do_not_grow_with_the_batch(gateway, keys, space):
             sent = [json.loads(e["data"])["call_id"] for e in events if e["event"] == "result"]
             assert rest == sent[count // 2 + 1 :]
     assert sizes[400] == sizes[4], sizes
+
+
+def test_a_revoked_keys_streams_and_long_polls_end(gateway, keys, space):
+    """Revoking a key ends what it has open: its event stream closes without
+    the batch's results, and its long poll answers 401, both within a bound
+    far below the approval's wait (the sweep's timers play no part)."""
+    name = "revoked-dave"
+    token = gateway.key(name, Role.submitter, roots=[space])
+    body = {
+        "calls": [{"id": "w", "name": "write_file", "arguments": {"path": "d", "content": "d"}}],
+        "workspace": str(space),
+        "mode": "default",
+    }
+    seen: list[dict] = []
+    polled: list[httpx.Response] = []
+    with gateway.client(token) as dave, gateway.client(token) as poller:
+        batch_id = dave.post("/v1/batches", json=body).json()["batch_id"]
+        noticed = threading.Event()
+
+        def follow() -> None:
+            with dave.stream("GET", f"/v1/batches/{batch_id}/events") as response:
+                for event in sse(response):
+                    seen.append(event)
+                    noticed.set()
+
+        def poll() -> None:
+            polled.append(poller.get(f"/v1/batches/{batch_id}", params={"wait": 60}))
+
+        streaming = threading.Thread(target=follow, daemon=True)
+        polling = threading.Thread(target=poll, daemon=True)
+        streaming.start()
+        assert noticed.wait(30)
+        polling.start()
+        assert Keys(gateway.ledger).revoke(name)
+        streaming.join(BOUND)
+        polling.join(BOUND)
+        assert not streaming.is_alive() and not polling.is_alive()
+    assert [e["event"] for e in seen] == ["notice"]
+    _problem(polled[0], 401)
+    with gateway.client(keys["admin"]) as admin:  # the batch itself goes on, as its owner left it
+        state = admin.get(f"/v1/batches/{batch_id}").json()
+        assert state["state"] == "running" and state["awaiting_approval"]
+        assert admin.post(f"/v1/batches/{batch_id}/cancel").status_code == 202
