@@ -16,6 +16,7 @@ from runtime.client import Runtime
 from runtime.gateway import approvals, batches, problems, service
 from runtime.gateway.auth import Standing
 from runtime.gateway.bodies import BodyLimit
+from runtime.gateway.cursors import Cursors
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
 from runtime.ledger.keys import Keys
@@ -42,6 +43,7 @@ class Gateway:
     metrics: Metrics
     org_allows: list[str]  # what a submitter key's batch rules may allow
     standing: Standing  # whether the key of an open stream or poll is still live
+    cursors: Cursors  # this process's logs of its streams, for short event ids
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
@@ -57,6 +59,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         metrics=Metrics(),
         org_allows=list(org.get("allow", [])),
         standing=Standing(keys),
+        cursors=Cursors(),
     )
 
     @asynccontextmanager

@@ -131,15 +131,19 @@ async def stream(
 ) -> EventSourceResponse:
     """One event per result as it ends (`result`), a `notice` for a call that
     waits for approval, then `end`. Reconnect with `Last-Event-ID` to resume."""
-    sent = events.cursor(last_event_id)
     gateway = request.app.state.gateway
+    sent = gateway.cursors.parse(last_event_id)
     seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
 
     async def counted():
         gateway.metrics.streams.inc()
         try:
             async for event in events.stream(
-                seen.handle, sent, on_event=gateway.metrics.events.inc, alive=_alive(gateway, key)
+                seen.handle,
+                sent,
+                on_event=gateway.metrics.events.inc,
+                alive=_alive(gateway, key),
+                cursors=gateway.cursors,
             ):
                 yield event
         finally:

@@ -3,45 +3,30 @@
 
 One event per result as it ends (`event: result`, a `ToolResult`), a notice
 for a call waiting for approval (`event: notice`, an `ApprovalRequested`:
-call_id, tool, reason) and a last `event: end`. An event's id is a
-cursor: a bitmap, two bits a call in the model's order (its notice, its final
-result), of what the stream has sent so far. A client that reconnects with
-`Last-Event-ID` gets exactly what the cursor lacks, from any gateway process,
-in whatever order that process learnt the results: no event is sent twice and
-none is lost, because the cursor says which, not how many.
+call_id, tool, reason) and a last `event: end`. An event's id says what the
+stream has sent so far, in the model's order and not in the order this process
+learnt the results (runtime/gateway/cursors.py): a client that reconnects with
+`Last-Event-ID` gets what the stream had not sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import string
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from runtime.client.handle import BatchHandle
 from runtime.gateway.auth import RECHECK
-from runtime.gateway.problems import Problem, Unauthorized
+from runtime.gateway.cursors import Cursors, Ids
+from runtime.gateway.problems import Unauthorized
 from runtime.redaction import redact
 from runtime.types import Event, ToolResult
 
-MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not one of ours
 Alive = Callable[[], Awaitable[bool]]  # whether the request's key is still live
 
 
 async def _always() -> bool:
     return True
-
-
-def cursor(text: str | None) -> int:
-    if not text:
-        return 0
-    if len(text) > MAX_CURSOR or not all(c in string.hexdigits for c in text):
-        raise Problem(
-            400,
-            "invalid Last-Event-ID",
-            "Last-Event-ID must be the id of an event this stream sent",
-        )
-    return int(text, 16)
 
 
 def body(event: Event) -> dict:
@@ -54,6 +39,7 @@ async def stream(
     *,
     on_event: Callable[[], None] = lambda: None,
     alive: Alive = _always,
+    cursors: Cursors | None = None,
 ) -> AsyncIterator[dict]:
     """The events `sent` lacks, as sse-starlette's dicts, until every call has
     ended, or until `alive` says the key was revoked: then the stream stops
@@ -67,7 +53,8 @@ async def stream(
     for event in handle.subscribe(listener):  # later events queue behind these (same loop turn)
         queue.put_nowait(event)
     index = {call.id: i for i, call in enumerate(handle.batch.calls)}
-    finals = sum(1 for i in range(len(index)) if sent >> (2 * i + 1) & 1)
+    ids = Ids(cursors or Cursors(), len(index), sent)
+    finals = sum(ids.finals)
     try:
         while finals < len(index):
             try:
@@ -82,14 +69,15 @@ async def stream(
             if position is None:
                 continue
             final = isinstance(event, ToolResult)
-            bit, final_bit = 1 << (2 * position + final), 1 << (2 * position + 1)
+            number = 2 * position + final
+            bit, final_bit = 1 << number, 1 << (2 * position + 1)
             if sent & bit or sent & final_bit:  # sent already, or a notice after its end
                 continue
             sent |= bit
             finals += final
             on_event()
             yield {
-                "id": format(sent, "x"),
+                "id": ids.next(sent, number),
                 "event": "result" if final else "notice",
                 "data": json.dumps(body(event)),
             }
