@@ -141,7 +141,7 @@ class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
 
 def _connect(
     address: tuple[str, int],
-    timeout: float | None = None,
+    timeout: object = socket._GLOBAL_DEFAULT_TIMEOUT,
     source_address: tuple[str, int] | None = None,
     *,
     internal: InternalHosts,
@@ -158,7 +158,8 @@ def _connect(
     for family, kind, proto, _, sockaddr in found:
         sock = socket.socket(family, kind, proto)
         try:
-            sock.settimeout(timeout)
+            if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # http.client's "not given"
+                sock.settimeout(timeout)
             if source_address:
                 sock.bind(source_address)
             sock.connect(sockaddr)
