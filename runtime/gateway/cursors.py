@@ -6,8 +6,8 @@ final result), of what a stream has sent. While it is short (`SMALL` hex
 digits: up to 64 calls) it is the id itself, and a resume is exact in any
 gateway process. Past that the whole cursor in every id made a stream's bytes
 grow with the square of its calls (31 MB for 10,000 results), so the id is a
-token of this process's log of the stream, its position in it, and a
-watermark: `<token>.<sent>.<w>` says the stream's first `sent` events, and in
+tag of this process's log of the stream, its position in it, and a
+watermark: `<tag>.<sent>.<w>` says the stream's first `sent` events, and in
 any case the final results of the first `w` calls. A resume in this process
 finds the log and is exact; one in another process (or after the log was
 dropped) knows only the watermark and sends again what lies past it, so a
@@ -29,14 +29,14 @@ SMALL = 32  # hex digits of a cursor that is its own id
 MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not one of ours
 MAX_CALLS = 2 * MAX_CURSOR
 KEEP = 1024  # streams whose logs this process keeps for their resumes
-_TOKEN = re.compile(r"^([0-9a-f]{16})\.([0-9]{1,7})\.([0-9]{1,7})$")
+_TAGGED = re.compile(r"^([0-9a-f]{16})\.([0-9]{1,7})\.([0-9]{1,7})$")
 
 
 class Log:
     """One stream's events past its start, in the order it sent them."""
 
-    def __init__(self, token: str, start: int) -> None:
-        self.token, self.start = token, start
+    def __init__(self, tag: str, start: int) -> None:
+        self.tag, self.start = tag, start
         self.bits = array("I")
 
     def cursor(self, sent: int) -> int:
@@ -56,22 +56,22 @@ class Cursors:
     def open(self, start: int) -> Log:
         log = Log(secrets.token_hex(8), start)
         with self._lock:
-            self._logs[log.token] = log
+            self._logs[log.tag] = log
             while len(self._logs) > KEEP:
                 self._logs.popitem(last=False)
         return log
 
-    def find(self, token: str) -> Log | None:
+    def find(self, tag: str) -> Log | None:
         with self._lock:
-            return self._logs.get(token)
+            return self._logs.get(tag)
 
     def parse(self, text: str | None) -> int:
         """The cursor `text` (a `Last-Event-ID`) stands for; 0 for none."""
         if not text:
             return 0
-        token = _TOKEN.match(text)
-        if token is not None:
-            log, sent, watermark = self.find(token[1]), int(token[2]), int(token[3])
+        tagged = _TAGGED.match(text)
+        if tagged is not None:
+            log, sent, watermark = self.find(tagged[1]), int(tagged[2]), int(tagged[3])
             if log is not None and sent <= len(log.bits):
                 return log.cursor(sent)
             watermark = min(watermark, MAX_CALLS)
@@ -107,7 +107,7 @@ class Ids:
         if self.log is None:
             self.log = self.cursors.open(sent & ~(1 << bit))
         self.log.bits.append(bit)
-        return f"{self.log.token}.{len(self.log.bits)}.{self.watermark}"
+        return f"{self.log.tag}.{len(self.log.bits)}.{self.watermark}"
 
     def _advance(self) -> None:
         while self.watermark < self.calls and self.finals[self.watermark]:
