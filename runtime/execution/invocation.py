@@ -63,6 +63,7 @@ def invoke(
         call_id=message.call_id,
         max_bytes=settings.result_max_bytes,
         redactor=redactor_for(settings.redaction_patterns),
+        internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1}

@@ -57,6 +57,9 @@ class ToolContext:
     # a tool that matches or cuts text does so on the redacted text
     # (docs/architecture.md, "Secrets"; `runtime.tools.bounds.redactor_of`).
     redactor: Redactor | None = None
+    # Internal hosts and ranges the org policy lets a network tool reach
+    # (docs/architecture.md, "Internal addresses"); none by default.
+    internal_hosts: tuple[str, ...] = ()
 
     def resolve(self, path: str) -> Path:
         """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""
