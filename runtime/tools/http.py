@@ -30,8 +30,10 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from email.message import Message
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pydantic import Field
@@ -39,12 +41,24 @@ from pydantic import Field
 from runtime.errors import AddressRefused, ToolError
 from runtime.gate.addresses import InternalHosts, refusal
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import SNIFF_BYTES, binary_kind, budget, cut_text, is_binary, json_len
+from runtime.tools.bounds import (
+    SNIFF_BYTES,
+    binary_kind,
+    budget,
+    cut_text,
+    is_binary,
+    json_len,
+    redactor_of,
+)
 from runtime.types import Risk
+
+if TYPE_CHECKING:
+    from runtime.redaction import Redactor
 
 TIMEOUT = 20.0
 MAX_REDIRECTS = 5
 CHUNK = 64 * 1024
+CONTEXT_BYTES = 4096  # read past the limit, so a secret across it is redacted whole
 HEADER_ROOM = 768
 SHOWN_HEADERS = ("content-type", "content-length", "content-encoding", "last-modified", "location")
 TEXT_TYPE = re.compile(
@@ -91,11 +105,14 @@ def http_get(args: HttpGetInput, ctx: ToolContext) -> ToolOutput:
             f"cannot fetch {url}: {_reason(error)}; check the URL or try later"
         ) from error
     with response:
-        body, complete = _read(response, limit, deadline, url)
+        # Past the limit too: a secret the limit would cut must be seen whole to be
+        # redacted before the cut (docs/architecture.md, "Secrets").
+        body, complete = _read(response, limit + CONTEXT_BYTES, deadline, url)
         final = response.geturl()
         status = response.status or response.code
         headers = _headers(response.headers)
-    return _output(final, status, headers, body, complete, response.headers, room)
+    text = Text(limit=limit, room=room, redactor=redactor_of(ctx))
+    return _output(final, status, headers, body, complete, response.headers, text)
 
 
 def _checked(url: str) -> str:
@@ -241,7 +258,7 @@ def _output(
     body: bytes,
     complete: bool,
     raw: Message,
-    room: int,
+    bound: Text,
 ) -> ToolOutput:
     content: dict = {"url": url, "status": status, "headers": headers}
     kind = raw.get_content_type() if raw.get("content-type") else ""
@@ -252,12 +269,14 @@ def _output(
     if binary or b"\x00" in head:
         described = binary_kind(PurePosixPath(urlsplit(url).path or "/"), head)
         size = raw.get("content-length") or (f"{len(body)}" if complete else f"over {len(body)}")
+        body = body[: bound.limit]
         content["binary"] = line = f"{kind or described}, {size} bytes; content not shown"
     else:
-        text, cut = _text(body, raw.get_content_charset(), room)
+        text, cut = _text(body, raw.get_content_charset(), bound)
         content["text"] = text
         cut = cut or not complete
-        line = f"{len(body)}{'' if complete else '+'} bytes of {kind or 'text'}"
+        shown = min(len(body), bound.limit)
+        line = f"{shown}{'' if complete and not cut else '+'} bytes of {kind or 'text'}"
     content["truncated"] = cut
     note = "" if not cut else "\n[body cut at the size limit; fetch a more specific URL]"
     redirect = ""
@@ -274,14 +293,28 @@ def _output(
     )
 
 
-def _text(body: bytes, charset: str | None, room: int) -> tuple[str, bool]:
-    """The body decoded (its charset, else UTF-8), cut to `room` JSON bytes."""
+@dataclass(frozen=True)
+class Text:
+    """How a text body is bounded: `limit` bytes of it, in `room` JSON bytes,
+    redacted first."""
+
+    limit: int
+    room: int
+    redactor: Redactor
+
+
+def _text(body: bytes, charset: str | None, bound: Text) -> tuple[str, bool]:
+    """The body decoded (its charset, else UTF-8) and redacted, then cut to
+    `bound.limit` bytes and `bound.room` JSON bytes."""
     try:
         text = body.decode(charset or "utf-8", errors="replace")
     except LookupError:
         text = body.decode("utf-8", errors="replace")
-    cut = False
-    while json_len(text) > room:
+    text = bound.redactor.redact_text(text)
+    cut = len(text.encode()) > bound.limit
+    if cut:
+        text = cut_text(text, bound.limit)
+    while json_len(text) > bound.room:
         text, cut = cut_text(text, len(text.encode()) * 9 // 10), True
     return text, cut
 

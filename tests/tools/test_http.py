@@ -19,6 +19,8 @@ from runtime.types import Risk, Status
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
 BIG = "".join(f"line {n}\n" for n in range(20000))
+KEY = "AKIA" + "Z7QW3MNB5XK2LP4R"  # an AWS access key id's shape
+SECRET_AT_LIMIT = ("a" * 990 + " " + KEY + "\n").encode()  # the key spans byte 1,000
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 
 
@@ -44,6 +46,7 @@ class Handler(BaseHTTPRequestHandler):
             "/away": (302, {"Location": f"http://localhost:{port}/text"}, b""),
             "/file": (302, {"Location": "file:///etc/passwd"}, b""),
             "/loop": (302, {"Location": "/loop"}, b""),
+            "/secret": (200, {"Content-Type": "text/plain"}, SECRET_AT_LIMIT),
         }
         status, headers, body = routes.get(self.path, (404, {}, b""))
         self.send_response(status)
@@ -114,6 +117,15 @@ def test_text(server: str) -> None:
     assert out.content["truncated"] is False
     assert "200" in out.message and "hello wörld" in out.message
     assert "200" in out.summary
+
+
+def test_a_secret_across_the_limit_is_redacted_before_the_cut(server: str) -> None:
+    out = get(f"{server}/secret", max_bytes=1000)
+    assert out.content["truncated"] is True
+    text = out.content["text"]
+    assert len(text.encode()) <= 1000
+    assert "Z7QW" not in text and "AKIA" not in text
+    assert "Z7QW" not in out.message
 
 
 def test_charset_and_json(server: str) -> None:
