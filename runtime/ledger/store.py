@@ -260,6 +260,15 @@ class Ledger:
     def batch(self, batch_id: str) -> BatchRow | None:
         return self._run(lambda session: session.get(BatchRow, batch_id), write=False)
 
+    def turns(self, conversation: str) -> list[BatchRow]:
+        """The batches of a conversation, in the order they were recorded."""
+        query = (
+            select(BatchRow)
+            .where(BatchRow.conversation == conversation)
+            .order_by(BatchRow.created_at, BatchRow.id)
+        )
+        return self._run(lambda session: list(session.exec(query).all()), write=False)
+
     def calls(self, batch_id: str) -> list[CallRow]:
         query = select(CallRow).where(CallRow.batch_id == batch_id).order_by(CallRow.position)
         return self._run(lambda session: list(session.exec(query).all()), write=False)
