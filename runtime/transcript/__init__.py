@@ -9,7 +9,17 @@ writes it as JSON, JSON Lines, Markdown (`markdown`) or one HTML page (`page`).
 """
 
 from runtime.transcript.document import SCHEMA, build
-from runtime.transcript.formats import FORMATS, parse, render
+from runtime.transcript.formats import FORMATS, MEDIA_TYPES, parse, render
 from runtime.transcript.integrity import digest, seal, verify
 
-__all__ = ["FORMATS", "SCHEMA", "build", "digest", "parse", "render", "seal", "verify"]
+__all__ = [
+    "FORMATS",
+    "MEDIA_TYPES",
+    "SCHEMA",
+    "build",
+    "digest",
+    "parse",
+    "render",
+    "seal",
+    "verify",
+]

@@ -41,7 +41,7 @@ def build(ledger: Ledger, batch_id: str) -> dict[str, Any] | None:
     ]
     ended = bool(rows) and all(call.call_id in ends for call in rows)
     last = max((c.finished_at for c in rows if c.finished_at), default=None) if ended else None
-    return {
+    document = {
         "schema": SCHEMA,
         "batch": _batch(row, ended, last),
         "conversation": _conversation(row),
@@ -50,6 +50,9 @@ def build(ledger: Ledger, batch_id: str) -> dict[str, Any] | None:
         "reply": _reply(row, rows, ends) if ended else None,
         "totals": _totals(found, row, last),
     }
+    # The rows are redacted already; the columns a submitter gave (key, submitter,
+    # workspace) pass the ledger's redactor here, the same wherever it is built.
+    return ledger.redactor.redact(document)
 
 
 def _batch(row: BatchRow, ended: bool, last) -> dict[str, Any]:
