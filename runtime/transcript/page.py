@@ -20,7 +20,8 @@ pre{background:#f6f8fa;padding:.6rem;overflow:auto;max-height:24rem;white-space:
 .ok,.allow,.approved{background:#dcf5e3;color:#14632d}.error,.timeout,.outcome_unknown,
 .unknown_tool,.invalid_arguments{background:#fde2e1;color:#8c1d18}.denied,.deny,.disabled{background:#fbe3f1;
 color:#7a1650}.ask,.pending,.expired,.open{background:#fff3cd;color:#6b4e00}.skipped,.cancelled{background:#e9ecf1;
-color:#3d4452}details{margin:.2rem 0}summary{cursor:pointer;color:#3056a8}.muted{color:#6b7383}
+color:#3d4452}.ended{background:#e3ecfb;color:#1f3f7a}
+details{margin:.2rem 0}summary{cursor:pointer;color:#3056a8}.muted{color:#6b7383}
 """
 
 
@@ -134,6 +135,8 @@ def _row(call: dict[str, Any]) -> str:
         f"{_badge(decision['effect'])} <code>{escape(str(decision['rule']))}</code>"
         f'<div class="muted">{_text(decision["source"])} · {_text(decision["reason"])}</div>'
         if decision
+        else '<span class="muted">none: ended before the gate</span>'
+        if result
         else _text(None)
     )
     asked = _text(None)
