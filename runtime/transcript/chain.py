@@ -15,10 +15,10 @@ def link(ledger: Ledger, conversation: str) -> dict[str, Any]:
     """The columns of a new turn of `conversation`: its id, the batch recorded
     last in it, and that batch's transcript digest if every call of it has
     ended (an open turn's transcript is still growing: no digest to keep)."""
-    turns = ledger.turns(conversation)
-    if not turns:
+    found = ledger.last_turn(conversation)
+    if found is None:
         return {"conversation": conversation}
-    last = turns[-1].id
+    last = found.id
     document = build(ledger, last)
     ended = document is not None and document["batch"]["state"] == "ended"
     return {

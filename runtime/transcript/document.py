@@ -14,7 +14,6 @@ from collections import Counter
 from typing import Any
 
 from runtime import adapters
-from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import BatchRow, EventRow
 from runtime.transcript import calls as parts
@@ -24,20 +23,18 @@ SCHEMA = "toolrun.transcript/1"
 
 def build(ledger: Ledger, batch_id: str) -> dict[str, Any] | None:
     """The transcript of `batch_id`, unsealed; None if the ledger has no such batch."""
-    row = ledger.batch(batch_id)
-    if row is None:
+    record = ledger.record(batch_id)
+    if record is None:
         return None
-    rows = ledger.calls(batch_id)
+    row, rows, ends = record.batch, record.calls, record.ends
     events: dict[str, list[EventRow]] = {}
-    for event in ledger.events(batch_id):
+    for event in record.events:
         events.setdefault(event.call_id or "", []).append(event)
-    approvals = Approvals(ledger).of_batch(batch_id)
-    ends = ledger.ends(batch_id)
     found = [
         parts.call(
-            call, events.get(call.call_id, []), approvals.get(call.call_id), ends.get(call.call_id)
+            c, events.get(c.call_id, []), record.approvals.get(c.call_id), ends.get(c.call_id)
         )
-        for call in rows
+        for c in rows
     ]
     ended = bool(rows) and all(call.call_id in ends for call in rows)
     last = max((c.finished_at for c in rows if c.finished_at), default=None) if ended else None
