@@ -5,7 +5,8 @@ before it in its conversation (docs/architecture.md, "Transcripts").
 
 `document` builds it (`calls` the part of each call), `integrity` seals and
 verifies it, `chain` links and checks the turns of a conversation, `formats`
-writes it as JSON, JSON Lines, Markdown (`markdown`) or one HTML page (`page`).
+writes it as JSON, JSON Lines, Markdown (`markdown`) or one HTML page (`page`),
+a write's change shown as diff lines (`changes`).
 """
 
 from runtime.transcript.document import SCHEMA, build

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from runtime.transcript import changes
+
 FENCE_LIMIT = 4000  # characters of a model message or a reply shown; the JSON has all
 
 
@@ -105,6 +107,10 @@ def _call(call: dict[str, Any]) -> list[str]:
     status = result["status"] if result else "open"
     out = [f"### {call['position'] + 1}. `{call['tool']}` `{call['id']}`: {status}", ""]
     out += ["Arguments (redacted):", "", *_fence(call["arguments"]), ""]
+    change = changes.lines(call)
+    if change is not None:
+        path, lines = change
+        out += [f"Change to `{path}`:", "", *_fence("\n".join(t for _, t in lines), "diff"), ""]
     decision = call["decision"]
     if decision:
         out.append(

@@ -8,6 +8,8 @@ import json
 from html import escape
 from typing import Any
 
+from runtime.transcript import changes
+
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1d2330}
 h1{font-size:1.3rem}h2{font-size:1.05rem;margin-top:1.6rem}
@@ -22,6 +24,8 @@ pre{background:#f6f8fa;padding:.6rem;overflow:auto;max-height:24rem;white-space:
 color:#7a1650}.ask,.pending,.expired,.open{background:#fff3cd;color:#6b4e00}.skipped,.cancelled{background:#e9ecf1;
 color:#3d4452}.ended{background:#e3ecfb;color:#1f3f7a}
 details{margin:.2rem 0}summary{cursor:pointer;color:#3056a8}.muted{color:#6b7383}
+.diff pre{max-height:16rem}.add{color:#14632d;background:#e6f6ea}
+.del{color:#8c1d18;background:#fdecea}
 """
 
 
@@ -178,6 +182,9 @@ def _row(call: dict[str, Any]) -> str:
 def _details(call: dict[str, Any]) -> str:
     result = call["result"]
     out = [f"<details><summary>arguments</summary><pre>{_json(call['arguments'])}</pre></details>"]
+    change = _change(call)
+    if change:
+        out.append(change)
     if call["attempts"]:
         lines = "".join(
             f"<li>attempt {a['attempt']} on {_text(a['worker'])} at {_text(a['started_at'])}: "
@@ -205,6 +212,15 @@ def _details(call: dict[str, Any]) -> str:
             f"<pre>{_json(result['model_message'])}</pre></details>"
         )
     return "".join(out)
+
+
+def _change(call: dict[str, Any]) -> str | None:
+    found = changes.lines(call)
+    if found is None:
+        return None
+    path, lines = found
+    shown = "".join(f'<span class="{kind}">{escape(text)}</span>\n' for kind, text in lines)
+    return f'<div class="diff"><code>{_text(path)}</code><pre>{shown}</pre></div>'
 
 
 def _totals(totals: dict[str, Any]) -> str:

@@ -65,6 +65,25 @@ def test_html_is_one_page_with_a_row_per_call_and_nothing_from_outside(sealed):
     assert not re.search(r"<(script|link|img|iframe)\b|src=|href=|url\(", text)
 
 
+def test_a_write_shows_its_change_as_diff_lines_in_markdown(rt, workspace):
+    handle = rt.submit(
+        [
+            {"id": "w", "name": "write_file", "arguments": {"path": "n.md", "content": "a\nb"}},
+            {
+                "id": "e",
+                "name": "edit_file",
+                "arguments": {"path": "n.md", "old_string": "a", "new_string": "c"},
+            },
+        ],
+        mode="accept_edits",
+        workspace=workspace,
+    )
+    handle.results(timeout=30)
+    text = transcript.render(valid(transcript.build(rt.ledger, handle.batch_id)), "md")
+    assert "Change to `n.md`:\n\n```diff\n+ a\n+ b\n```" in text
+    assert "```diff\n- a\n+ c\n```" in text
+
+
 def test_text_that_is_no_transcript_is_a_clear_error():
     for text in ["", "not json", '{"record": "call"}\n', "[1, 2]"]:
         with pytest.raises(InvalidBatch):

@@ -62,6 +62,16 @@ def test_the_page_renders_every_call_and_logs_nothing(rt, workspace, tmp_path):
             {"id": "write-2", "name": "bump", "arguments": {"label": "denied"}},
             {"id": "fail-1", "name": "explode", "arguments": {"message": "it broke"}},
             {"id": "ghost-1", "name": "no_such_tool", "arguments": {}},
+            {
+                "id": "file-1",
+                "name": "write_file",
+                "arguments": {"path": "n.md", "content": "a\nb"},
+            },
+            {
+                "id": "edit-1",
+                "name": "edit_file",
+                "arguments": {"path": "n.md", "old_string": "a", "new_string": "<A>"},
+            },
         ],
         mode="default",
         workspace=workspace,
@@ -95,9 +105,14 @@ def test_the_page_renders_every_call_and_logs_nothing(rt, workspace, tmp_path):
     assert '<span class="s error">error</span>' in cells["fail-1"]
     assert "unknown_tool" in cells["ghost-1"]
     assert "AKIAIOSFODNN7EXAMPLE" not in dom
+    assert '<span class="s ok">ok</span>' in cells["edit-1"]
+    diffs = re.findall(r'<div class="diff">(.*?)</div>', dom, re.S)
+    assert '<span class="add">+ a</span>' in diffs[0] and "n.md" in diffs[0]
+    assert '<span class="del">- a</span>' in diffs[1]
+    assert '<span class="add">+ &lt;A&gt;</span>' in diffs[1]
 
     shot = tmp_path / "transcript.png"
-    done = _chromium(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1400")
+    done = _chromium(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,1900")
     assert shot.exists() and shot.stat().st_size > 10_000, done.stderr[-2000:]
     assert _console(done) == []
     keep = Path("/tmp/toolrun-transcript-screenshot.png")  # for a person to look at
