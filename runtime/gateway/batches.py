@@ -77,7 +77,8 @@ def submit(
         "rules": submission.rules,
         # Keys are per gateway key, so two clients' keys never meet in one batch.
         "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
-        "conversation": submission.conversation,
+        # Conversations too: one key's turns never chain to another key's batches.
+        "conversation": submission.conversation and f"gateway:{key.id}:{submission.conversation}",
         "submitter": f"key:{key.name}",
     }
     roles.rules_for(key, submission.rules, gateway.org_allows)

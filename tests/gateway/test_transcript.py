@@ -17,6 +17,10 @@ def _message(call_id: str, path: str) -> dict:
     }
 
 
+def _key_id(token: str) -> str:
+    return token.split("_")[1]
+
+
 def _turn(client, space, call_id):
     body = {"message": _message(call_id, "t.txt"), "workspace": str(space), "conversation": "c-17"}
     response = client.post("/v1/batches", json=body)
@@ -43,7 +47,7 @@ def test_a_provider_message_s_transcript_holds_its_reply_and_chains(gateway, key
     assert two["batch"]["format"] == "anthropic"
     assert two["reply"] == {"format": "anthropic", "body": reply}
     assert two["conversation"] == {
-        "id": "c-17",
+        "id": f"gateway:{_key_id(keys['submitter'])}:c-17",
         "previous": {"batch_id": first, "digest": one["integrity"]["digest"]},
     }
     key = stack.signing_key.encode()
@@ -76,3 +80,19 @@ def test_formats_and_who_may_read_it(gateway, keys, space):
         assert admin.get("/v1/batches/no-such-batch/transcript").status_code == 404
     with gateway.client() as nobody:
         assert nobody.get(path).status_code == 401
+
+
+def test_two_keys_using_one_conversation_name_get_two_chains(gateway, keys, space):
+    (space / "t.txt").write_text("text\n")
+    with gateway.client(keys["submitter"]) as alice, gateway.client(keys["other"]) as oscar:
+        _turn(alice, space, "toolu_a1")
+        theirs, _ = _turn(oscar, space, "toolu_o1")
+        document = valid(oscar.get(f"/v1/batches/{theirs}/transcript").json())
+    assert document["conversation"]["id"] == f"gateway:{_key_id(keys['other'])}:c-17"
+    assert document["conversation"]["previous"] is None  # alice's turn is not oscar's
+    with gateway.client(keys["submitter"]) as alice:
+        mine, _ = _turn(alice, space, "toolu_a2")
+        linked = alice.get(f"/v1/batches/{mine}/transcript").json()["conversation"]["previous"]
+    with gateway.client(keys["admin"]) as admin:
+        owner_of_previous = admin.get(f"/v1/batches/{linked['batch_id']}").json()["submitted_by"]
+    assert owner_of_previous.endswith("-alice")
