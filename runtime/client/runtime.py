@@ -41,7 +41,8 @@ from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
-from runtime.transcript import chain
+from runtime.transcript import build as build_transcript
+from runtime.transcript import chain, seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
@@ -225,6 +226,15 @@ class Runtime:
         run.attach()
         self.follower.follow(run)
         return BatchHandle(run)
+
+    def transcript(self, batch_id: str) -> dict[str, Any]:
+        """The batch's transcript from the ledger (`toolrun.transcript/1`),
+        sealed under this runtime's signing key (docs/architecture.md,
+        "Transcripts"); `runtime.transcript.render` writes it as text."""
+        document = build_transcript(self.ledger, batch_id)
+        if document is None:
+            raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
+        return seal(document, self.services.key)
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
         """Calls waiting for a human, from the ledger: any process sees them."""

@@ -4,7 +4,10 @@ totals; the same document however often it is built once the batch ended."""
 
 from __future__ import annotations
 
+import pytest
+
 from runtime import transcript
+from runtime.errors import InvalidBatch
 from runtime.types import ApprovalRequested
 from tests.support.transcripts import valid
 from tests.transcript.conftest import KEY
@@ -98,7 +101,7 @@ def test_an_ended_batch_gives_the_same_document_and_digest_every_time(rt, worksp
         [{"id": "e", "name": "echo", "arguments": {"text": "hi"}}], workspace=workspace
     )
     handle.results(timeout=30)
-    first = transcript.build(rt.ledger, handle.batch_id)
+    first = valid(transcript.build(rt.ledger, handle.batch_id))
     rt.cancel(handle.batch_id, by="late")  # after the end: changes nothing
     again = transcript.build(rt.ledger, handle.batch_id)
     assert first == again and transcript.digest(first) == transcript.digest(again)
@@ -134,8 +137,19 @@ def test_a_provider_message_keeps_the_reply_it_got(rt, workspace):
     assert document["reply"] == {"format": "anthropic", "body": sent}
 
 
-def test_no_such_batch_is_none(rt):
+def test_no_such_batch_is_none_and_the_runtime_says_so(rt):
     assert transcript.build(rt.ledger, "nothing-here") is None
+    with pytest.raises(InvalidBatch, match="no batch 'nothing-here'"):
+        rt.transcript("nothing-here")
+
+
+def test_the_runtime_gives_it_sealed_under_its_key(rt, workspace):
+    handle = rt.submit(
+        [{"id": "e", "name": "echo", "arguments": {"text": "hi"}}], workspace=workspace
+    )
+    handle.results(timeout=30)
+    sealed = valid(rt.transcript(handle.batch_id))
+    assert transcript.verify(sealed, KEY) == []
 
 
 def test_the_seal_checks_out_and_any_edit_or_other_key_fails_it(rt, workspace):
