@@ -35,7 +35,7 @@ LAYERS = [
     {"ledger", "logs"},
     {"gate", "mcp"},
     {"tools", "adapters"},
-    {"transport"},
+    {"transport", "transcript"},
     {"execution", "batch"},
     {"worker"},
     {"client"},

@@ -1,6 +1,12 @@
 """`toolrun`, the command line. Importing the command modules registers them."""
 
-from runtime.cli import approvals, batches, deployment, gateway  # noqa: F401  (registers commands)
+from runtime.cli import (  # noqa: F401  (registers commands)
+    approvals,
+    batches,
+    deployment,
+    gateway,
+    transcripts,
+)
 from runtime.cli.common import app
 
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
@@ -118,7 +119,14 @@ class BatchRun:
     def done(self) -> bool:
         return self.events.done
 
-    def start(self, policy: Policy, *, deadline: float, key: str | None) -> bool:
+    def start(
+        self,
+        policy: Policy,
+        *,
+        deadline: float,
+        key: str | None,
+        columns: dict[str, Any] | None = None,
+    ) -> bool:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
         run now and its side effects end unrun (fail closed). False: another
@@ -154,6 +162,10 @@ class BatchRun:
             "fingerprint": fingerprint(batch, policy),
             "deadline_at": datetime.fromtimestamp(deadline, UTC),
             "created_at": datetime.now(UTC),
+            # What the batch's transcript tells (docs/architecture.md, "Transcripts"):
+            "policy_files": list(dict.fromkeys(rule.source for rule in policy.rules)),
+            "stages": [stage.model_dump(mode="json") for stage in plan.stages],
+            **(columns or {}),
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import getpass
 import hashlib
 import json
 import logging
 import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -32,7 +34,7 @@ from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import InvalidBatch
+from runtime.errors import InvalidBatch, LedgerUnavailable
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
@@ -40,6 +42,8 @@ from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
+from runtime.transcript import build as build_transcript
+from runtime.transcript import chain, seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
@@ -133,6 +137,8 @@ class Runtime:
         timeout: float | None = None,
         rules: dict[str, list[str]] | None = None,
         key: str | None = None,
+        conversation: str | None = None,
+        submitter: str | None = None,
     ) -> BatchHandle:
         """Start a batch and return at once; from then on it belongs to the
         cluster and goes on without this process. Its policy (mode, workspace,
@@ -141,8 +147,40 @@ class Runtime:
         the same batch again (from any process, after any crash, however
         many at once) attaches to the batch the key started and writes or
         runs nothing again; the same key with other calls, mode, workspace,
-        `on_error` or policy is `KeyConflict` (an `InvalidBatch`)."""
+        `on_error` or policy is `KeyConflict` (an `InvalidBatch`).
+
+        `conversation`: the batches of one conversation are chained, each
+        transcript to the one before it (docs/architecture.md, "Transcripts");
+        `submitter`: who the ledger says submitted it (default: user@host)."""
+        return self._submit(
+            calls,
+            mode=mode,
+            workspace=workspace,
+            on_error=on_error,
+            timeout=timeout,
+            rules=rules,
+            key=key,
+            conversation=conversation,
+            submitter=submitter,
+        )
+
+    def _submit(
+        self,
+        calls: Batch | Iterable[ToolCall | dict[str, Any]],
+        *,
+        mode: Mode | str | None = None,
+        workspace: str | Path | None = None,
+        on_error: OnError | None = None,
+        timeout: float | None = None,
+        rules: dict[str, list[str]] | None = None,
+        key: str | None = None,
+        conversation: str | None = None,
+        submitter: str | None = None,
+        format: adapters.Format | None = None,
+    ) -> BatchHandle:
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
+        _check_name("conversation", conversation)
+        _check_name("submitter", submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
@@ -155,7 +193,11 @@ class Runtime:
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         run = BatchRun(batch, self.services)
         deadline = time.time() + (timeout or self.settings.batch_timeout)
-        if not run.start(policy, deadline=deadline, key=key):  # a racing submitter of `key` won
+        columns = {"submitter": submitter or _principal(), "format": format}
+        if conversation is not None:
+            columns |= _link(self.ledger, conversation)
+        started = run.start(policy, deadline=deadline, key=key, columns=columns)
+        if not started:  # a racing submitter of `key` won
             check_key(self.ledger.batch(batch.id), batch, policy, key)
             return self.attach(batch.id)
         self.follower.follow(run)
@@ -185,6 +227,15 @@ class Runtime:
         run.attach()
         self.follower.follow(run)
         return BatchHandle(run)
+
+    def transcript(self, batch_id: str) -> dict[str, Any]:
+        """The batch's transcript from the ledger (`toolrun.transcript/1`),
+        sealed under this runtime's signing key (docs/architecture.md,
+        "Transcripts"); `runtime.transcript.render` writes it as text."""
+        document = build_transcript(self.ledger, batch_id)
+        if document is None:
+            raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
+        return seal(document, self.services.key)
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
         """Calls waiting for a human, from the ledger: any process sees them."""
@@ -234,7 +285,7 @@ class Runtime:
             calls = json.dumps([c.model_dump(mode="json") for c in turn.calls], sort_keys=True)
             where = Path(options.get("workspace") or ".").resolve()
             options["key"] = f"{turn.format}:{where}:{hashlib.sha256(calls.encode()).hexdigest()}"
-        handle = self.submit(turn.calls, **options)
+        handle = self._submit(turn.calls, format=turn.format, **options)
         handle.format = turn.format
         return handle
 
@@ -297,6 +348,31 @@ def keyed_id(key: str) -> str:
     """The batch id a submit key stands for: two submitters of one key race
     for one batch, and the ledger keeps its first record."""
     return "k" + hashlib.sha256(key.encode()).hexdigest()[:31]
+
+
+def _check_name(what: str, value: str | None) -> None:
+    if value is not None and not (
+        isinstance(value, str) and 0 < len(value) <= MAX_CALL_ID and "\0" not in value
+    ):
+        raise InvalidBatch(f"{what} must be a non-empty string of at most {MAX_CALL_ID} characters")
+
+
+def _principal() -> str:
+    """Who submits from this process, when the caller does not say: user@host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _link(ledger: Ledger, conversation: str) -> dict[str, Any]:
+    """The new turn's link to the one before it; without the ledger, only its
+    conversation (the batch fails closed on its own, "A batch the cluster owns")."""
+    try:
+        return chain.link(ledger, conversation)
+    except LedgerUnavailable:
+        return {"conversation": conversation}
 
 
 def _call(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:

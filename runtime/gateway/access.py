@@ -21,14 +21,20 @@ class Seen:
     owner: BatchOwnerRow | None
 
 
-def batch(gateway: Any, key: Key, batch_id: str) -> Seen:
-    owner = gateway.keys.owner(batch_id)
-    if key.role is not Role.admin and (owner is None or owner.key_id != key.id):
+def owner(gateway: Any, key: Key, batch_id: str) -> BatchOwnerRow | None:
+    """The batch's owner row, if `key` may see the batch; else a 404."""
+    found = gateway.keys.owner(batch_id)
+    if key.role is not Role.admin and (found is None or found.key_id != key.id):
         raise NotFound(f"no batch {batch_id!r} for key {key.name!r}")
+    return found
+
+
+def batch(gateway: Any, key: Key, batch_id: str) -> Seen:
+    owner_row = owner(gateway, key, batch_id)
     handle = gateway.handles.get(batch_id)
     if handle is None:
         raise NotFound(f"no batch {batch_id!r}")
-    return Seen(handle, owner)
+    return Seen(handle, owner_row)
 
 
 def approvals(gateway: Any, key: Key, rows: list) -> list:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 
-from runtime import adapters
+from runtime import adapters, transcript
 from runtime.errors import KeyConflict
 from runtime.gateway import access, events, roles
 from runtime.gateway.auth import bearer
@@ -42,6 +42,12 @@ class Submission(BaseModel):
     on_error: Literal["stop", "continue"] | None = None
     timeout: float | None = Field(None, gt=0, le=86400)
     rules: dict[Literal["allow", "ask", "deny"], list[str]] | None = None
+    conversation: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Batches of one conversation chain their transcripts, each to the one before.",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Submission:
@@ -71,6 +77,9 @@ def submit(
         "rules": submission.rules,
         # Keys are per gateway key, so two clients' keys never meet in one batch.
         "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
+        # Conversations too: one key's turns never chain to another key's batches.
+        "conversation": submission.conversation and f"gateway:{key.id}:{submission.conversation}",
+        "submitter": f"key:{key.name}",
     }
     roles.rules_for(key, submission.rules, gateway.org_allows)
     try:
@@ -181,6 +190,25 @@ async def reply(
     return adapters.reply(dialect, seen.handle.results(), seen.handle.kinds)
 
 
+@router.get("/{batch_id}/transcript")
+def transcript_of(
+    batch_id: str,
+    request: Request,
+    key: Authorized,
+    format: Literal["json", "jsonl", "md", "html"] = "json",
+) -> Response:
+    """The batch's transcript from the ledger (docs/schemas/transcript-1.json),
+    sealed with a digest and an HMAC under the deployment's signing key."""
+    gateway = request.app.state.gateway
+    access.owner(gateway, key, batch_id)
+    runtime = gateway.runtime
+    document = transcript.build(runtime.ledger, batch_id)
+    if document is None:
+        raise Problem(404, "not found", f"no batch {batch_id!r}")
+    text = transcript.render(transcript.seal(document, runtime.services.key), format)
+    return Response(text, media_type=transcript.MEDIA_TYPES[format])
+
+
 @router.post("/{batch_id}/cancel", status_code=202)
 def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
     """Cancel the batch; its events end it call by call, as `handle.cancel()` does."""
@@ -204,4 +232,5 @@ def _links(batch_id: str) -> dict[str, str]:
         "events": f"{base}/events",
         "reply": f"{base}/reply",
         "cancel": f"{base}/cancel",
+        "transcript": f"{base}/transcript",
     }

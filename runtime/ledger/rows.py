@@ -246,6 +246,7 @@ def batch_rows(
             "call_id": call.id,
             "position": position,
             "tool": text(call.name, redactor),
+            "kind": text(call.kind, redactor),
             "risk": text(risks.get(call.id)),
             "status": "pending",
             "arguments": stored(call.arguments, redactor),

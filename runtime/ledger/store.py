@@ -19,11 +19,12 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
-from runtime.ledger import batches, claims, schema
+from runtime.ledger import batches, claims, records, schema
 from runtime.ledger import engine as ledger_engine
 from runtime.ledger.buffer import LedgerBuffer
 from runtime.ledger.claims import Begun
 from runtime.ledger.group import CommitGroup
+from runtime.ledger.records import BatchRecord
 from runtime.ledger.rows import (
     BATCHES,
     CALLS,
@@ -264,6 +265,24 @@ class Ledger:
 
     def batch(self, batch_id: str) -> BatchRow | None:
         return self._run(lambda session: session.get(BatchRow, batch_id), write=False)
+
+    def turns(self, conversation: str) -> list[BatchRow]:
+        """The batches of a conversation, in the order they were recorded."""
+        query = (
+            select(BatchRow)
+            .where(BatchRow.conversation == conversation)
+            .order_by(BatchRow.created_at, BatchRow.id)
+        )
+        return self._run(lambda session: list(session.exec(query).all()), write=False)
+
+    def last_turn(self, conversation: str) -> BatchRow | None:
+        """The batch of a conversation recorded last."""
+        return self._run(lambda session: records.last_turn(session, conversation), write=False)
+
+    def record(self, batch_id: str) -> BatchRecord | None:
+        """The batch's row, calls, events, approvals and ends, read in one
+        transaction; None if there is no such batch."""
+        return self._run(lambda session: records.record(session, batch_id), write=False)
 
     def calls(self, batch_id: str) -> list[CallRow]:
         query = select(CallRow).where(CallRow.batch_id == batch_id).order_by(CallRow.position)

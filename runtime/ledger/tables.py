@@ -71,6 +71,16 @@ class BatchRow(SQLModel, table=True):
     cancelled_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     cancelled_by: str | None = None
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, index=True)
+    # What its transcript tells beyond the rows above (docs/architecture.md, "Transcripts"):
+    submitter: str | None = None  # a gateway key ("key:<name>") or the submitting principal
+    format: str | None = None  # the provider dialect of a submitted message: its reply's
+    policy_files: Any = _json_column()  # the files (or submit) the batch's rules came from
+    stages: Any = _json_column()  # the plan's stages: [{"parallel": bool, "calls": [ids]}]
+    conversation: str | None = Field(default=None, index=True)
+    # The turn before this one in its conversation, when this one was submitted,
+    # and that turn's transcript digest (None if it had not ended then).
+    previous_batch: str | None = None
+    previous_digest: str | None = None
 
 
 class CallRow(SQLModel, table=True):
@@ -82,6 +92,7 @@ class CallRow(SQLModel, table=True):
     call_id: str = Field(primary_key=True)
     position: int
     tool: str
+    kind: str | None = None  # the provider's kind of call (ToolCall.kind), for the reply
     risk: str | None = None
     status: str = "pending"
     arguments: Any = _json_column()

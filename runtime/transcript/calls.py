@@ -1,0 +1,166 @@
+"""One call of a transcript, from its rows: the decision, the approval, each
+attempt and the result (docs/architecture.md, "Transcripts")."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from runtime.ledger.tables import ApprovalRow, CallRow, EventKind, EventRow
+from runtime.types import ToolResult
+
+MARKER = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
+CUT_MARKERS = ("[content cut:", "[message cut at", " characters cut]", " left out: results carry")
+# Events that end an attempt with the call's status.
+ENDING = {
+    EventKind.finished,
+    EventKind.skipped,
+    EventKind.cancelled,
+    EventKind.lookup_failed,
+    EventKind.invalid_arguments,
+    EventKind.disabled,
+}
+
+
+def when(value: datetime | None) -> str | None:
+    """A time as the transcript writes it: ISO 8601 in UTC, with a Z."""
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def millis(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return round((end - start).total_seconds() * 1000, 3)
+
+
+def redactions(*values: Any) -> dict[str, int]:
+    """How many markers of each kind the values carry; a marker repeated in
+    the message and the content counts once for each place it was cut from."""
+    found: Counter[str] = Counter()
+    for value in values:
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        counts = Counter(MARKER.findall(text))
+        for kind, count in counts.items():
+            found[kind] = max(found[kind], count)
+    return dict(sorted(found.items()))
+
+
+def call(
+    row: CallRow,
+    events: list[EventRow],
+    approval: ApprovalRow | None,
+    result: ToolResult | None,
+) -> dict[str, Any]:
+    return {
+        "id": row.call_id,
+        "position": row.position,
+        "tool": row.tool,
+        "kind": row.kind or "function",
+        "risk": row.risk,
+        "arguments": row.arguments,
+        "arguments_redactions": redactions(row.arguments),
+        "decision": decision(events),
+        "approval": _approval(approval, events),
+        "attempts": attempts(events),
+        "result": _result(result, row),
+    }
+
+
+def decision(events: list[EventRow]) -> dict[str, Any] | None:
+    """The gate's decision: the decision event of an admitted call, or the
+    refusal that ended it (it carries the decision's columns)."""
+    for event in events:
+        if event.effect is not None:
+            return {
+                "effect": event.effect,
+                "reason": event.reason,
+                "rule": event.rule,
+                "source": event.source,
+                "mode": event.mode,
+                "policy_version": event.policy_version,
+                "at": when(event.at),
+            }
+    return None
+
+
+def _approval(row: ApprovalRow | None, events: list[EventRow]) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    answered = next(
+        (e for e in events if e.kind in (EventKind.approval_given, EventKind.approval_refused)),
+        None,
+    )
+    return {
+        "status": row.status,
+        "reason": row.reason,
+        "requested_at": when(row.requested_at),
+        "expires_at": when(row.expires_at),
+        "answered_by": row.answered_by or (answered.approver if answered else None),
+        "answered_at": when(row.answered_at),
+        "answer": row.answer,
+        "arguments_changed": bool(row.updated_arguments),
+        "waited_ms": millis(row.requested_at, row.answered_at),
+    }
+
+
+def attempts(events: list[EventRow]) -> list[dict[str, Any]]:
+    """Each attempt: a start, then a retry or the end that closed it."""
+    found: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+
+    def close(at: datetime, ended: str, reason: str | None = None) -> None:
+        current["ended_at"] = when(at)
+        current["wall_ms"] = millis(current.pop("_start"), at)
+        current["ended"] = ended
+        current["reason"] = reason
+
+    for event in events:
+        kind = EventKind(event.kind)
+        if kind is EventKind.started:
+            if current is not None and current.get("ended") is None:
+                close(event.at, "lost")  # delivered again: the earlier one never ended
+            current = _attempt(event.attempt or len(found) + 1, event.worker, event.at)
+            found.append(current)
+        elif kind is EventKind.retried and current is not None:
+            close(event.at, "retried", event.reason)
+            current = _attempt((current["attempt"] or 0) + 1, event.worker, event.at)
+            found.append(current)
+        elif kind in ENDING and current is not None and current.get("ended") is None:
+            close(event.at, event.status or kind.value, event.reason)
+    for attempt in found:  # still running, or its end was never written
+        if attempt.get("ended") is None:
+            attempt.pop("_start", None)
+            attempt |= {"ended_at": None, "wall_ms": None, "ended": None, "reason": None}
+    return found
+
+
+def _attempt(number: int, worker: str | None, at: datetime) -> dict[str, Any]:
+    return {"attempt": number, "worker": worker, "started_at": when(at), "_start": at}
+
+
+def _result(result: ToolResult | None, row: CallRow) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    message = result.model_message
+    return {
+        "status": result.status.value,
+        "summary": result.summary,
+        "model_message": message,
+        "error": result.error.model_dump() if result.error else None,
+        "duration_ms": result.duration_ms,
+        "worker": result.worker,
+        "attempts": result.attempts,
+        "ended_at": when(row.finished_at),
+        "cut": any(marker in message for marker in CUT_MARKERS)
+        or (isinstance(result.content, dict) and result.content.get("truncated") is True),
+        "redactions": redactions(message, result.content, result.error and result.error.message),
+        "media": [
+            {"kind": m.kind, "mime_type": m.mime_type, "name": m.name, "bytes": m.size}
+            for m in result.media
+        ],
+    }

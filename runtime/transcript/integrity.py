@@ -1,0 +1,106 @@
+"""A transcript's seal: the SHA-256 of its canonical JSON (sorted keys, no
+spaces, UTF-8) without the seal itself, and an HMAC-SHA256 of that JSON under
+the signing key; and how a transcript, or the turns of a conversation, are
+checked (docs/architecture.md, "Transcripts")."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+ALGORITHM = "sha256"
+
+
+def canonical(document: dict[str, Any]) -> bytes:
+    body = {name: value for name, value in document.items() if name != "integrity"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def digest(document: dict[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical(document)).hexdigest()
+
+
+def _mac(document: dict[str, Any], key: bytes) -> str:
+    return "hmac-sha256:" + hmac.new(key, canonical(document), hashlib.sha256).hexdigest()
+
+
+def seal(document: dict[str, Any], key: bytes) -> dict[str, Any]:
+    """The document with its `integrity` (any earlier one replaced)."""
+    body = {name: value for name, value in document.items() if name != "integrity"}
+    return body | {
+        "integrity": {"algorithm": ALGORITHM, "digest": digest(body), "hmac": _mac(body, key)}
+    }
+
+
+def verify(document: Any, key: bytes | None) -> list[str]:
+    """What is wrong with a sealed transcript; empty when nothing is. Without
+    `key` the HMAC is not checked (and that is said)."""
+    if not isinstance(document, dict) or not isinstance(document.get("integrity"), dict):
+        return ["no integrity section: not a sealed toolrun transcript"]
+    seal_ = document["integrity"]
+    problems = []
+    if seal_.get("digest") != digest(document):
+        problems.append("the digest does not match the content: the transcript was changed")
+    if key is None:
+        problems.append("no signing key: the HMAC was not checked")
+    elif not hmac.compare_digest(str(seal_.get("hmac", "")), _mac(document, key)):
+        problems.append("the HMAC does not match: changed, or sealed under another key")
+    return problems
+
+
+def chain(documents: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the links between transcripts of conversations: each
+    turn's `previous` names the batch and digest of the turn before it, so a
+    turn removed (its successor names a batch not given) or edited (its digest
+    is not what its successor recorded) shows. The first turn given may link
+    to one not given only if it is the conversation's first turn."""
+    problems: list[str] = []
+    documents = [d for d in documents if _linkable(d)]
+    by_batch = {d["batch"]["id"]: d for d in documents}
+    conversations: dict[str, list[dict[str, Any]]] = {}
+    for document in documents:
+        if document.get("conversation"):
+            conversations.setdefault(document["conversation"]["id"], []).append(document)
+    for name, turns in conversations.items():
+        for turn in turns:
+            link = turn["conversation"]["previous"]
+            here = f"conversation {name}, batch {turn['batch']['id']}"
+            if link is None:
+                continue
+            before = by_batch.get(link["batch_id"])
+            if before is None:
+                if turn is not _first(turns):
+                    problems.append(f"{here}: the turn before it ({link['batch_id']}) is missing")
+            elif link["digest"] is None:
+                problems.append(f"{here}: the turn before it had not ended; its link has no digest")
+            elif link["digest"] != digest(before):
+                problems.append(
+                    f"{here}: the turn before it ({link['batch_id']}) is not the one it followed"
+                )
+    return problems
+
+
+def _first(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(turns, key=lambda t: (t["batch"]["created_at"] or "", t["batch"]["id"]))
+
+
+def _linkable(document: Any) -> bool:
+    """Whether the parts `chain` reads have their schema's shape (a file that
+    is no transcript is `verify`'s to report, not a crash of `chain`)."""
+    if not isinstance(document, dict) or not isinstance(document.get("batch"), dict):
+        return False
+    batch, conversation = document["batch"], document.get("conversation")
+    if not isinstance(batch.get("id"), str) or not isinstance(batch.get("created_at"), str | None):
+        return False
+    if conversation is None:
+        return True
+    if not isinstance(conversation, dict) or not isinstance(conversation.get("id"), str):
+        return False
+    link = conversation.get("previous")
+    return link is None or (
+        isinstance(link, dict)
+        and isinstance(link.get("batch_id"), str)
+        and isinstance(link.get("digest"), str | None)
+    )
