@@ -25,7 +25,7 @@ import redis
 from celery import Celery
 from pydantic import ValidationError
 
-from runtime import adapters, config
+from runtime import adapters, config, tracing
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
@@ -72,6 +72,7 @@ class Runtime:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
         `runtime.worker.memory.MemoryTransport` to run batches in process."""
         self.settings = settings
+        tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
@@ -132,6 +133,7 @@ class Runtime:
         timeout: float | None = None,
         rules: dict[str, list[str]] | None = None,
         key: str | None = None,
+        traceparent: str | None = None,
     ) -> BatchHandle:
         """Start a batch and return at once; from then on it belongs to the
         cluster and goes on without this process. Its policy (mode, workspace,
@@ -140,7 +142,9 @@ class Runtime:
         the same batch again (from any process, after any crash, however
         many at once) attaches to the batch the key started and writes or
         runs nothing again; the same key with other calls, mode, workspace,
-        `on_error` or policy is `KeyConflict` (an `InvalidBatch`)."""
+        `on_error` or policy is `KeyConflict` (an `InvalidBatch`). The batch's
+        trace is the caller's current OpenTelemetry context, or `traceparent`
+        (W3C) when given (docs/architecture.md, "Traces and metrics")."""
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
         policy = self.policies.policy_for(Path(batch.workspace), rules)
         if key is not None:
@@ -154,7 +158,10 @@ class Runtime:
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         run = BatchRun(batch, self.services)
         deadline = time.time() + (timeout or self.settings.batch_timeout)
-        if not run.start(policy, deadline=deadline, key=key):  # a racing submitter of `key` won
+        parent = tracing.traceparent(traceparent)
+        with tracing.batch_span(batch.id, len(batch.calls), batch.mode.value, parent) as trace:
+            started = run.start(policy, deadline=deadline, key=key, traceparent=trace)
+        if not started:  # a racing submitter of `key` won
             check_key(self.ledger.batch(batch.id), batch, policy, key)
             return self.attach(batch.id)
         self.follower.follow(run)

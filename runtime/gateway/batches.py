@@ -57,10 +57,12 @@ def submit(
     response: Response,
     key: Authorized,
     idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    traceparent: Annotated[str | None, Header(max_length=128)] = None,
 ) -> dict[str, Any]:
     """Start a batch and answer at once. The same `Idempotency-Key` again (from
     the same key) answers the same batch and runs nothing twice; with another
-    body (calls, mode, workspace, on_error, rules) it is a 409."""
+    body (calls, mode, workspace, on_error, rules) it is a 409. A W3C
+    `traceparent` header puts the batch's spans in the caller's trace."""
     roles.require(key, Role.submitter)
     gateway = request.app.state.gateway
     options = {
@@ -71,6 +73,7 @@ def submit(
         "rules": submission.rules,
         # Keys are per gateway key, so two clients' keys never meet in one batch.
         "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
+        "traceparent": traceparent,
     }
     roles.rules_for(key, submission.rules, gateway.org_allows)
     try:
