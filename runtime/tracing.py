@@ -42,6 +42,8 @@ EXPORTER_VARIABLES = (
     "OTEL_TRACES_EXPORTER",
 )
 _configured: dict[int, bool] = {}  # pid -> whether this process set a provider up
+# The API loads a provider named by this variable on first use; then `enabled` asks it.
+_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 class Redacts(Protocol):
@@ -82,7 +84,11 @@ def configure() -> bool:
 
 
 def enabled() -> bool:
-    """Whether a tracer provider records spans in this process."""
+    """Whether a tracer provider records spans in this process. Until one is
+    set, the answer costs one attribute read: the API's own getter looks its
+    variable up in `os.environ` each time (microseconds, on every call)."""
+    if getattr(trace, "_TRACER_PROVIDER", True) is None and not _PROVIDER_FROM_ENVIRONMENT:
+        return False
     provider = trace.get_tracer_provider()
     return not isinstance(provider, ProxyTracerProvider | NoOpTracerProvider)
 

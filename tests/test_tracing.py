@@ -139,3 +139,23 @@ def test_only_the_otel_variables_turn_the_exporter_on():
     assert configured(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_TRACES_EXPORTER="none") == (
         "False False"
     )
+
+
+KEPT = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from runtime import tracing
+own = TracerProvider()
+trace.set_tracer_provider(own)
+print(tracing.configure(), trace.get_tracer_provider() is own)
+"""
+
+
+def test_an_applications_own_provider_is_kept():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+    done = subprocess.run(
+        [sys.executable, "-c", KEPT], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]  # toolrun's spans join the application's
