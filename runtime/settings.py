@@ -100,6 +100,9 @@ class Settings(BaseSettings):
     gateway_max_body_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="Bound on one request body to the gateway."
     )
+    trace_arguments: bool = Field(
+        False, description="Put a call's arguments (redacted) on its execute_tool span."
+    )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
     redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,

@@ -161,6 +161,9 @@ class CallMessage(BaseModel):
     stage_size: int = 1  # how many calls it holds,
     last_stage: bool = False  # and whether it is the batch's last
     then: list[CallMessage] = Field(default_factory=list)  # the chain's next steps, each signed
+    # The W3C trace context the batch was submitted under (runtime/tracing.py);
+    # signed like the rest, and left out of the signature while None.
+    traceparent: str | None = None
     signature: str | None = None
 
     def wire(self) -> dict[str, Any]:

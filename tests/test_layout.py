@@ -32,7 +32,7 @@ LAYERS = [
     {"redaction"},
     {"registry"},
     {"results"},
-    {"ledger", "logs"},
+    {"ledger", "logs", "tracing"},
     {"gate", "mcp"},
     {"tools", "adapters"},
     {"transport", "transcript"},

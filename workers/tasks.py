@@ -14,7 +14,7 @@ import os
 from celery import signals
 from celery.worker import state
 
-from runtime import sessions
+from runtime import sessions, tracing
 from runtime.results.formatter import ledger_summary
 from runtime.transport.names import TASK
 from runtime.worker import Worker
@@ -39,6 +39,7 @@ def worker() -> Worker:
     """This process's `Worker`."""
     pid = os.getpid()
     if pid not in _workers:
+        tracing.configure()  # in each pool process: an exporter's thread does not survive a fork
         _workers[pid] = parts().worker(app)
     return _workers[pid]
 

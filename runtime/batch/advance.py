@@ -356,7 +356,13 @@ class Advancer:
         stage = plan.calls[call_id].stage
         size = sum(plan.calls[c].effect != "refused" for c in plan.stages[stage].calls) or 1
         last = stage == len(plan.stages) - 1
-        signer = Signer(self.key, plan.batch, plan.policy, reply_to=plan.reply_to)
+        signer = Signer(
+            self.key,
+            plan.batch,
+            plan.policy,
+            reply_to=plan.reply_to,
+            traceparent=plan.traceparent,
+        )
         message = signer.message(
             admitted, admitted.decision.source.removeprefix("approval:"), stage=(stage, size, last)
         )

@@ -45,6 +45,7 @@ class BatchPlan(BaseModel):
     approval_timeout: float
     calls: dict[str, PlannedCall]
     stages: list[PlannedStage]
+    traceparent: str | None = None  # the trace of the batch's span (runtime/tracing.py)
 
     def call(self, call_id: str) -> ToolCall:
         """A call of the batch by id, in constant time (a batch may hold thousands)."""
@@ -80,6 +81,7 @@ def build(
     reply_to: str | None,
     deadline: float,
     approval_timeout: float,
+    traceparent: str | None = None,
 ) -> BatchPlan:
     """`sign(admission, (stage, its size, last))` gives an admitted call's
     signed task message."""
@@ -108,6 +110,7 @@ def build(
         deadline=deadline,
         approval_timeout=approval_timeout,
         calls=calls,
+        traceparent=traceparent,
         stages=[
             PlannedStage(parallel=s.parallel, calls=[a.call.id for a in s.calls]) for s in stages
         ],

@@ -1,6 +1,7 @@
 """Signing one batch's task messages: each carries the call, the policy
-snapshot, the decision, its stage and where to announce its result, under an
-HMAC (`runtime.transport.signing`), so a worker runs only what was admitted."""
+snapshot, the decision, its stage, where to announce its result and the trace
+it belongs to, under an HMAC (`runtime.transport.signing`), so a worker runs
+only what was admitted."""
 
 from __future__ import annotations
 
@@ -13,9 +14,17 @@ from runtime.types import Batch, CallMessage
 
 class Signer:
     def __init__(
-        self, key: bytes, batch: Batch, policy: dict[str, Any], *, reply_to: str | None
+        self,
+        key: bytes,
+        batch: Batch,
+        policy: dict[str, Any],
+        *,
+        reply_to: str | None,
+        traceparent: str | None = None,
     ) -> None:
+        """`traceparent`: the trace context every message of the batch carries."""
         self.key, self.batch, self.reply_to = key, batch, reply_to
+        self.traceparent = traceparent
         self.snapshot = policy  # every message of the batch carries it
         self.positions = {call.id: index for index, call in enumerate(batch.calls)}
 
@@ -44,5 +53,6 @@ class Signer:
             stage=index,
             stage_size=size,
             last_stage=last,
+            traceparent=self.traceparent,
         )
         return signing.sealed(message, self.key)

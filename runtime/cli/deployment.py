@@ -127,3 +127,25 @@ def db_revision(
 
     path = schema.revision(message)
     out.print(f"wrote {path}" if path else "the models match the newest revision; nothing written")
+
+
+@app.command()
+def metrics(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on; 0: a free one.")] = 9464,
+) -> None:
+    """Serve the cluster's Prometheus figures at /metrics (calls by tool and status,
+    run times, calls waiting and running per queue, approvals pending), for a
+    deployment without the gateway; the gateway's /metrics has them too."""
+    from prometheus_client import start_http_server
+
+    from runtime.cli.common import runtime_for
+    from runtime.gateway.metrics import cluster_registry
+
+    runtime = runtime_for()
+    server, thread = start_http_server(port, addr=host, registry=cluster_registry(runtime))
+    out.print(f"metrics at http://{host}:{server.server_port}/metrics", markup=False)
+    try:
+        thread.join()
+    finally:
+        runtime.close(cancel=False)

@@ -126,12 +126,14 @@ class BatchRun:
         deadline: float,
         key: str | None,
         columns: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> bool:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
         run now and its side effects end unrun (fail closed). False: another
         submitter of its key recorded the batch first, and this one wrote and
-        sent nothing (the caller checks the key and attaches)."""
+        sent nothing (the caller checks the key and attaches). `traceparent`: the
+        trace every task message of the batch carries (runtime/tracing.py)."""
         batch, services = self.batch, self.services
         self.deadline = deadline
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
@@ -147,7 +149,9 @@ class BatchRun:
             for call in batch.calls
         ]
         reply_to = getattr(services.transport, "reply_to", None)
-        signer = Signer(services.key, batch, policy.snapshot(), reply_to=reply_to)
+        signer = Signer(
+            services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent
+        )
         plan = plans.build(
             batch,
             admissions,
@@ -156,6 +160,7 @@ class BatchRun:
             reply_to=reply_to,
             deadline=deadline,
             approval_timeout=services.approval_timeout,
+            traceparent=traceparent,
         )
         columns = {  # written from the buffer too, as they are now
             "key": key,

@@ -28,7 +28,7 @@ import redis
 from celery import Celery
 from pydantic import ValidationError
 
-from runtime import adapters, config
+from runtime import adapters, config, tracing
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
@@ -77,6 +77,7 @@ class Runtime:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
         `runtime.worker.memory.MemoryTransport` to run batches in process."""
         self.settings = settings
+        tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
@@ -139,6 +140,7 @@ class Runtime:
         key: str | None = None,
         conversation: str | None = None,
         submitter: str | None = None,
+        traceparent: str | None = None,
     ) -> BatchHandle:
         """Start a batch and return at once; from then on it belongs to the
         cluster and goes on without this process. Its policy (mode, workspace,
@@ -151,7 +153,10 @@ class Runtime:
 
         `conversation`: the batches of one conversation are chained, each
         transcript to the one before it (docs/architecture.md, "Transcripts");
-        `submitter`: who the ledger says submitted it (default: user@host)."""
+        `submitter`: who the ledger says submitted it (default: user@host).
+        The batch's trace is the caller's current OpenTelemetry context, or
+        `traceparent` (W3C) when given (docs/architecture.md, "Traces and
+        metrics")."""
         return self._submit(
             calls,
             mode=mode,
@@ -162,6 +167,7 @@ class Runtime:
             key=key,
             conversation=conversation,
             submitter=submitter,
+            traceparent=traceparent,
         )
 
     def _submit(
@@ -176,6 +182,7 @@ class Runtime:
         key: str | None = None,
         conversation: str | None = None,
         submitter: str | None = None,
+        traceparent: str | None = None,
         format: adapters.Format | None = None,
     ) -> BatchHandle:
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
@@ -196,7 +203,11 @@ class Runtime:
         columns = {"submitter": submitter or _principal(), "format": format}
         if conversation is not None:
             columns |= _link(self.ledger, conversation)
-        started = run.start(policy, deadline=deadline, key=key, columns=columns)
+        parent = tracing.traceparent(traceparent)
+        with tracing.batch_span(batch.id, len(batch.calls), batch.mode.value, parent) as trace:
+            started = run.start(
+                policy, deadline=deadline, key=key, columns=columns, traceparent=trace
+            )
         if not started:  # a racing submitter of `key` won
             check_key(self.ledger.batch(batch.id), batch, policy, key)
             return self.attach(batch.id)

@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         runtime=runtime,
         keys=keys,
         handles=Handles(runtime),
-        metrics=Metrics(),
+        metrics=Metrics(runtime),
         org_allows=list(org.get("allow", [])),
         standing=Standing(keys),
         cursors=Cursors(),

@@ -63,10 +63,12 @@ def submit(
     response: Response,
     key: Authorized,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
+    traceparent: Annotated[str | None, Header(max_length=128)] = None,
 ) -> dict[str, Any]:
     """Start a batch and answer at once. The same `Idempotency-Key` again (from
     the same key) answers the same batch and runs nothing twice; with another
-    body (calls, mode, workspace, on_error, rules) it is a 409."""
+    body (calls, mode, workspace, on_error, rules) it is a 409. A W3C
+    `traceparent` header puts the batch's spans in the caller's trace."""
     roles.require(key, Role.submitter)
     gateway = request.app.state.gateway
     options = {
@@ -80,6 +82,7 @@ def submit(
         # Conversations too: one key's turns never chain to another key's batches.
         "conversation": submission.conversation and f"gateway:{key.id}:{submission.conversation}",
         "submitter": f"key:{key.name}",
+        "traceparent": traceparent,
     }
     roles.rules_for(key, submission.rules, gateway.org_allows)
     try:

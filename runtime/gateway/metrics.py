@@ -1,17 +1,103 @@
 """The gateway's Prometheus metrics, served at `/metrics` behind a key
 (docs/architecture.md, "The HTTP gateway"), and the ASGI middleware that counts
-requests by route template (a batch id in a label would grow without bound)."""
+requests by route template (a batch id in a label would grow without bound).
+
+`Cluster` adds the figures of the whole cluster that operators and autoscalers
+read, computed at each scrape (docs/architecture.md, "Traces and metrics");
+`toolrun metrics` serves the same without a gateway."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from runtime.errors import LedgerUnavailable, StateUnavailable
+from runtime.ledger.approvals import Approvals
+from runtime.transport.tallies import Tallies
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+log = logging.getLogger("toolrun.metrics")
+
+
+class Cluster(Collector):
+    """Calls ended by tool and status, their run times, calls waiting and
+    running per queue (from Redis), approvals pending (from the ledger). A
+    store that cannot be read leaves its figures out of that scrape and says
+    so in `toolrun_cluster_up`."""
+
+    def __init__(self, tallies: Tallies, approvals: Approvals) -> None:
+        self.tallies, self.approvals = tallies, approvals
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "toolrun_cluster_up", "Whether the store could be read", labels=["store"]
+        )
+        try:
+            figures = self.tallies.read()
+        except StateUnavailable as error:
+            log.warning("metrics: %s", error)
+            up.add_metric(["redis"], 0)
+        else:
+            up.add_metric(["redis"], 1)
+            yield from _cluster(figures)
+        try:
+            pending = len(self.approvals.pending())
+        except LedgerUnavailable as error:
+            log.warning("metrics: %s", error)
+            up.add_metric(["ledger"], 0)
+        else:
+            up.add_metric(["ledger"], 1)
+            yield GaugeMetricFamily(
+                "toolrun_approvals_pending", "Calls waiting for a person's answer", value=pending
+            )
+        yield up
+
+
+def _cluster(figures) -> Iterator[Metric]:
+    calls = CounterMetricFamily(
+        "toolrun_calls", "Calls ended, by tool and status", labels=["tool", "status"]
+    )
+    for (tool, status), count in sorted(figures.calls.items()):
+        calls.add_metric([tool, status], count)
+    yield calls
+    seconds = HistogramMetricFamily(
+        "toolrun_call_seconds", "Run time of the calls that ran, by tool", labels=["tool"]
+    )
+    for tool, times in sorted(figures.run_times.items()):
+        seconds.add_metric([tool], times.cumulative(), sum_value=times.total)
+    yield seconds
+    for name, text, values in (
+        ("toolrun_calls_waiting", "Calls in the broker's queue, not yet taken", figures.waiting),
+        ("toolrun_calls_running", "Calls running now (live leases)", figures.running),
+    ):
+        gauge = GaugeMetricFamily(name, text, labels=["queue"])
+        for queue, count in values.items():
+            gauge.add_metric([queue], count)
+        yield gauge
+
+
+def cluster_registry(runtime) -> CollectorRegistry:
+    """A registry holding only the cluster's figures (`toolrun metrics`)."""
+    registry = CollectorRegistry()
+    registry.register(Cluster(Tallies(runtime.client), runtime.approvals))
+    return registry
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, runtime=None) -> None:
+        """`runtime`: the gateway's; on Celery and Redis, the cluster's figures too."""
         self.registry = CollectorRegistry()
+        if runtime is not None and runtime.client is not None:
+            self.registry.register(Cluster(Tallies(runtime.client), runtime.approvals))
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

@@ -63,5 +63,7 @@ def ready(request: Request) -> dict[str, str]:
 
 @router.get("/metrics", tags=["health"])
 def metrics(request: Request, key: Authorized) -> Response:
-    """Prometheus text: requests by route and status, batches, streams, events."""
+    """Prometheus text: requests by route and status, batches, streams, events;
+    the cluster's calls by tool and status, run times, calls waiting and running
+    per queue, approvals pending."""
     return Response(request.app.state.gateway.metrics.text(), media_type=CONTENT_TYPE)

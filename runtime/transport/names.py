@@ -82,3 +82,14 @@ def call_of_lease(member: str) -> tuple[str, str]:
     """(batch id, call id) of a member of `LEASES`."""
     batch_id, _, call_id = member.partition(" ")
     return batch_id, call_id
+
+
+# Operators' tallies (runtime/transport/tallies.py): counted as ends are published.
+CALLS_TALLY = "toolrun:tally:calls"  # hash: "<tool>\n<status>" -> calls ended
+SECONDS_TALLY = "toolrun:tally:seconds"  # hash: "<tool>\n<bucket>" -> calls; "<tool>\nsum" -> s
+
+
+def queue_lists(queue: str) -> list[str]:
+    """The broker's lists of one queue: kombu's Redis transport keeps a list per
+    priority step (0, 3, 6, 9), the first under the queue's own name."""
+    return [queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))]

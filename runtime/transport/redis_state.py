@@ -21,6 +21,7 @@ import redis
 import tenacity
 
 from runtime.errors import StateUnavailable
+from runtime.transport import tallies
 from runtime.transport.base import Inbox, Look
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
@@ -127,6 +128,7 @@ class RedisState:
                         pipe.hincrby(stages_key(batch_id), str(stage), 1)
                         pipe.expire(stages_key(batch_id), TTL_SECONDS)
                     pipe.zrem(LEASES, lease_member(batch_id, result.call_id))
+                    tallies.tally(pipe, result)  # the operators' figures, in the same round trip
                     done = pipe.execute()
         return int(done[3]) if stage is not None else None
 

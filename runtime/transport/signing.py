@@ -16,12 +16,17 @@ from typing import Any
 from runtime.types import CallMessage
 
 FIELD = "signature"
+OPTIONAL = ("traceparent",)  # covered when set; a message without one signs as before it existed
 
 
 def canonical(data: dict[str, Any]) -> bytes:
     """What the signature covers: everything but itself and a chain's next
     steps (`then`), which carry their own."""
-    body = {key: value for key, value in data.items() if key not in (FIELD, "then")}
+    body = {
+        key: value
+        for key, value in data.items()
+        if key not in (FIELD, "then") and not (key in OPTIONAL and value is None)
+    }
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -51,4 +56,5 @@ def genuine(message: CallMessage, key: bytes) -> bool:
 def _covered(message: CallMessage) -> dict[str, Any]:
     """The wire form of what the signature covers, without dumping a chain's
     next steps only to leave them out."""
-    return message.model_dump(mode="json", exclude={FIELD, "then"})
+    unset = {key for key in OPTIONAL if getattr(message, key) is None}
+    return message.model_dump(mode="json", exclude={FIELD, "then", *unset})

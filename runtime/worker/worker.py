@@ -21,6 +21,7 @@ from typing import Any
 
 import tenacity
 
+from runtime import tracing
 from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
@@ -72,16 +73,22 @@ class Worker:
         if message is None:
             log.error("malformed task message refused")
             return None
-        outcome = executor.execute(
-            message,
-            registry=self.registry,
-            ledger=self.ledger,
-            settings=self.settings,
-            key=self.key,
-            worker=name or self.name,
-            state=self.state,
-        )
-        self.finish(message, outcome.result, outcome.ended)
+        worker = name or self.name
+        redactor, arguments = self.ledger.redactor, self.settings.trace_arguments
+        with tracing.call_span(
+            message, worker=worker, redactor=redactor, arguments=arguments
+        ) as span:
+            outcome = executor.execute(
+                message,
+                registry=self.registry,
+                ledger=self.ledger,
+                settings=self.settings,
+                key=self.key,
+                worker=worker,
+                state=self.state,
+            )
+            span.ended(outcome.result)
+            self.finish(message, outcome.result, outcome.ended)
         return outcome.result
 
     def finish(self, message: CallMessage, result: ToolResult, ended: bool | None) -> None:

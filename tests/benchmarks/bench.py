@@ -12,7 +12,10 @@ come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
-(`make bench BENCH_FLAGS="--only P7"`).
+(`make bench BENCH_FLAGS="--only P7"`), and `--only P1` the latency of one-call
+batches alone. `--trace` turns OpenTelemetry on in the client and the workers,
+exporting to an OTLP/HTTP receiver in this process (tracing's cost:
+`--only P1` with and without it).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,9 +38,18 @@ from typing import Any
 import celery
 from rich.console import Console
 
-from tests.benchmarks import baseline, compare, gateway, open_batches, redaction_time, report
+from tests.benchmarks import (
+    baseline,
+    compare,
+    cpu,
+    gateway,
+    open_batches,
+    redaction_time,
+    report,
+)
 from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
+from tests.support import otlp
 
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
@@ -66,7 +81,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test's)")
     parser.add_argument("--out-dir", type=Path, help="where the JSON goes (default .toolrun)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
-    parser.add_argument("--only", choices=["P7"], help="measure this figure alone")
+    parser.add_argument("--only", choices=["P1", "P7"], help="measure this figure alone")
+    parser.add_argument(
+        "--trace", action="store_true", help="traces on, to an OTLP receiver in this process"
+    )
     for name, (full, _, text) in SIZES.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=type(full), help=f"{text} (default {full})")
@@ -105,9 +123,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list[Figure], dict]:
     slots = options.reads_slots
-    with harness(home, slots, console) as bench:
+    with tracing(options, console) as otel, harness(home, slots, console, otel.env) as bench:
         if options.only == "P7":
-            return open_batches.figures(options, bench, console), _meta(options, bench)
+            return open_batches.figures(options, bench, console), _meta(options, bench, otel)
+        if options.only == "P1":
+            meter = cpu.Meter(bench.processes())
+            found = compare.p1(options, bench.sides, console, meter)
+            found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()
+            return found, _meta(options, bench, otel)
         found = compare.measure(options, bench.sides, console, bench.processes())
         found.append(compare.peak_rss(options, bench, console))
         console.log("P5: two reads workers over one")
@@ -116,10 +139,33 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found.append(redaction_time.figure(options))
         found += gateway.measure(options, bench, console)
         found += open_batches.figures(options, bench, console)
-        return found, _meta(options, bench)
+        return found, _meta(options, bench, otel)
 
 
-def _meta(options: argparse.Namespace, bench) -> dict[str, Any]:
+@dataclass
+class Tracing:
+    env: dict[str, str] = field(default_factory=dict)  # the workers' OTEL_* (none: off)
+    receiver: otlp.Receiver | None = None
+
+
+@contextmanager
+def tracing(options: argparse.Namespace, console: Console) -> Iterator[Tracing]:
+    """With `--trace`, an OTLP/HTTP receiver here, and the client (this process)
+    and workers exporting every span to it; else tracing stays off."""
+    if not options.trace:
+        yield Tracing()
+        return
+    server, receiver = otlp.serve()
+    os.environ.update(otlp.environment(server, "toolrun-bench-client"))  # the Runtime's
+    console.log(f"traces on: OTLP/HTTP receiver on 127.0.0.1:{server.server_port}")
+    try:
+        yield Tracing(otlp.environment(server, "toolrun-bench-worker"), receiver)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _meta(options: argparse.Namespace, bench, otel: Tracing) -> dict[str, Any]:
     slots = options.reads_slots
     pools = {
         "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second half)",
@@ -136,11 +182,18 @@ def _meta(options: argparse.Namespace, bench) -> dict[str, Any]:
             "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
         },
         "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
-        "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)",
+        "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)"
+        + ("; toolrun's traces on (OTLP/HTTP, local receiver)" if otel.receiver else ""),
         "shared_celery_settings": bench.conf,
         "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",
         "sizes": {name: getattr(options, name) for name in SIZES},
         "quick": options.quick,
+        "tracing": (
+            f"on: OTLP/HTTP to a receiver in the bench process ({len(otel.receiver.spans)} "
+            "spans received)"
+            if otel.receiver is not None
+            else "off"
+        ),
         "machine": machine(bench.runtime),
     }
 

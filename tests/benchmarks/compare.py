@@ -46,32 +46,7 @@ def measure(
     every process spent per call on each side (`cpu_ms_per_call` in the JSON)."""
     o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
     meters = {key: cpu.Meter(processes) for key in ("P1", "P3", "P4")} if processes else {}
-    console.log(f"P1: {o.p1_samples} one-call batches x {n}")
-    ours, theirs = repeated(
-        lambda: figures.p1_toolrun(sides, o.p1_samples),
-        lambda: figures.p1_baseline(sides, o.p1_samples),
-        n,
-        meters.get("P1"),
-        o.p1_samples,
-    )
-    latency = []
-    for q in (0.5, 0.99):
-        key = f"P1_p{round(q * 100)}"
-        latency.append(
-            Figure(
-                key,
-                f"1-call read batch latency, p{round(q * 100)}",
-                "ms",
-                Target("ratio", "<=", 1.5),
-                [ms(figures.percentile(r, q)) for r in ours],
-                [ms(figures.percentile(r, q)) for r in theirs],
-                note="baseline: task.delay().get()",
-            )
-        )
-    latency[0].extra["samples_ms"] = {
-        "toolrun": [[ms(s) for s in r] for r in ours],
-        "baseline": [[ms(s) for s in r] for r in theirs],
-    }
+    latency = p1(options, sides, console, meters.get("P1"))
     console.log(f"P2: {o.p2_calls} reads sleeping {o.p2_sleep:g} s x {n}")
     ours, theirs = repeated(
         lambda: figures.p2_toolrun(sides, o.p2_calls, o.p2_sleep),
@@ -129,6 +104,43 @@ def measure(
         if meter is not None and figure.key != "P1_p99":
             figure.extra["cpu_ms_per_call"] = meter.per_call_ms()
     return found
+
+
+def p1(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    console: Console,
+    meter: cpu.Meter | None = None,
+) -> list[Figure]:
+    """P1: the latency of one-call read batches, p50 and p99 (`--only P1` measures it alone)."""
+    o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
+    console.log(f"P1: {o.p1_samples} one-call batches x {n}")
+    ours, theirs = repeated(
+        lambda: figures.p1_toolrun(sides, o.p1_samples),
+        lambda: figures.p1_baseline(sides, o.p1_samples),
+        n,
+        meter,
+        o.p1_samples,
+    )
+    latency = []
+    for q in (0.5, 0.99):
+        key = f"P1_p{round(q * 100)}"
+        latency.append(
+            Figure(
+                key,
+                f"1-call read batch latency, p{round(q * 100)}",
+                "ms",
+                Target("ratio", "<=", 1.5),
+                [ms(figures.percentile(r, q)) for r in ours],
+                [ms(figures.percentile(r, q)) for r in theirs],
+                note="baseline: task.delay().get()",
+            )
+        )
+    latency[0].extra["samples_ms"] = {
+        "toolrun": [[ms(s) for s in r] for r in ours],
+        "baseline": [[ms(s) for s in r] for r in theirs],
+    }
+    return latency
 
 
 def peak_rss(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:

@@ -61,7 +61,8 @@ class Harness:
 
 
 @contextmanager
-def harness(home: Path, slots: int, console: Console):
+def harness(home: Path, slots: int, console: Console, extra_env: dict[str, str] | None = None):
+    """The stack (its workers' environment plus `extra_env`), a client, the bare workers."""
     settings = Settings(
         home=home,
         redis_url=None,
@@ -71,7 +72,9 @@ def harness(home: Path, slots: int, console: Console):
         effects_concurrency=1,
     )
     console.log(f"starting the stack under {home}")
-    record = start_stack(settings, flower=False, reads_workers=1, effects_workers=1)
+    record = start_stack(
+        settings, flower=False, reads_workers=1, effects_workers=1, extra_env=extra_env
+    )
     runtime, found = None, None
     try:
         workspace = home / "workspace"

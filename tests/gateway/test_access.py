@@ -162,6 +162,13 @@ def test_metrics_and_tools_answer_a_key(gateway, keys, space):
         metrics = alice.get("/metrics")
         assert metrics.status_code == 200
         assert "toolrun_gateway_requests_total" in metrics.text
+        for cluster in (  # the cluster's figures, beside the gateway's own
+            'toolrun_calls_waiting{queue="reads"}',
+            'toolrun_calls_running{queue="effects"}',
+            "toolrun_approvals_pending",
+            'toolrun_cluster_up{store="redis"} 1.0',
+        ):
+            assert cluster in metrics.text
         tools = alice.get("/v1/tools", params={"format": "openai", "mode": "plan"}).json()
         names = {tool["function"]["name"] for tool in tools["tools"]}
         assert "read_file" in names and "write_file" not in names

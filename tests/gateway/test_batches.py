@@ -150,3 +150,17 @@ def test_cancel_ends_a_waiting_call_and_records_the_key(gateway, keys, space):
     owner = Keys(gateway.ledger).owner(batch_id)
     assert row.cancelled_by == owner.key_name
     assert not (space / "c").exists()
+
+
+def test_a_traceparent_header_travels_in_the_batchs_signed_messages(gateway, keys, space):
+    # The gateway here runs without the otel extra configured: the caller's
+    # context still reaches the workers, in every message the plan holds.
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    calls = [{"id": "w1", "name": "write_file", "arguments": {"path": "b.txt", "content": "b"}}]
+    body = {"calls": calls, "mode": "default", "workspace": str(space)}  # asks: the plan stays
+    with gateway.client(keys["submitter"]) as client:
+        batch_id = _submit(client, body, traceparent=parent)
+        plan = gateway.ledger.plan(batch_id)
+        assert plan["traceparent"] == parent
+        assert plan["calls"]["w1"]["message"]["traceparent"] == parent
+        assert client.post(f"/v1/batches/{batch_id}/cancel").status_code in (200, 202)
