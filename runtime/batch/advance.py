@@ -21,11 +21,12 @@ from pathlib import Path
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
 from runtime.batch.signer import Signer
-from runtime.errors import LedgerUnavailable, StateUnavailable
+from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals, sealed
+from runtime.ledger.batch_record import BatchRecord
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
@@ -112,6 +113,7 @@ class Advancer:
         """Expired approvals, and every open batch past its deadline, cancelled,
         or old enough to have lost a message (`everything`: every open batch,
         after Redis lost its data). How many batches it looked at."""
+        self._record_kept()
         expired = set()
         for batch_id, call_id in self.approvals.expired():
             self.approvals.expire(batch_id, call_id)
@@ -226,6 +228,26 @@ class Advancer:
         lost = frozenset(c for c, at in claimed.items() if lapsed(c, at.timestamp()))
         stalled = frozenset(c for c in taken if c in holds and lapsed(c, now))
         return lost, stalled
+
+    def _record_kept(self) -> None:
+        """Write the batch records kept while the ledger was away (their
+        submitters may be gone); the ledger's compare-and-set makes a record
+        its submitter wrote meanwhile a no-op (docs/architecture.md, "The
+        ledger")."""
+        try:
+            kept = self.state.kept_records()
+        except StateUnavailable:
+            return
+        for batch_id, text in kept.items():
+            try:
+                BatchRecord.loads(text).write(self.ledger)
+            except LedgerRefused as error:  # it can never land
+                log.error("batch %s: its kept record was refused: %s", batch_id, error)
+            except LedgerUnavailable:
+                return  # still away: the next sweep
+            except (ValueError, KeyError, TypeError) as error:
+                log.error("batch %s: its kept record is unreadable: %s", batch_id, error)
+            self.state.drop_record(batch_id)
 
     def _lapsed(self) -> set[tuple[str, str]]:
         try:

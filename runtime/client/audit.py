@@ -5,15 +5,15 @@ decision per call before anything runs, and the ends the client decides
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from enum import StrEnum
 
 from runtime.errors import LedgerUnavailable
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
+from runtime.ledger.batch_record import BatchRecord, EndRecord
 from runtime.ledger.rows import event_fields
-from runtime.ledger.store import CallEnd, EventKind, Ledger
+from runtime.ledger.store import EventKind, Ledger
 from runtime.types import Batch, ToolResult
 
 log = logging.getLogger("toolrun.audit")
@@ -33,7 +33,7 @@ class BatchAudit:
         self.batch = batch
         self.policy = policy
         self.theirs = False  # its rows, once buffered, found the batch recorded by another
-        self._write_later: Callable[[list[CallEnd]], bool] = lambda closed: False
+        self.record: BatchRecord | None = None  # what `admissions` writes, kept as data
 
     def admissions(
         self,
@@ -61,53 +61,46 @@ class BatchAudit:
             if isinstance(a, Admitted)
         ]
         ends = [
-            CallEnd(
-                self.batch.id,
+            EndRecord(
                 a.result,
-                kind=a.event,
-                redactor=self.ledger.redactor,
-                **self._fields(a.decision, a.spec.risk.value if a.spec else None),
+                a.event,
+                self._fields(a.decision, a.spec.risk.value if a.spec else None),
             )
             for a in admissions
             if isinstance(a, Refused)
         ]
-        risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
-
-        def write(closed: list[CallEnd] = ()) -> bool:
-            recorded = self.ledger.record_batch(
-                self.batch,
-                risks=risks,
-                events=events,
-                policy_version=self.policy.version,
-                ends=[*ends, *closed],
-                plan=plan,
-                columns=columns,
-            )
-            self.theirs = not recorded
-            return recorded
-
+        self.record = BatchRecord(
+            batch=self.batch,
+            risks={a.call.id: a.spec.risk.value if a.spec else None for a in admissions},
+            policy_version=self.policy.version,
+            events=events,
+            ends=ends,
+            plan=plan,
+            columns=columns or {},
+        )
         try:
-            recorded = write()
+            recorded = self.record.write(self.ledger)
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
-            self._write_later = write
             return Recording.buffered
         return Recording.recorded if recorded else Recording.found
 
-    def keep(self, closed: list[ToolResult]) -> None:
+    def keep(self, closed: list[ToolResult]) -> BatchRecord:
         """After `admissions` said `buffered`: the batch's rows, whole (its key,
         deadline and plan), for when the ledger is back, in one transaction
         with `closed`, the ends of its calls that did not run without the
         ledger. Whoever then carries the batch on from its plan (the sweep)
         finds those calls ended and sends none of them (docs/architecture.md,
-        "The ledger")."""
+        "The ledger"). The record, for the cluster to keep too (a submitter
+        may not live until the ledger is back)."""
         fields = self._fields(None, None)
-        ends = [
-            CallEnd(self.batch.id, result, redactor=self.ledger.redactor, **fields)
-            for result in closed
-        ]
-        write = self._write_later
-        self.ledger.later(lambda: write(ends))
+        record = self.record.with_ends([EndRecord(result, fields=fields) for result in closed])
+
+        def write() -> None:
+            self.theirs = not record.write(self.ledger)
+
+        self.ledger.later(write)
+        return record
 
     def _fields(self, decision: Decision | None, risk: str | None) -> dict[str, str | None]:
         fields = {

@@ -25,7 +25,7 @@ from runtime.batch.advance import Advancer
 from runtime.batch.signer import Signer
 from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
-from runtime.errors import KeyConflict, LedgerUnavailable
+from runtime.errors import KeyConflict, LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
@@ -267,7 +267,11 @@ class BatchRun:
             for a in admissions
             if isinstance(a, Admitted) and a not in reads
         ]
-        audit.keep(closed)  # the batch's rows with these ends, once the ledger is back
+        record = audit.keep(closed)  # the batch's rows with these ends, once the ledger is back
+        try:  # and the cluster's copy: this process may not live that long
+            self.services.transport.keep_record(self.batch.id, record.dumps())
+        except StateUnavailable as error:
+            log.error("batch %s: its record waits in this process only: %s", self.batch.id, error)
         for result in closed:
             self.events.end(result)
         if reads:  # no side effect of this batch runs, so no read can miss one

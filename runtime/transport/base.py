@@ -135,6 +135,18 @@ class BatchState(Protocol):
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
+    # Batch records the ledger could not take at submit (docs/architecture.md,
+    # "The ledger"): kept here until the sweep writes them.
+    def keep_record(self, batch_id: str, record: str) -> None:
+        """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep."""
+        ...
+
+    def kept_records(self) -> dict[str, str]:
+        """Batch id -> record JSON, of every record kept."""
+        ...
+
+    def drop_record(self, batch_id: str) -> None: ...
+
     # Leases: a claimed call is held by a live worker, which renews its hold
     # (docs/architecture.md, "Leases").
     def hold(self, batch_id: str, call_id: str, seconds: float) -> None:

@@ -69,6 +69,7 @@ def stages_key(batch_id: str) -> str:
 
 SWEEP_LOCK = "toolrun:sweep"  # the sweep's lease: the holder's id, expiring unless renewed
 EPOCH_KEY = "toolrun:epoch"  # when Redis started empty; gone after it lost its data
+UNRECORDED = "toolrun:unrecorded"  # hash: batch id -> its first rows, for the sweep to write
 LEASES = "toolrun:leases"  # sorted set: "<batch id> <call id>" of a claimed call -> expiry
 
 

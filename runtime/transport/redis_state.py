@@ -30,6 +30,7 @@ from runtime.transport.names import (
     LEASES,
     SWEEP_LOCK,
     TTL_SECONDS,
+    UNRECORDED,
     call_of_lease,
     cancel_key,
     deliveries_key,
@@ -231,6 +232,20 @@ class RedisState:
             pipe.set(cancel_key(batch_id), by, ex=TTL_SECONDS)
             pipe.publish(results_key(batch_id), CANCEL_NOTICE)
             pipe.execute()
+
+    # Batch records the ledger could not take at submit.
+    def keep_record(self, batch_id: str, record: str) -> None:
+        with reaching(f"batch {batch_id}: cannot keep its record"):
+            self.client.hset(UNRECORDED, batch_id, record)
+
+    def kept_records(self) -> dict[str, str]:
+        with reaching("cannot read the kept batch records"):
+            found = self.client.hgetall(UNRECORDED)
+        return {k.decode(): v.decode() for k, v in found.items()}
+
+    def drop_record(self, batch_id: str) -> None:
+        with reaching(f"batch {batch_id}: cannot drop its kept record"):
+            self.client.hdel(UNRECORDED, batch_id)
 
     # Leases (docs/architecture.md, "Leases").
     def hold(self, batch_id: str, call_id: str, seconds: float) -> None:

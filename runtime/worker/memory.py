@@ -75,6 +75,7 @@ class MemoryTransport:
         self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
         self._held: set[tuple[str, str]] = set()
+        self._records: dict[str, str] = {}
         self._sweeper: str | None = None
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
@@ -192,6 +193,18 @@ class MemoryTransport:
 
     def lost(self, holder: str) -> bool:
         return False
+
+    def keep_record(self, batch_id: str, record: str) -> None:
+        with self._changed:
+            self._records[batch_id] = record
+
+    def kept_records(self) -> dict[str, str]:
+        with self._changed:
+            return dict(self._records)
+
+    def drop_record(self, batch_id: str) -> None:
+        with self._changed:
+            self._records.pop(batch_id, None)
 
     # Leases: a thread of this process cannot be lost on its own, so a hold lasts
     # until it is released.

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 
 from runtime.client.audit import BatchAudit, Recording
 from runtime.gate.admission import admit
+from runtime.ledger.batch_record import BatchRecord
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings
 from runtime.tools.loading import load_tools
@@ -100,6 +101,33 @@ def test_an_unavailable_ledger_is_buffered_and_the_rows_wait(ledger, audited, tm
     assert (row.key, row.fingerprint, row.deadline_at) == ("k", "f", columns["deadline_at"])
     assert ledger.plan(batch.id) == {"p": 1}
     assert ledger.ends(batch.id)["w"].error.kind == "ledger"  # with the batch's rows
+
+
+def test_a_kept_record_lands_from_another_process_as_the_batch_was_submitted(
+    ledger, audited, tmp_path
+):
+    """The record the cluster keeps (its JSON) writes the same rows from a
+    ledger of another process, so a submitter that died takes nothing with it."""
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules)
+    columns = {"key": "k", "fingerprint": "f", "deadline_at": datetime.now(UTC)}
+    with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
+        assert audit.admissions(admissions, plan={"p": 1}, columns=columns) is Recording.buffered
+        kept = audit.keep([endings.ledger_unavailable("w", "bump")]).dumps()
+    other = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        assert BatchRecord.loads(kept).write(other) is True
+        row = other.batch(batch.id)
+        assert (row.key, row.fingerprint, row.deadline_at) == ("k", "f", columns["deadline_at"])
+        assert other.plan(batch.id) == {"p": 1}
+        assert len(other.calls(batch.id)) == 4
+        assert other.ends(batch.id)["w"].error.kind == "ledger"
+        assert [e.effect for e in other.events(batch.id, "w") if e.kind == "decision"] == ["allow"]
+    finally:
+        other.close()
+    assert ledger._buffer.flush()  # the submitter's own copy then finds it recorded
+    assert audit.theirs is True
+    assert [e.effect for e in ledger.events(batch.id, "w") if e.kind == "decision"] == ["allow"]
 
 
 def test_a_batch_recorded_before_gets_no_decision_and_no_end(ledger, audited, tmp_path):

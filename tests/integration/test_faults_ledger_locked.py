@@ -116,3 +116,43 @@ def test_a_keyed_batch_submitted_while_the_ledger_is_locked_keeps_its_key_and_en
         assert again.batch_id == handle.batch_id
         found = {r.call_id: r.status.value for r in again.results(timeout=10)}
     assert found == {c: r.status.value for c, r in results.items()}
+
+
+def test_a_batch_whose_submitter_dies_while_the_ledger_is_locked_still_lands_and_ends(
+    locked_stack, workspace
+):
+    """The submitter hands its batch's record to the cluster before `submit`
+    returns; killed before the lock goes, it takes nothing with it: the sweep
+    writes the record (key, plan, deadline) and the batch ends."""
+    stack = locked_stack
+    key = f"orphan-{uuid.uuid4().hex}"
+    spec = {
+        "calls": [call("r0", "nap", label="r0"), call("w1", "bump", label="w1")],
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": ALLOW,
+        "on_error": "continue",
+        "timeout": TIMEOUT,
+        "key": key,
+    }
+    with held_elsewhere(stack.settings.ledger_url):
+        submitted = time.time()
+        process, batch_id = submitter.spawn(stack, spec)
+        process.kill()
+        process.wait(timeout=10)
+        assert batch_id, "the submitter printed no batch id"
+
+    with stack.client() as runtime:
+        row, bound = None, time.monotonic() + 60  # the sweep writes it, then marks it ended
+        while row is None or row.ended_at is None:
+            assert time.monotonic() < bound, f"the batch was not recorded and ended: {row}"
+            time.sleep(0.2)
+            row = runtime.ledger.batch(batch_id)
+        assert row.key == key and row.fingerprint is not None
+        assert abs(row.deadline_at.timestamp() - (submitted + TIMEOUT)) < 5
+        ends = runtime.ledger.ends(batch_id)
+        assert {c: r.status.value for c, r in ends.items()} == {"r0": "ok", "w1": "error"}
+        decisions = [e.call_id for e in runtime.ledger.events(batch_id) if e.kind == "decision"]
+        assert sorted(decisions) == ["r0", "w1"]
+        again = runtime.submit(spec["calls"], **{k: v for k, v in spec.items() if k != "calls"})
+        assert again.batch_id == batch_id

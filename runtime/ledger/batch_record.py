@@ -1,0 +1,126 @@
+"""A batch's first rows as data: everything `Ledger.record_batch` writes at
+submit (the batch, its calls' decisions, the ends decided before anything
+ran, the plan, the key, fingerprint and deadline columns), in a form that
+outlives the process that made it.
+
+When the ledger cannot be reached at submit, the submitter keeps this record
+in its own buffer and also hands it to the cluster's state as JSON; the sweep
+writes it once the ledger is back, so a submitter that exits or is killed
+meanwhile does not take its batch with it (docs/architecture.md, "The
+ledger"). Whoever writes it first wins the batch row's compare-and-set; the
+other write finds it recorded and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runtime.ledger.rows import CallEnd
+from runtime.ledger.store import Ledger
+from runtime.ledger.tables import EventKind
+from runtime.types import Batch, ToolResult
+
+_TIME = "$time"  # how a datetime travels in the JSON
+
+
+@dataclass(frozen=True)
+class EndRecord:
+    """A call's end decided before anything ran (a refusal; a side effect that
+    failed closed without the ledger), with its event's fields."""
+
+    result: ToolResult
+    kind: EventKind = EventKind.finished
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    batch: Batch
+    risks: dict[str, str | None]
+    policy_version: str | None
+    events: list[dict[str, Any]]  # decision rows (`event_fields`), redacted already
+    ends: list[EndRecord]
+    plan: dict[str, Any] | None
+    columns: dict[str, Any]
+
+    def with_ends(self, more: list[EndRecord]) -> BatchRecord:
+        return BatchRecord(
+            self.batch,
+            self.risks,
+            self.policy_version,
+            self.events,
+            [*self.ends, *more],
+            self.plan,
+            self.columns,
+        )
+
+    def write(self, ledger: Ledger) -> bool:
+        """Write it in one transaction; False if the batch was recorded already
+        (by its submitter, the sweep, or another submitter of its key)."""
+        return ledger.record_batch(
+            self.batch,
+            risks=self.risks,
+            events=self.events,
+            policy_version=self.policy_version,
+            ends=[
+                CallEnd(
+                    self.batch.id, end.result, kind=end.kind, redactor=ledger.redactor, **end.fields
+                )
+                for end in self.ends
+            ],
+            plan=self.plan,
+            columns=self.columns,
+        )
+
+    def dumps(self) -> str:
+        body = {
+            "batch": self.batch.model_dump(mode="json"),
+            "risks": self.risks,
+            "policy_version": self.policy_version,
+            "events": self.events,
+            "ends": [
+                {
+                    "result": e.result.model_dump(mode="json"),
+                    "kind": e.kind.value,
+                    "fields": e.fields,
+                }
+                for e in self.ends
+            ],
+            "plan": self.plan,
+            "columns": self.columns,
+        }
+        return json.dumps(body, default=_encode)
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> BatchRecord:
+        """The record `dumps` made; ValueError (or a pydantic one) if it is not one."""
+        body = json.loads(text, object_hook=_decode)
+        return cls(
+            batch=Batch.model_validate(body["batch"]),
+            risks=body["risks"],
+            policy_version=body["policy_version"],
+            events=body["events"],
+            ends=[
+                EndRecord(ToolResult.model_validate(e["result"]), EventKind(e["kind"]), e["fields"])
+                for e in body["ends"]
+            ],
+            plan=body["plan"],
+            columns=body["columns"],
+        )
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {_TIME: value.isoformat()}
+    if hasattr(value, "value"):  # an enum in an event's fields
+        return value.value
+    raise TypeError(f"{type(value).__name__} cannot be kept in a batch record")
+
+
+def _decode(found: dict[str, Any]) -> Any:
+    if set(found) == {_TIME}:
+        return datetime.fromisoformat(found[_TIME])
+    return found
