@@ -5,6 +5,8 @@ approvals, messages lost with the state (docs/architecture.md, "The sweep")."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -20,7 +22,7 @@ def start_sweeping(
     """A daemon thread offering `worker()`'s sweep every `interval` seconds
     until `stop` is set."""
     stop = stop or threading.Event()
-    holder = uuid.uuid4().hex
+    holder = holder_id()
 
     def loop() -> None:
         while not stop.wait(interval):
@@ -32,3 +34,9 @@ def start_sweeping(
     thread = threading.Thread(target=loop, name="toolrun-sweep", daemon=True)
     thread.start()
     return thread
+
+
+def holder_id() -> str:
+    """Who holds the sweep's lock, as its value says: `host:pid:nonce`, so an
+    operator (or the soak, killing the holder) can tell which process sweeps."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"

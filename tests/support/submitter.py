@@ -1,49 +1,78 @@
-"""A submitter the tests kill: submits the batch given as JSON on argv, prints
-its id, then waits to be SIGKILLed (`python -m tests.support.submitter SPEC`)."""
+"""A submitter the tests kill: makes its `Runtime` and says `ready`, submits the
+batch given as JSON on argv, prints its id, then waits to be SIGKILLed
+(`python -m tests.support.submitter SPEC`)."""
 
 from __future__ import annotations
 
 import json
-import os
+import queue
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 from runtime.client import Runtime
 
-REPO = Path(__file__).resolve().parents[2]
+READY = "ready"
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
     runtime = Runtime.from_env()
+    print(READY, flush=True)
     handle = runtime.submit(spec.pop("calls"), **spec)
     print(handle.batch_id, flush=True)
     time.sleep(3600)
 
 
+def start(stack, spec: dict) -> subprocess.Popen:
+    """A submitter process of `stack` (a FaultStack) for `spec`, started; what
+    it says on stderr goes to the file `process.log` (`last_words`)."""
+    env = stack.client_env()
+    log = Path(stack.home) / "logs" / f"submitter-{uuid.uuid4().hex[:8]}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
+            env=env,
+            cwd=env["PYTHONPATH"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    process.log = log
+    return process
+
+
+def last_words(process: subprocess.Popen) -> str:
+    """The last line a submitter process wrote on stderr (its exception, if it died of one)."""
+    said = process.log.read_text(errors="replace").strip().splitlines()
+    return said[-1][:300] if said else f"(exit {process.poll()})"
+
+
 def spawn(stack, spec: dict) -> tuple[subprocess.Popen, str]:
-    """A submitter process of `stack` (a FaultStack) for `spec`, and the batch
-    id it printed once `submit` had returned."""
-    settings = stack.settings
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
-    env |= {
-        "TOOLRUN_HOME": str(settings.home),
-        "TOOLRUN_REDIS_URL": stack.redis_url,
-        "TOOLRUN_DATABASE_URL": settings.ledger_url,
-        "TOOLRUN_TOOL_MODULES": stack.env["TOOLRUN_TOOL_MODULES"],
-        "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
-        "PYTHONPATH": str(REPO),
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    return process, process.stdout.readline().strip()
+    """A submitter process of `stack` for `spec`, and the batch id it printed
+    once `submit` had returned ('' if it died first)."""
+    process = start(stack, spec)
+    lines = (line.strip() for line in process.stdout)
+    next(lines, "")  # READY
+    return process, next(lines, "")
+
+
+def lines(process: subprocess.Popen) -> queue.Queue:
+    """What `process` prints, a line at a time, as it comes (None at its end):
+    for a test that must not block on a process that may hang or die."""
+    out: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in process.stdout:
+            out.put(line.strip())
+        out.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""The fault `lock ledger at process start`: the ledger is held (SQLite: a
+`BEGIN EXCLUSIVE` of the soak's process; PostgreSQL: the relay cut) while a
+submitter process starts and submits a keyed batch, and a few seconds more.
+The process must start and submit; the batch keeps its key, plan and
+deadline, and ends: submitting its key again afterwards attaches to it."""
+
+from __future__ import annotations
+
+import queue
+import random
+import signal
+import time
+import uuid
+from pathlib import Path
+
+from tests.soak.batches import BATCH_TIMEOUT, WRITES, batch_of, workspace_for
+from tests.soak.checks import follow
+from tests.soak.tally import Tally
+from tests.support.submitter import READY, last_words, lines, start
+
+START_PATIENCE = 30.0  # seconds for the process to make its Runtime (or die trying)
+HOLD = (1.0, 4.0)  # seconds the lock is held after that, so that the submit falls in it too
+
+
+def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -> None:
+    number = tally.number()
+    calls = batch_of(rng, number)
+    workspace = workspace_for(base, number)
+    spec = {
+        "calls": calls,
+        "mode": "auto",
+        "workspace": str(workspace),
+        "rules": WRITES,
+        "on_error": rng.choice(["stop", "continue"]),
+        "timeout": BATCH_TIMEOUT,
+        "key": f"soak-locked-{uuid.uuid4().hex}",
+    }
+    with stack.ledger_cut():
+        process = start(stack, {**spec})
+        out = lines(process)
+        ready = _line(out, START_PATIENCE)
+        if ready == READY:
+            time.sleep(rng.uniform(*HOLD))  # the fault's length, not a wait for a fact
+    try:
+        batch_id = _line(out, 60) if ready == READY else None
+    finally:
+        process.send_signal(signal.SIGKILL)  # it waits to be killed, as a crashed client
+        process.wait(10)
+    if ready != READY:
+        said = last_words(process)
+        tally.broke("processes that could not start while the ledger was locked", said)
+        return
+    if not batch_id:
+        tally.broke("submits lost while the ledger was locked", last_words(process))
+        return
+    follow(runtime, tally, calls, runtime.attach(batch_id), workspace)
+    again = _submit(runtime, spec)
+    if again != batch_id:
+        tally.broke("keys lost in a ledger outage", f"{spec['key']}: again {again}")
+
+
+def _submit(runtime, spec: dict) -> str:
+    """The batch a second submit of `spec` attaches to, or why it was refused."""
+    try:
+        handle = runtime.submit(**spec)
+    except Exception as error:  # noqa: BLE001 - the figure says it
+        return f"{type(error).__name__}: {error}"
+    handle.results(timeout=90)  # a new batch (its key lost) runs: let it end
+    return handle.batch_id
+
+
+def _line(out: queue.Queue, patience: float) -> str | None:
+    try:
+        return out.get(timeout=patience)
+    except queue.Empty:
+        return None
