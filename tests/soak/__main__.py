@@ -143,12 +143,14 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("soak: interrupted, finishing the batches under way", flush=True)
         stop.set()
+        print("soak: load stopped, finishing the batches under way", flush=True)
         for thread in threads:
             thread.join(timeout=150)
         joined = 0
         while joined < len(tally.threads):  # the faults' threads, some started by others
             tally.threads[joined].join(timeout=150)
             joined += 1
+        print(f"soak: all ended after {time.monotonic() - began:.0f} s; auditing", flush=True)
         audit(runtime.ledger, tally, ENDED_PATIENCE)
         return report(tally, time.monotonic() - began, stack, setup)
 

@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from runtime.errors import InvalidBatch
 from tests.soak.checks import follow
 from tests.soak.tally import Tally
 from tests.support.submitter import last_words, spawn
@@ -85,4 +86,8 @@ def killed_submitter(stack, runtime, tally: Tally, rng: random.Random, spec: dic
     process.wait(10)
     with tally.lock:
         tally.faults["kill submitter"] += 1
-    return runtime.attach(batch_id)
+    try:
+        return runtime.attach(batch_id)
+    except InvalidBatch as error:  # submitted during a ledger cut, and lost with its process
+        tally.broke("batches not in the ledger after their submitter died", str(error))
+        return None

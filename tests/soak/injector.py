@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.soak.backlog import back_up_effects
 from tests.soak.keys import race_keyed_submits
 from tests.soak.locked_start import locked_start
-from tests.soak.sweep_holder import kill_sweep_holder
+from tests.soak.sweep_holder import kill_sweep_holder, stranded_by_the_dead
 from tests.soak.tally import Tally
 
 FAULTS = [
@@ -70,6 +70,8 @@ class Injector:
         if fault == "kill pool process":
             workers = stack.workers("reads") + stack.workers("effects")
             return any(stack.pool_processes(w) for w in workers)
+        if fault == "kill sweep holder":
+            return stranded_by_the_dead(stack, self.tally)
         return True
 
     def inject(self, fault: str, rng: random.Random) -> None:

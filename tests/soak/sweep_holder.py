@@ -54,3 +54,17 @@ def watch(stack, tally: Tally, holder: str, killed: float) -> None:
         f"{holder} kept the lock {gap:.1f} s after its SIGKILL",
         int(gap > GAP_LIMIT),
     )
+
+
+def stranded_by_the_dead(stack, tally: Tally) -> bool:
+    """False while the lock names a process that is no worker alive (one
+    killed by another fault mid sweep): the fault waits, and it is counted
+    once per holder."""
+    held = stack.sweep_holder()
+    if held is None or held[1] is not None:
+        return True
+    with tally.lock:
+        if held[0] not in tally.dead_holders:
+            tally.dead_holders.add(held[0])
+            tally.figures["sweep lock found naming a dead worker (other kills)"] += 1
+    return False

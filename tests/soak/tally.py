@@ -20,6 +20,7 @@ class Tally:
         self.broken: Counter[str] = Counter()  # the ledger's and the new faults' checks: must be 0
         self.figures: Counter[str] = Counter()  # counted, not judged
         self.sweep_gaps: list[float] = []  # seconds a killed sweep holder kept the lock
+        self.dead_holders: set[str] = set()
         self.followed: list[tuple] = []  # (batch id, calls, results streamed, workspace)
         self.errors: list[str] = []
         self.threads: list[threading.Thread] = []
