@@ -70,7 +70,7 @@ def in_ledger(
     ids = [call["id"] for call in calls]
     wrong = [f"{c}: {decisions[c]}" for c in ids if decisions[c] != 1]
     tally.broke("calls without exactly one decision row", f"{batch_id} {wrong[:3]}", len(wrong))
-    unended = [c for c in ids if c not in ends]
+    unended = [f"{c} (streamed {streamed.get(c)})" for c in ids if c not in ends]
     tally.broke("calls without an end in the ledger", f"{batch_id} {unended[:3]}", len(unended))
     unlike = [
         f"{c}: streamed {s}, ledger {ends[c].status.value}"

@@ -36,8 +36,14 @@ def race_keyed_submits(stack, runtime, base: Path, tally: Tally, rng: random.Ran
     }
     specs = [{**spec, "rules": WRITES}, {**spec, "rules": DENY}] * (RACERS // 2)
     rng.shuffle(specs)
-    with open(Path(stack.home) / "logs" / f"race-{number}.log", "w") as stderr:
-        outcomes = race_in(stack.client_env(), specs, base / f"race-{number}.start", stderr)
+    log = Path(stack.home) / "logs" / f"race-{number}.log"
+    try:
+        with open(log, "w") as stderr:
+            outcomes = race_in(stack.client_env(), specs, base / f"race-{number}.start", stderr)
+    except AssertionError:  # a racer died before it said it was ready
+        said = log.read_text(errors="replace").strip().splitlines()
+        tally.broke("racing submitters that could not start", said[-1][:300] if said else "")
+        return
     accepted = {o["batch_id"] for o in outcomes if "batch_id" in o}
     rules = {
         json.dumps(s["rules"]) for s, o in zip(specs, outcomes, strict=True) if "batch_id" in o
