@@ -94,6 +94,7 @@ class FaultStack:
         self.redis_url = ""
         self.kills = self.restarts = self.cuts = 0
         self._redis: redis.Redis | None = None  # the soak's look at the sweep's lock
+        self._cutting, self._cut_depth = threading.Lock(), 0
 
     def start(self) -> FaultStack:
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -235,11 +236,17 @@ class FaultStack:
             with locked_sqlite(self.settings.ledger_url):
                 yield
             return
-        self.relay.cut()
+        with self._cutting:  # cuts may overlap (the soak's faults): the last one restores
+            self._cut_depth += 1
+            if self._cut_depth == 1:
+                self.relay.cut()
         try:
             yield
         finally:
-            self.relay.restore()
+            with self._cutting:
+                self._cut_depth -= 1
+                if self._cut_depth == 0:
+                    self.relay.restore()
 
 
 class Supervisor:
