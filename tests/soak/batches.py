@@ -68,7 +68,8 @@ def submitter(stack, runtime, base: Path, tally: Tally, stop: threading.Event, s
             else:
                 handle = runtime.submit(**spec)
         except Exception as error:  # noqa: BLE001 - counted, and the soak goes on
-            tally.error(f"submit: {type(error).__name__}: {error}")
+            tally.broke(f"submits that raised {type(error).__name__}", str(error)[:200])
+            stop.wait(1.0)  # the ledger away, say: not a submit a millisecond meanwhile
             continue
         follow(runtime, tally, calls, handle, workspace)
 

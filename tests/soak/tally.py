@@ -7,6 +7,8 @@ import json
 import threading
 from collections import Counter
 
+EXAMPLES = 3  # examples kept of each broken figure
+
 
 class Tally:
     def __init__(self) -> None:
@@ -48,7 +50,7 @@ class Tally:
             return
         with self.lock:
             self.broken[what] += count
-            if example:
+            if example and self.broken[what] <= count * EXAMPLES:
                 self.errors.append(f"{what}: {example}")
 
 
