@@ -20,6 +20,7 @@ class Tally:
         self.reasons: Counter[str] = Counter()  # why calls ended neither ok nor skipped
         self.faults: Counter[str] = Counter()
         self.broken: Counter[str] = Counter()  # the ledger's and the new faults' checks: must be 0
+        self.examples: Counter[str] = Counter()
         self.figures: Counter[str] = Counter()  # counted, not judged
         self.sweep_gaps: list[float] = []  # seconds a killed sweep holder kept the lock
         self.dead_holders: set[str] = set()
@@ -50,7 +51,8 @@ class Tally:
             return
         with self.lock:
             self.broken[what] += count
-            if example and self.broken[what] <= count * EXAMPLES:
+            self.examples[what] += 1
+            if example and self.examples[what] <= EXAMPLES:
                 self.errors.append(f"{what}: {example}")
 
 
