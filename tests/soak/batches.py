@@ -79,8 +79,11 @@ def killed_submitter(stack, runtime, tally: Tally, rng: random.Random, spec: dic
     (None: the process died before its batch was submitted)."""
     process, batch_id = spawn(stack, spec)
     if not batch_id:
+        hung = process.poll() is None
+        process.kill()
         process.wait(10)
-        tally.broke("submitter processes that died before submitting", last_words(process))
+        what = "hung" if hung else "died"
+        tally.broke(f"submitter processes that {what} before submitting", last_words(process))
         return None
     time.sleep(rng.uniform(0, 1.0))
     process.send_signal(signal.SIGKILL)

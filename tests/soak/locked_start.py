@@ -18,7 +18,7 @@ from tests.soak.checks import follow
 from tests.soak.tally import Tally
 from tests.support.submitter import READY, last_words, lines, start
 
-START_PATIENCE = 30.0  # seconds for the process to make its Runtime (or die trying)
+START_PATIENCE = 10.0  # seconds for the process to make its Runtime (or die trying)
 HOLD = (1.0, 4.0)  # seconds the lock is held after that, so that the submit falls in it too
 
 
@@ -47,8 +47,11 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         process.send_signal(signal.SIGKILL)  # it waits to be killed, as a crashed client
         process.wait(10)
     if ready != READY:
-        said = last_words(process)
-        tally.broke("processes that could not start while the ledger was locked", said)
+        hung = ready is None and process.returncode == -signal.SIGKILL  # killed above, not dead
+        what = "hung" if hung else "died"
+        tally.broke(
+            f"processes that {what} at start while the ledger was locked", last_words(process)
+        )
         return
     if not batch_id:
         tally.broke("submits lost while the ledger was locked", last_words(process))

@@ -52,13 +52,19 @@ def last_words(process: subprocess.Popen) -> str:
     return said[-1][:300] if said else f"(exit {process.poll()})"
 
 
-def spawn(stack, spec: dict) -> tuple[subprocess.Popen, str]:
+def spawn(stack, spec: dict, patience: float = 60.0) -> tuple[subprocess.Popen, str]:
     """A submitter process of `stack` for `spec`, and the batch id it printed
-    once `submit` had returned ('' if it died first)."""
+    once `submit` had returned ('' if it died first or took over `patience` s)."""
     process = start(stack, spec)
-    lines = (line.strip() for line in process.stdout)
-    next(lines, "")  # READY
-    return process, next(lines, "")
+    out, give_up = lines(process), time.monotonic() + patience
+    for _ in (READY, "the batch id"):
+        try:
+            line = out.get(timeout=max(0.0, give_up - time.monotonic()))
+        except queue.Empty:
+            return process, ""
+        if line is None:
+            return process, ""
+    return process, line
 
 
 def lines(process: subprocess.Popen) -> queue.Queue:
