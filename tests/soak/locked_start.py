@@ -16,9 +16,10 @@ from pathlib import Path
 from tests.soak.batches import BATCH_TIMEOUT, WRITES, batch_of, workspace_for
 from tests.soak.checks import follow
 from tests.soak.tally import Tally
-from tests.support.submitter import READY, last_words, lines, start
+from tests.support.submitter import IMPORTED, READY, last_words, lines, start
 
-START_PATIENCE = 10.0  # seconds for the process to make its Runtime (or die trying)
+IMPORT_PATIENCE = 120.0  # seconds for the process's imports, before the lock (a loaded machine)
+START_PATIENCE = 20.0  # seconds for it to make its Runtime under the lock (or die trying)
 HOLD = (1.0, 4.0)  # seconds the lock is held after that, so that the submit falls in it too
 
 
@@ -35,9 +36,15 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         "timeout": BATCH_TIMEOUT,
         "key": f"soak-locked-{uuid.uuid4().hex}",
     }
+    gate = base / f"locked-{number}.gate"
+    process = start(stack, {**spec}, gate)
+    out = lines(process)
+    if _line(out, IMPORT_PATIENCE) != IMPORTED:
+        process.kill()
+        process.wait(10)
+        raise RuntimeError(f"the submitter did not get through its imports: {last_words(process)}")
     with stack.ledger_cut():
-        process = start(stack, {**spec})
-        out = lines(process)
+        gate.touch()
         ready = _line(out, START_PATIENCE)
         if ready == READY:
             time.sleep(rng.uniform(*HOLD))  # the fault's length, not a wait for a fact

@@ -1,6 +1,7 @@
 """A submitter the tests kill: makes its `Runtime` and says `ready`, submits the
 batch given as JSON on argv, prints its id, then waits to be SIGKILLed
-(`python -m tests.support.submitter SPEC`)."""
+(`python -m tests.support.submitter SPEC [GATE]`: with GATE, it says `imported`
+and waits for that file before it makes its `Runtime`)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,16 @@ from pathlib import Path
 from runtime.client import Runtime
 
 READY = "ready"
+IMPORTED = "imported"
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    if len(sys.argv) > 2:  # a gate: say the imports are done, then wait for the file
+        print(IMPORTED, flush=True)
+        gate = Path(sys.argv[2])
+        while not gate.exists():
+            time.sleep(0.005)
     runtime = Runtime.from_env()
     print(READY, flush=True)
     handle = runtime.submit(spec.pop("calls"), **spec)
@@ -27,15 +34,18 @@ def main() -> None:
     time.sleep(3600)
 
 
-def start(stack, spec: dict) -> subprocess.Popen:
+def start(stack, spec: dict, gate: Path | None = None) -> subprocess.Popen:
     """A submitter process of `stack` (a FaultStack) for `spec`, started; what
-    it says on stderr goes to the file `process.log` (`last_words`)."""
+    it says on stderr goes to the file `process.log` (`last_words`). With
+    `gate`, it says IMPORTED and makes its Runtime only once that file exists
+    (a machine under load may take seconds to import)."""
     env = stack.client_env()
     log = Path(stack.home) / "logs" / f"submitter-{uuid.uuid4().hex[:8]}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
+            [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)]
+            + ([str(gate)] if gate else []),
             env=env,
             cwd=env["PYTHONPATH"],
             stdout=subprocess.PIPE,
