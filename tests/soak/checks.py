@@ -55,6 +55,9 @@ def audit(ledger, tally: Tally, patience: float) -> None:
         tally.twice += sum(1 for count in ran.values() if count > 1)
         tally.overlapped += overlaps(workspace)
         in_ledger(ledger, tally, batch_id, calls, streamed, ran)
+        done = {mark["label"] for mark in marks(workspace, "effects_done")}
+        lost = [c for c, status in streamed.items() if status == "outcome_unknown" and c in done]
+        tally.figures["side effects that finished yet ended outcome_unknown"] += len(lost)
 
 
 def in_ledger(
