@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -79,7 +80,11 @@ def killed_submitter(stack, runtime, tally: Tally, rng: random.Random, spec: dic
     (None: the process died before its batch was submitted)."""
     process, batch_id = spawn(stack, spec)
     if not batch_id:
-        hung = process.poll() is None
+        try:
+            process.wait(5)  # it may be dying still, its stdout closed
+            hung = False
+        except subprocess.TimeoutExpired:
+            hung = True
         process.kill()
         process.wait(10)
         what = "hung" if hung else "died"
