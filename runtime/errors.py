@@ -58,6 +58,13 @@ class PathOutsideWorkspace(ToolError):
     status = Status.denied
 
 
+class AddressRefused(ToolError):
+    """A network tool was asked to reach an internal address (loopback,
+    private, link-local...) that the org policy does not name."""
+
+    status = Status.denied
+
+
 class UnsupportedArgument(ToolError):
     """An argument is well-formed but asks for something the tool cannot do
     safely (a regular expression feature the linear-time engine leaves out)."""

@@ -69,6 +69,17 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
     )
+    lease_seconds: float = Field(
+        6.0,
+        ge=1,
+        description=(
+            "How long a running call's lease, and the sweep's, lasts unless renewed; "
+            'holders renew every quarter of it (docs/architecture.md, "Leases").'
+        ),
+    )
+    resend_after: float = Field(
+        15.0, gt=0, description="Seconds after which a sent call no worker took is sent again."
+    )
     kill_grace: float = Field(
         5.0, gt=0, description="Seconds past a tool's timeout before its process is killed."
     )

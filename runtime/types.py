@@ -174,6 +174,17 @@ class CallMessage(BaseModel):
         tool = raw.get("tool") if isinstance(raw, dict) else None
         return tool if isinstance(tool, str) else None
 
+    @staticmethod
+    def call_of(raw: Any) -> tuple[str, str] | None:
+        """(batch id, call id) of a delivered message, without decoding the
+        rest: the worker's main process renews the leases of running calls."""
+        if not isinstance(raw, dict):
+            return None
+        batch_id, call_id = raw.get("batch_id"), raw.get("call_id")
+        if isinstance(batch_id, str) and isinstance(call_id, str):
+            return batch_id, call_id
+        return None
+
     @classmethod
     def from_wire(cls, raw: Any) -> CallMessage | None:
         """The message a broker delivered, or None if it is too malformed to

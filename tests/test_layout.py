@@ -27,7 +27,7 @@ LAZY_ALLOWED = {
 LAYERS = [
     {"types"},
     {"errors"},
-    {"settings", "workspace"},
+    {"settings", "workspace", "sessions"},
     {"config"},
     {"redaction"},
     {"registry"},

@@ -12,17 +12,21 @@ import gc
 import os
 
 from celery import signals
+from celery.worker import state
 
+from runtime import sessions
 from runtime.results.formatter import ledger_summary
 from runtime.transport.names import TASK
 from runtime.worker import Worker
 from runtime.worker.assembly import Parts
-from runtime.worker.sweeper import start_sweeping
+from runtime.worker.heartbeat import start_heartbeat
+from runtime.worker.sweeper import start_sweeping, sweep_holder
 from workers import app
 
 SWEEP_SECONDS = 1.0  # how often each worker offers to sweep
 _parts: list[Parts] = []
 _workers: dict[int, Worker] = {}
+_holder = sweep_holder()  # this worker's name as the sweep's holder
 
 
 def parts() -> Parts:
@@ -54,8 +58,11 @@ def _build_before_forking(**_: object) -> None:
     """Pool processes are forked from this one: load the tools here, then
     freeze what the collector would otherwise visit, so the children share
     those pages instead of each copying them (the registry, pydantic models,
-    SQLAlchemy)."""
-    parts()
+    SQLAlchemy). Pool processes record the sessions their calls start
+    (`runtime.sessions`); what dead pool processes left is killed here."""
+    settings = parts().settings
+    sessions.configure(settings.home / "sessions")
+    sessions.end_orphans()  # left by the pool processes of a worker that died
     gc.collect()
     gc.freeze()
 
@@ -65,7 +72,29 @@ def _build_in_pool_process(**_: object) -> None:
     worker()
 
 
+@signals.worker_process_shutdown.connect
+def _leave_pool_process(**_: object) -> None:
+    sessions.leave()
+
+
 @signals.worker_ready.connect
 def _start_sweeping(**_: object) -> None:
-    """Every worker offers to sweep; one at a time does."""
-    start_sweeping(worker, SWEEP_SECONDS)
+    """Every worker offers to sweep, one at a time does; and the main process
+    renews the leases of the calls its pool runs."""
+    start_sweeping(worker, SWEEP_SECONDS, holder=_holder)
+    beat = worker().settings.lease_seconds / 4
+    start_heartbeat(worker, _running, beat)
+
+
+@signals.worker_shutdown.connect
+def _stop_sweeping(**_: object) -> None:
+    """A warm shutdown hands the sweep on at once, not after its lease lapses."""
+    try:
+        worker().stop_sweeping(_holder)
+    except Exception:  # noqa: BLE001 - then it lapses
+        pass
+
+
+def _running() -> list[object]:
+    """The task messages this worker's pool is running (its main process's view)."""
+    return [request.args[0] for request in list(state.active_requests) if request.args]

@@ -8,18 +8,41 @@ import inspect
 from typing import Any
 
 from runtime.errors import InvalidBatch
+from runtime.registry import argument_limits
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import ToolResult
 
+# A message's own envelope (content list, block, input) around arguments that
+# may nest up to the limit admission gives an `invalid_arguments` result past.
+MAX_DEPTH = argument_limits.MAX_DEPTH + 16
+
 
 def plain(message: Any) -> Any:
-    """An SDK object (pydantic) as its JSON; JSON as it is."""
+    """An SDK object (pydantic) as its JSON; JSON as it is. A message nested
+    deeper than any provider's is `InvalidBatch`, found without recursion
+    before anything recurses into it."""
+    if hasattr(message, "model_dump"):
+        message = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    pending = [(message, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list | tuple):
+            if depth > MAX_DEPTH:
+                raise InvalidBatch(
+                    f"the message nests deeper than {MAX_DEPTH} levels; no tool call needs that"
+                )
+            items = value.values() if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+    return _plain(message)
+
+
+def _plain(message: Any) -> Any:
     if hasattr(message, "model_dump"):
         return message.model_dump(mode="json", by_alias=True, exclude_none=True)
     if isinstance(message, list | tuple):
-        return [plain(item) for item in message]
+        return [_plain(item) for item in message]
     if isinstance(message, dict):
-        return {key: plain(value) for key, value in message.items()}
+        return {key: _plain(value) for key, value in message.items()}
     return message
 
 

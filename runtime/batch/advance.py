@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from pathlib import Path
 
 from runtime.batch.plan import BatchPlan
-from runtime.batch.progress import Answer, End, Steps, View, next_steps
+from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
 from runtime.batch.signer import Signer
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
@@ -35,6 +36,7 @@ from runtime.types import Status, ToolCall, ToolResult
 log = logging.getLogger("toolrun.batch")
 CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
 ROUNDS = 4  # passes of one advance: an end decided in one may let the next stage go
+LEASE_SECONDS = 6.0  # a default: runtime.settings.Settings.lease_seconds
 
 
 class Advancer:
@@ -47,9 +49,12 @@ class Advancer:
         queue: Queue,
         state: BatchState,
         approvals: Approvals,
+        lease_seconds: float = LEASE_SECONDS,
+        resend_after: float = RESEND_AFTER,
     ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
+        self.lease_seconds, self.resend_after = lease_seconds, resend_after
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
@@ -66,7 +71,8 @@ class Advancer:
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)
                 try:
-                    self.ledger.mark_ended(batch_id)
+                    if self.ledger.mark_ended(batch_id):  # else an end is still on its way
+                        self._drop_plan(batch_id)
                 except LedgerUnavailable:  # the sweep marks it once the ledger is back
                     pass
                 return True
@@ -82,9 +88,18 @@ class Advancer:
         steps = next_steps(plan, view)
         ended = self._carry_out(plan, steps)
         if steps.finished:
-            self.ledger.mark_ended(plan.batch.id)
+            if self.ledger.mark_ended(plan.batch.id):
+                self._drop_plan(plan.batch.id)
         elif ended:
             self.advance(plan.batch.id)
+
+    def _drop_plan(self, batch_id: str) -> None:
+        """Redis's copy of an ended batch's plan goes with the ledger's row: it
+        holds the arguments unredacted (docs/architecture.md, "Secrets")."""
+        try:
+            self.state.drop_plan(batch_id)
+        except StateUnavailable:  # its TTL ends it
+            pass
 
     def cancel(self, batch_id: str, *, by: str) -> None:
         """No call of the batch starts from now on; calls running get a short
@@ -102,13 +117,19 @@ class Advancer:
             self.approvals.expire(batch_id, call_id)
             expired.add(batch_id)
         now = utc_now()
-        stale = now if everything else now.fromtimestamp(time.time() - RESEND_STALE, now.tzinfo)
+        stale = (
+            now if everything else now.fromtimestamp(time.time() - self.resend_after, now.tzinfo)
+        )
+        lapsed = self._lapsed()
         found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
+        found |= {batch_id for batch_id, _ in lapsed}
         for batch_id in sorted(found):
             try:
                 self.advance(batch_id)
             except Exception:  # noqa: BLE001 - one batch's fault must not stop the sweep
                 log.exception("batch %s: the sweep could not carry it on", batch_id)
+        for batch_id, call_id in lapsed:  # ended now; a live holder renews its lease again
+            self.state.release(batch_id, call_id)
         return len(found)
 
     def conclude(self, plan: BatchPlan, end: End, decision: Decision | None = None) -> bool:
@@ -164,15 +185,53 @@ class Advancer:
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
         ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
+        claimed = self.ledger.claimed(batch_id)
+        taken = started - claimed.keys() - ends.keys()  # reads and idempotent calls running
+        lost, stalled = self._gone(batch_id, claimed, taken)
         return View(
             ends=ends,
             sent=sent,
-            started=started | self.ledger.claimed(batch_id),
+            started=started | set(claimed),
             approvals=self._answers(plan, now),
             cancelled_at=cancelled,
             now=now,
             cause="the runtime was closed" if closed else endings.CANCELLED,
+            lost=lost,
+            stalled=stalled,
+            resend_after=self.resend_after,
         )
+
+    def _gone(
+        self, batch_id: str, claimed: dict[str, datetime], taken: set[str]
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """The calls whose worker is gone ("Leases"): claimed ones (lost: they
+        end) and others a worker took (stalled: they run again). A lease ran
+        out; or a claimed call has none, and neither its claim nor the state's
+        last start is a lease's time old (its holder takes the lease right
+        after the claim, and after a restart of the state renews it). With the
+        state away, none."""
+        try:
+            holds = self.state.holds(batch_id, [*claimed, *taken])
+            bare = any(call_id not in holds for call_id in claimed)
+            reset = self.state.reset_at() if bare else 0.0
+        except StateUnavailable:
+            return frozenset(), frozenset()
+        now = time.time()
+
+        def lapsed(call_id: str, since: float) -> bool:
+            if call_id in holds:
+                return holds[call_id] <= now
+            return now - max(since, reset) >= self.lease_seconds
+
+        lost = frozenset(c for c, at in claimed.items() if lapsed(c, at.timestamp()))
+        stalled = frozenset(c for c in taken if c in holds and lapsed(c, now))
+        return lost, stalled
+
+    def _lapsed(self) -> set[tuple[str, str]]:
+        try:
+            return self.state.lapsed(time.time())
+        except StateUnavailable:
+            return set()
 
     def _announced(self, batch_id: str) -> dict[str, ToolResult]:
         try:
@@ -303,9 +362,6 @@ class Advancer:
         )
         self.queue.post([message], parallel=plan.calls[call_id].read)
         return False
-
-
-RESEND_STALE = 15.0  # seconds after which an open batch is worth a look by the sweep
 
 
 def _decision(end: End) -> Decision:

@@ -7,6 +7,7 @@ batch on (docs/architecture.md, "A batch the cluster owns").
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -46,7 +47,12 @@ class BatchPlan(BaseModel):
     stages: list[PlannedStage]
 
     def call(self, call_id: str) -> ToolCall:
-        return next(call for call in self.batch.calls if call.id == call_id)
+        """A call of the batch by id, in constant time (a batch may hold thousands)."""
+        return self._by_id[call_id]
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, ToolCall]:
+        return {call.id: call for call in self.batch.calls}
 
     def chain_from(self, index: int, ended: set[str]) -> list[str]:
         """Ordered steps from stage `index` on that can travel as one chain: each

@@ -21,7 +21,7 @@ from runtime.results import endings
 from runtime.types import ToolCall, ToolResult
 
 CANCEL_GRACE = 5.0  # seconds calls already running get after a cancel
-RESEND_AFTER = 15.0  # seconds after which a sent call no worker took is sent again
+RESEND_AFTER = 15.0  # seconds after which a sent call no worker took is sent again (a default)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class View:
     cancelled_at: float | None
     now: float
     cause: str = endings.CANCELLED  # what a cancel's results say ended the batch
+    lost: frozenset[str] = frozenset()  # claimed calls whose holder stopped renewing its lease
+    stalled: frozenset[str] = frozenset()  # reads (and idempotent calls) likewise: run again
+    resend_after: float = RESEND_AFTER
 
 
 @dataclass(frozen=True)
@@ -95,13 +98,19 @@ def _decide(
     sent = call_id in view.sent or started
     cancelled = view.cancelled_at is not None
     past = view.now >= plan.deadline
+    if call_id in view.lost:  # its worker is gone (docs/architecture.md, "Leases")
+        return End(endings.worker_lost(call.id, call.name))
     if started or (sent and planned.read):
         graced = cancelled and view.now >= view.cancelled_at + CANCEL_GRACE
         if past or graced:
             return End(
                 endings.abandoned(call, read=planned.read, cancelled=cancelled, cause=view.cause)
             )
-        if sent and not started and view.now - view.sent.get(call_id, view.now) >= RESEND_AFTER:
+        if call_id in view.stalled:  # its worker is gone; it is safe to run again
+            _resend(planned, view, steps)
+            return None
+        waited = view.now - view.sent.get(call_id, view.now)
+        if sent and not started and waited >= view.resend_after:
             _resend(planned, view, steps)
         return None
     # Not taken by any worker: it did not start (a side effect only while still unclaimed).
@@ -116,7 +125,7 @@ def _decide(
             return End(_refused(call, "approval timed out"), EventKind.decision)
         return End(endings.skipped_at_deadline(call.id, call.name), EventKind.skipped, guard)
     if sent:
-        if view.now - view.sent[call_id] >= RESEND_AFTER:
+        if view.now - view.sent[call_id] >= view.resend_after:
             _resend(planned, view, steps)
         return None
     if planned.effect == "allow":

@@ -69,7 +69,7 @@ def keys_create(
     name: str,
     role: Annotated[str, typer.Option(help="submitter, approver or admin.")],
     workspace_root: Annotated[
-        list[Path] | None,
+        list[str] | None,  # not Path: typer would read "" as "."
         typer.Option(help="A directory the key's batches must be in (repeatable)."),
     ] = None,
     max_mode: Annotated[str | None, typer.Option(help="The most permissive mode allowed.")] = None,
@@ -80,9 +80,11 @@ def keys_create(
 
     chosen = Role(choice("role", role, tuple(Role.__members__)))
     mode = Mode(check_mode(max_mode)) if max_mode is not None else None
-    roots = [str(root) for root in workspace_root or []]
+    roots = list(workspace_root or [])
     for root in roots:
-        if not Path(root).is_dir():
+        if not root.strip() or not Path(root).expanduser().is_absolute():
+            fail(f"--workspace-root {root!r} is not an absolute path")
+        if not Path(root).expanduser().is_dir():
             fail(f"--workspace-root {root} is not a directory")
     print(mint(_keys(), name, chosen, roots=roots, max_mode=mode))
 

@@ -1,10 +1,11 @@
 """The rows a batch writes from the client's side: the batch, its calls, one
-decision per call before anything runs, and every end the client decides
-(refusals, skips, deadlines, approval answers)."""
+decision per call before anything runs, and the ends the client decides
+(refusals; without the ledger, the side effects that did not run)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from enum import StrEnum
 
 from runtime.errors import LedgerUnavailable
@@ -32,6 +33,7 @@ class BatchAudit:
         self.batch = batch
         self.policy = policy
         self.theirs = False  # its rows, once buffered, found the batch recorded by another
+        self._write_later: Callable[[list[CallEnd]], bool] = lambda closed: False
 
     def admissions(
         self,
@@ -45,8 +47,8 @@ class BatchAudit:
         (key, fingerprint, deadline); a refused call's one row is its end, with
         the decision that ended it. `found`: the batch id was recorded before
         (a racing submitter of its key won), and none of these rows was
-        written. `buffered`: the ledger is unavailable (the caller fails
-        closed; the rows, without the plan, wait in the buffer)."""
+        written. `buffered`: the ledger is unavailable; the caller fails
+        closed and hands the ends of what did not run to `keep`."""
         events = [
             event_fields(
                 self.batch.id,
@@ -71,43 +73,41 @@ class BatchAudit:
         ]
         risks = {a.call.id: a.spec.risk.value if a.spec else None for a in admissions}
 
-        def write(**owned) -> bool:
+        def write(closed: list[CallEnd] = ()) -> bool:
             recorded = self.ledger.record_batch(
                 self.batch,
                 risks=risks,
                 events=events,
                 policy_version=self.policy.version,
-                ends=ends,
-                **owned,
+                ends=[*ends, *closed],
+                plan=plan,
+                columns=columns,
             )
             self.theirs = not recorded
             return recorded
 
         try:
-            recorded = write(plan=plan, columns=columns)
+            recorded = write()
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
-            self.ledger.later(write)  # no plan: nobody carries the batch on later
+            self._write_later = write
             return Recording.buffered
         return Recording.recorded if recorded else Recording.found
 
-    def end(
-        self,
-        result: ToolResult,
-        kind: EventKind = EventKind.finished,
-        decision: Decision | None = None,
-    ) -> None:
-        """A call's end decided on the client's side: now, or from the buffer
-        once the ledger is back (after this batch's rows that wait there). Not
-        at all if those rows found the batch recorded by another submitter of
-        its key: its calls' ends are that batch's, not this process's."""
-        fields = self._fields(decision, None)
-
-        def write() -> None:
-            if not self.theirs:
-                self.ledger.record_result(self.batch.id, result, kind=kind, **fields)
-
-        self.ledger.eventually(write)
+    def keep(self, closed: list[ToolResult]) -> None:
+        """After `admissions` said `buffered`: the batch's rows, whole (its key,
+        deadline and plan), for when the ledger is back, in one transaction
+        with `closed`, the ends of its calls that did not run without the
+        ledger. Whoever then carries the batch on from its plan (the sweep)
+        finds those calls ended and sends none of them (docs/architecture.md,
+        "The ledger")."""
+        fields = self._fields(None, None)
+        ends = [
+            CallEnd(self.batch.id, result, redactor=self.ledger.redactor, **fields)
+            for result in closed
+        ]
+        write = self._write_later
+        self.ledger.later(lambda: write(ends))
 
     def _fields(self, decision: Decision | None, risk: str | None) -> dict[str, str | None]:
         fields = {

@@ -72,8 +72,8 @@ def check_key(known: BatchRow, batch: Batch, policy: Policy, key: str) -> None:
     """A submit of `key` again may attach to the batch the key started only if
     it asks for exactly that batch; otherwise `KeyConflict`, saying what
     differs, before this submit has written anything (docs/architecture.md,
-    "Attach and keys"). A batch recorded from a buffer has no fingerprint:
-    its columns are compared."""
+    "Attach and keys"). A batch an older toolrun recorded from a buffer has
+    no fingerprint: its columns are compared."""
     differs = [
         name
         for name, ours, theirs in (
@@ -149,10 +149,11 @@ class BatchRun:
             deadline=deadline,
             approval_timeout=services.approval_timeout,
         )
-        columns = {
+        columns = {  # written from the buffer too, as they are now
             "key": key,
             "fingerprint": fingerprint(batch, policy),
             "deadline_at": datetime.fromtimestamp(deadline, UTC),
+            "created_at": datetime.now(UTC),
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
@@ -244,15 +245,20 @@ class BatchRun:
             and a.spec.risk is Risk.read
             and a.decision.effect.value == "allow"
         ]
-        for admission in admissions:
-            if isinstance(admission, Admitted) and admission not in reads:
-                result = endings.ledger_unavailable(admission.call.id, admission.spec.name)
-                audit.end(result)
-                self.events.end(result)
+        closed = [
+            endings.ledger_unavailable(a.call.id, a.spec.name)
+            for a in admissions
+            if isinstance(a, Admitted) and a not in reads
+        ]
+        audit.keep(closed)  # the batch's rows with these ends, once the ledger is back
+        for result in closed:
+            self.events.end(result)
         if reads:  # no side effect of this batch runs, so no read can miss one
-            self.services.transport.post(
-                [plan.calls[a.call.id].message for a in reads], parallel=True
-            )
+            # Marked sent, as the advancer marks what it sends: once the plan lands,
+            # the sweep waits for these instead of sending them again.
+            transport = self.services.transport
+            sent = transport.mark_sent(self.batch.id, [a.call.id for a in reads])
+            transport.post([plan.calls[c].message for c in sent], parallel=True)
 
 
 def requested(notice: ToolResult) -> ApprovalRequested:

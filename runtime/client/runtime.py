@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -105,6 +106,8 @@ class Runtime:
             queue=transport,
             state=transport,
             approvals=self.approvals,
+            lease_seconds=settings.lease_seconds,
+            resend_after=settings.resend_after,
         )
         self.services = Services(
             registry=self.registry,
@@ -331,11 +334,17 @@ def _batch(calls, *, mode, workspace, on_error) -> Batch:
             workspace=str(workspace or "."),
             on_error=on_error or "stop",
         )
-    ids = [call.id for call in batch.calls]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if not batch.calls:  # an empty batch has nothing to run, and no rows to record it by
+        raise InvalidBatch("the batch has no calls; send at least one tool call")
+    counts = Counter(call.id for call in batch.calls)  # linear: a batch may hold 10,000 calls
+    duplicates = sorted(i for i, n in counts.items() if n > 1)
     if duplicates:
         raise InvalidBatch(f"duplicate call ids in batch: {', '.join(duplicates)}")
     root = Path(batch.workspace)
-    if not root.is_dir():
-        raise InvalidBatch(f"workspace {batch.workspace!r} is not a directory")
+    try:
+        usable = root.is_dir()
+    except OSError:  # a name too long, a NUL: no directory can be there either
+        usable = False
+    if not usable:
+        raise InvalidBatch(f"workspace {batch.workspace[:300]!r} is not a directory")
     return batch.model_copy(update={"workspace": str(root.resolve())})

@@ -106,7 +106,7 @@ def _at_least_once(
     look = Look(cancelled=False, delivery=1, result=None)
     if state is not None:
         try:
-            look = state.look(message.batch_id, call_id)
+            look = state.look(message.batch_id, call_id, hold=settings.lease_seconds)
         except StateUnavailable as error:  # Redis is down: publishing the result will wait for it
             log.warning("cannot look at %s before running it: %s", call_id, error)
     meta = {"worker": worker, "attempts": look.delivery}
@@ -180,12 +180,17 @@ def _claimed(
     if begun.start is Start.cancelled:  # recorded in the ledger, whatever the flag said
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
+    if begun.start is Start.taken:
+        # Another delivery holds the claim: while its lease is renewed it runs the
+        # call; once it is not, the sweep ends the call (docs/architecture.md, "Leases").
+        return Outcome(endings.running_elsewhere(call.id, spec.name, **meta), False)
     recall = (lambda b, c: _recall(state, b, c)) if state is not None else (lambda b, c: None)
     early = _early_end(begun, message, spec.name, worker, recall)
     if early is not None:
         if begun.start is Start.finished:
             return Outcome(early, False)
         return _record(ledger, message, early)
+    _hold(state, message, settings.lease_seconds)
 
     def retried(attempt: int, error: BaseException) -> None:
         ledger.eventually(
@@ -208,7 +213,19 @@ def _claimed(
         on_retry=retried,
         quiet=ledger.quiet,
     )
-    return _record(ledger, message, result)
+    return _record(ledger, message, result)  # publishing the end releases the lease
+
+
+def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> None:
+    """The claimed call's lease, which this worker's main process renews while
+    it runs. With the state away it is taken at the first renewal; until then
+    the claim is young enough to count as held."""
+    if state is None:
+        return
+    try:
+        state.hold(message.batch_id, message.call_id, seconds)
+    except StateUnavailable as error:
+        log.warning("cannot take the lease of %s: %s", message.call_id, error)
 
 
 def _cancelled(state: BatchState, batch_id: str) -> bool:
@@ -238,8 +255,6 @@ def _early_end(
         return None
     if begun.start is Start.finished:
         return recall(message.batch_id, call_id) or _from_row(begun, message, tool)
-    if begun.start is Start.taken:
-        return endings.worker_lost(call_id, tool, **meta)
     return endings.unrecorded(call_id, tool, **meta)
 
 

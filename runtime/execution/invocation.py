@@ -5,7 +5,8 @@ The timeout is enforced here, on every pool. In a prefork pool process the
 tool runs on the main thread under an alarm (SIGALRM): Python code and
 blocked system calls (a socket read, waiting for a child) are interrupted
 with `CallTimedOut` and unwind, so when the result is handed over the tool
-has stopped, and the next ordered step cannot overlap it. C code that holds
+has stopped, and the next ordered step cannot overlap it (nor can a session
+it started: the process ends any it recorded, `runtime.sessions`). C code that holds
 the GIL cannot be interrupted: the worker kills the process at the hard
 limit (`runtime.execution.time_limits`). Off the main thread (a threads pool) the tool
 runs in a watched thread that gets `CallTimedOut` at the timeout; one blocked
@@ -32,6 +33,7 @@ from typing import Any
 
 import tenacity
 
+from runtime import sessions
 from runtime.errors import CallTimedOut, ToolError
 from runtime.execution import time_limits
 from runtime.gate.admission import Admitted
@@ -60,6 +62,8 @@ def invoke(
         batch_id=message.batch_id,
         call_id=message.call_id,
         max_bytes=settings.result_max_bytes,
+        redactor=redactor_for(settings.redaction_patterns),
+        internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1}
@@ -74,6 +78,7 @@ def invoke(
     if _alarm_free():
         with quiet():
             overran = _alarmed(target, timeout)
+        sessions.end_own()  # a session the tool left (a stopped MCP server's) dies with its call
     else:  # a threads pool: the tool's thread is not this one, and others run tools too
         overran = _watched(target, timeout, spec.name)
     meta = {

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from runtime.errors import PathOutsideWorkspace
 from runtime.gate.decision import Decision, Effect
 from runtime.gate.policy import Policy
-from runtime.gate.protected import refuse_settings_path
+from runtime.gate.protected import refuse_home_path, refuse_settings_path
 from runtime.gate.rules import Level, Rule, matching
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import Mode, Risk
@@ -144,6 +144,10 @@ def _input_refusal(spec, arguments, workspace: Path, policy: Policy) -> Decision
                 refuse_settings_path(workspace.resolve(), path, resolved)
         except PathOutsideWorkspace as error:
             return Decision.deny(str(error), rule="workspace", source="runtime")
+        try:
+            refuse_home_path(workspace.resolve(), path, resolved)
+        except PathOutsideWorkspace as error:
+            return Decision.deny(str(error), rule="toolrun-home", source="runtime")
     return None
 
 

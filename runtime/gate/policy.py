@@ -6,7 +6,11 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
 
     {"permissions": {"allow": [...], "ask": [...], "deny": [...]},
      "trusted_workspaces": ["~/src"],          # org and user files only
-     "workspace_roots": ["/srv/agents"]}       # org file only
+     "workspace_roots": ["/srv/agents"],       # org file only
+     "internal_hosts": ["10.2.0.0/16", "db.internal"]}  # org file only
+
+`internal_hosts` names the internal hosts and ranges a network tool may reach
+(runtime/gate/addresses.py); every other internal address is refused.
 
 Org policy is `TOOLRUN_POLICY_FILE`, the project file `<workspace>/.toolrun/
 settings.json`, the user file `TOOLRUN_USER_SETTINGS_FILE`. A file that cannot
@@ -23,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigurationError
+from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
 from runtime.gate.rules import Level, Rule, parse
 from runtime.settings import Settings
 
 PROJECT_FILE = Path(".toolrun") / "settings.json"
 KEYS = {
-    Level.org: {"permissions", "trusted_workspaces", "workspace_roots"},
+    Level.org: {"permissions", "trusted_workspaces", "workspace_roots", "internal_hosts"},
     Level.user: {"permissions", "trusted_workspaces"},
     Level.project: {"permissions"},
 }
@@ -42,11 +47,14 @@ class Policy:
     roots: tuple[str, ...] | None
     workspace: str
     version: str
+    internal_hosts: tuple[str, ...] = ()
 
     def snapshot(self) -> dict[str, Any]:
         """The policy as JSON, carried (signed) in every task message so the
         worker checks against exactly what the batch was submitted under."""
+        internal = {"internal_hosts": list(self.internal_hosts)} if self.internal_hosts else {}
         return {
+            **internal,
             "rules": [
                 {
                     "text": r.text,
@@ -69,7 +77,8 @@ class Policy:
             for r in data["rules"]
         )
         roots = tuple(data["roots"]) if data["roots"] is not None else None
-        return cls(rules, data["trusted"], roots, data["workspace"], data["version"])
+        internal = tuple(data.get("internal_hosts", ()))
+        return cls(rules, data["trusted"], roots, data["workspace"], data["version"], internal)
 
 
 class PolicySources:
@@ -98,15 +107,22 @@ class PolicySources:
             *_rules({"permissions": batch_rules or {}, "_source": "submit"}, Level.batch),
         ]
         roots = self.org.get("workspace_roots")
+        internal = tuple(self.org.get("internal_hosts", ()))
         body = {
             "rules": [r.as_dict() for r in rules],
             "trusted": trusted,
             "roots": roots,
             "workspace": str(workspace),
+            **({"internal_hosts": list(internal)} if internal else {}),  # older versions stay
         }
         version = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         return Policy(
-            tuple(rules), trusted, tuple(roots) if roots else None, str(workspace), version
+            tuple(rules),
+            trusted,
+            tuple(roots) if roots else None,
+            str(workspace),
+            version,
+            internal,
         )
 
 
@@ -138,6 +154,13 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
             isinstance(data[key], list) and all(isinstance(v, str) for v in data[key])
         ):
             raise ConfigurationError(f"{path}: {key} must be a list of directory paths")
+    if "internal_hosts" in data:
+        if not isinstance(data["internal_hosts"], list):
+            raise ConfigurationError(f"{path}: internal_hosts must be a list of hosts or ranges")
+        try:
+            InternalHosts.parse(data["internal_hosts"])
+        except ValueError as error:
+            raise ConfigurationError(f"{path}: {error}") from None
     return data
 
 

@@ -33,6 +33,37 @@ def refuse_settings_path(workspace: Path, path: str, resolved: Path) -> None:
             raise PathOutsideWorkspace(_refusal(path))
 
 
+def refuse_home_path(workspace: Path, path: str, resolved: Path) -> None:
+    """Raise `PathOutsideWorkspace` if `path` (resolved to `resolved`) is in
+    toolrun's own home: a `.toolrun/` directory (the default home, and the
+    project's settings), or the home `TOOLRUN_HOME` names. Its stack record,
+    ledger and logs hold what no tool may read (docs/architecture.md, "Secrets")."""
+    spelt = _workspace_relative(workspace, path)
+    if _names_project_dir(spelt) or _names_project_dir(resolved.relative_to(workspace).as_posix()):
+        raise PathOutsideWorkspace(_home_refusal(path))
+    for home in homes():
+        # A workspace made inside the home (the demo's) holds no state of its own.
+        inside = workspace != home and workspace.is_relative_to(home)
+        if not inside and (resolved == home or resolved.is_relative_to(home)):
+            raise PathOutsideWorkspace(_home_refusal(path))
+
+
+def homes() -> list[Path]:
+    """Where toolrun's home really is: `TOOLRUN_HOME`, else `.toolrun` in the
+    working directory, read at call time as `protected_locations` reads its files."""
+    try:
+        return [Path(os.environ.get("TOOLRUN_HOME") or PROJECT_DIR).expanduser().resolve()]
+    except (RuntimeError, OSError):
+        return []
+
+
+def _home_refusal(path: str) -> str:
+    return (
+        f"path {path!r} is in toolrun's own home (.toolrun/: its stack record, ledger, "
+        "logs and settings); no tool reads or writes it. Use a path elsewhere in the workspace."
+    )
+
+
 def _refusal(path: str) -> str:
     return (
         f"path {path!r} is a toolrun settings location (.toolrun/); tools may not "

@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse
 
 from runtime.client import Runtime
 from runtime.gateway import approvals, batches, problems, service
+from runtime.gateway.auth import Standing
 from runtime.gateway.bodies import BodyLimit
+from runtime.gateway.cursors import Cursors
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
 from runtime.ledger.keys import Keys
@@ -40,6 +42,8 @@ class Gateway:
     handles: Handles
     metrics: Metrics
     org_allows: list[str]  # what a submitter key's batch rules may allow
+    standing: Standing  # whether the key of an open stream or poll is still live
+    cursors: Cursors  # this process's logs of its streams, for short event ids
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
@@ -47,12 +51,15 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     runtime = runtime or Runtime(settings)
     redactor = redactor_for(runtime.settings.redaction_patterns)
     org = runtime.policies.org.get("permissions", {})
+    keys = Keys(runtime.ledger)
     gateway = Gateway(
         runtime=runtime,
-        keys=Keys(runtime.ledger),
+        keys=keys,
         handles=Handles(runtime),
         metrics=Metrics(),
         org_allows=list(org.get("allow", [])),
+        standing=Standing(keys),
+        cursors=Cursors(),
     )
 
     @asynccontextmanager

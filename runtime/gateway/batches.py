@@ -56,7 +56,7 @@ def submit(
     request: Request,
     response: Response,
     key: Authorized,
-    idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
 ) -> dict[str, Any]:
     """Start a batch and answer at once. The same `Idempotency-Key` again (from
     the same key) answers the same batch and runs nothing twice; with another
@@ -105,8 +105,9 @@ async def state(
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
 ) -> dict[str, Any]:
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
-    seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
-    await events.settled(seen.handle, wait)
+    gateway = request.app.state.gateway
+    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    await events.settled(seen.handle, wait, _alive(gateway, key))
     finals, waiting = seen.handle.so_far()
     batch = seen.handle.batch
     return {
@@ -130,15 +131,19 @@ async def stream(
 ) -> EventSourceResponse:
     """One event per result as it ends (`result`), a `notice` for a call that
     waits for approval, then `end`. Reconnect with `Last-Event-ID` to resume."""
-    sent = events.cursor(last_event_id)
     gateway = request.app.state.gateway
+    sent = gateway.cursors.parse(last_event_id)
     seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
 
     async def counted():
         gateway.metrics.streams.inc()
         try:
             async for event in events.stream(
-                seen.handle, sent, on_event=gateway.metrics.events.inc
+                seen.handle,
+                sent,
+                on_event=gateway.metrics.events.inc,
+                alive=_alive(gateway, key),
+                cursors=gateway.cursors,
             ):
                 yield event
         finally:
@@ -157,8 +162,9 @@ async def reply(
 ) -> Any:
     """What to send the model next, in the message's dialect (or `format`),
     once every call has ended (409 before; `wait` holds the request)."""
-    seen = await run_in_threadpool(access.batch, request.app.state.gateway, key, batch_id)
-    await events.settled(seen.handle, wait)
+    gateway = request.app.state.gateway
+    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    await events.settled(seen.handle, wait, _alive(gateway, key))
     if not seen.handle.done:
         raise Problem(
             409,
@@ -184,6 +190,11 @@ def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
     gateway.runtime.cancel(batch_id, by=key.name)
     log.info("batch cancelled by key %s", key.name, extra={"batch_id": batch_id, "call_id": None})
     return {"batch_id": batch_id, "cancelled_by": key.name}
+
+
+def _alive(gateway: Any, key: Key) -> events.Alive:
+    """Whether `key` is still live, for a request that stays open."""
+    return lambda: gateway.standing.still_live(key.id)
 
 
 def _links(batch_id: str) -> dict[str, str]:

@@ -3,39 +3,30 @@
 
 One event per result as it ends (`event: result`, a `ToolResult`), a notice
 for a call waiting for approval (`event: notice`, an `ApprovalRequested`:
-call_id, tool, reason) and a last `event: end`. An event's id is a
-cursor: a bitmap, two bits a call in the model's order (its notice, its final
-result), of what the stream has sent so far. A client that reconnects with
-`Last-Event-ID` gets exactly what the cursor lacks, from any gateway process,
-in whatever order that process learnt the results: no event is sent twice and
-none is lost, because the cursor says which, not how many.
+call_id, tool, reason) and a last `event: end`. An event's id says what the
+stream has sent so far, in the model's order and not in the order this process
+learnt the results (runtime/gateway/cursors.py): a client that reconnects with
+`Last-Event-ID` gets what the stream had not sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import string
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from runtime.client.handle import BatchHandle
-from runtime.gateway.problems import Problem
+from runtime.gateway.auth import RECHECK
+from runtime.gateway.cursors import Cursors, Ids
+from runtime.gateway.problems import Unauthorized
 from runtime.redaction import redact
 from runtime.types import Event, ToolResult
 
-MAX_CURSOR = 100_000  # hex digits: 200,000 calls; a longer Last-Event-ID is not one of ours
+Alive = Callable[[], Awaitable[bool]]  # whether the request's key is still live
 
 
-def cursor(text: str | None) -> int:
-    if not text:
-        return 0
-    if len(text) > MAX_CURSOR or not all(c in string.hexdigits for c in text):
-        raise Problem(
-            400,
-            "invalid Last-Event-ID",
-            "Last-Event-ID must be the id of an event this stream sent",
-        )
-    return int(text, 16)
+async def _always() -> bool:
+    return True
 
 
 def body(event: Event) -> dict:
@@ -47,8 +38,12 @@ async def stream(
     sent: int,
     *,
     on_event: Callable[[], None] = lambda: None,
+    alive: Alive = _always,
+    cursors: Cursors | None = None,
 ) -> AsyncIterator[dict]:
-    """The events `sent` lacks, as sse-starlette's dicts, until every call has ended."""
+    """The events `sent` lacks, as sse-starlette's dicts, until every call has
+    ended, or until `alive` says the key was revoked: then the stream stops
+    without `end` (a reconnect is a 401)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Event] = asyncio.Queue()
 
@@ -58,22 +53,31 @@ async def stream(
     for event in handle.subscribe(listener):  # later events queue behind these (same loop turn)
         queue.put_nowait(event)
     index = {call.id: i for i, call in enumerate(handle.batch.calls)}
-    finals = sum(1 for i in range(len(index)) if sent >> (2 * i + 1) & 1)
+    ids = Ids(cursors or Cursors(), len(index), sent)
+    finals = sum(ids.finals)
     try:
         while finals < len(index):
-            event = await queue.get()
+            try:
+                event = await asyncio.wait_for(queue.get(), RECHECK)
+            except TimeoutError:
+                event = None
+            if not await alive():
+                return
+            if event is None:
+                continue
             position = index.get(event.call_id)
             if position is None:
                 continue
             final = isinstance(event, ToolResult)
-            bit, final_bit = 1 << (2 * position + final), 1 << (2 * position + 1)
+            number = 2 * position + final
+            bit, final_bit = 1 << number, 1 << (2 * position + 1)
             if sent & bit or sent & final_bit:  # sent already, or a notice after its end
                 continue
             sent |= bit
             finals += final
             on_event()
             yield {
-                "id": format(sent, "x"),
+                "id": ids.next(sent, number),
                 "event": "result" if final else "notice",
                 "data": json.dumps(body(event)),
             }
@@ -82,8 +86,9 @@ async def stream(
         handle.unsubscribe(listener)
 
 
-async def settled(handle: BatchHandle, seconds: float) -> None:
-    """Wait until every call of the batch has ended, or `seconds` pass."""
+async def settled(handle: BatchHandle, seconds: float, alive: Alive = _always) -> None:
+    """Wait until every call of the batch has ended, or `seconds` pass; a 401
+    as soon as `alive` says the key was revoked."""
     if handle.done or seconds <= 0:
         return
     loop = asyncio.get_running_loop()
@@ -94,10 +99,14 @@ async def settled(handle: BatchHandle, seconds: float) -> None:
             loop.call_soon_threadsafe(ended.set)
 
     handle.subscribe(listener)
+    until = loop.time() + seconds
     try:
-        if not handle.done:
-            await asyncio.wait_for(ended.wait(), seconds)
-    except TimeoutError:
-        pass
+        while not handle.done and loop.time() < until:
+            try:
+                await asyncio.wait_for(ended.wait(), min(RECHECK, until - loop.time()))
+            except TimeoutError:
+                pass
+            if not await alive():
+                raise Unauthorized("the API key was revoked while the request waited")
     finally:
         handle.unsubscribe(listener)

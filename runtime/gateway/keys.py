@@ -55,6 +55,9 @@ def mint(
         raise ConfigurationError("a key name is 1 to 100 printable characters")
     if role is Role.submitter and not roots:
         raise ConfigurationError("a submitter key needs at least one --workspace-root")
+    for root in roots or []:  # "" or "." would be wherever the gateway happens to start
+        if not root.strip() or not Path(root).expanduser().is_absolute():
+            raise ConfigurationError(f"--workspace-root {root!r} is not an absolute path")
     resolved = [str(Path(root).expanduser().resolve()) for root in roots or []] or None
     key_id = secrets.token_hex(6)
     token = f"{PREFIX}{key_id}_{secrets.token_urlsafe(32)}"

@@ -47,12 +47,15 @@ def response(
     instance: str | None = None,
     *,
     redactor: Redactor = BUILT_IN,
+    headers: dict[str, str] | None = None,
     **extra,
 ) -> JSONResponse:
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if instance:
         body["instance"] = instance
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = dict(headers or {})
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     return JSONResponse(
         redactor.redact({**body, **extra}),
         status_code=status,
@@ -86,7 +89,13 @@ def install(app: FastAPI, redactor: Redactor = BUILT_IN) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request: Request, error: HTTPException) -> JSONResponse:
         title = HTTPStatus(error.status_code).phrase.lower()
-        return problem(error.status_code, title, str(error.detail), request.url.path)
+        given = {name.lower(): value for name, value in (error.headers or {}).items()}
+        headers = {}
+        if "allow" in given:  # a 405 names the methods its route takes (RFC 9110)
+            headers["Allow"] = ", ".join(sorted(m.strip() for m in given["allow"].split(",")))
+        return problem(
+            error.status_code, title, str(error.detail), request.url.path, headers=headers
+        )
 
     @app.exception_handler(InvalidBatch)
     async def _batch(request: Request, error: InvalidBatch) -> JSONResponse:

@@ -46,6 +46,12 @@ def workspace_for(key: Key, asked: str | None) -> str:
         raise Problem(422, "invalid workspace", "the workspace is not a usable path") from None
     if key.roots is not None and not within(workspace, key.roots):
         raise Forbidden(f"workspace {asked!r} is outside the roots of key {key.name!r}")
+    try:  # only inside the roots: whether a path exists elsewhere is not a key's to learn
+        usable = workspace.is_dir()
+    except OSError:  # a component longer than the file system allows
+        usable = False
+    if not usable:
+        raise Problem(422, "invalid workspace", "the workspace is not an existing directory")
     return str(workspace)
 
 

@@ -43,7 +43,7 @@ def tools(
     return {"tools": adapters.definitions(specs, format)}
 
 
-@router.get("/healthz", tags=["health"])
+@router.api_route("/healthz", methods=["GET", "HEAD"], tags=["health"])
 def health() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}

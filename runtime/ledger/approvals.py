@@ -4,7 +4,9 @@ from any process until it expires; whoever answers (or the sweep, once it has
 expired) moves the batch on (docs/architecture.md, "A batch the cluster owns").
 
 The answer is an atomic `pending → approved | denied | expired` transition, so
-exactly one answer wins, and an expired approval cannot be answered. What the
+exactly one answer wins, and an expired approval cannot be answered, nor one
+whose call has ended otherwise (its batch cancelled, its deadline passed): such
+a request has left the pending list too. What the
 approver answered is this row alone: the arguments they gave are stored here,
 as given, with a seal (an HMAC under the signing key) over the answer, the
 approver and those arguments. A row changed by anyone without the key no
@@ -19,15 +21,19 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import exists, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
-from runtime.ledger.tables import utc_now
+from runtime.ledger.tables import EndRow, utc_now
 
 APPROVALS = ApprovalRow.__table__
+# The call of the request has not ended: an ended call has nothing left to answer.
+OPEN = ~exists().where(
+    EndRow.batch_id == ApprovalRow.batch_id, EndRow.call_id == ApprovalRow.call_id
+)
 
 
 def seal_of(
@@ -163,9 +169,9 @@ class Approvals:
         return {row.call_id: row for row in rows}
 
     def pending(self, batch_id: str | None = None) -> list[ApprovalRow]:
-        """Calls waiting for an answer that can still be given (not expired)."""
+        """Calls waiting for an answer that can still be given (not expired, not ended)."""
         query = select(ApprovalRow).where(
-            ApprovalRow.status == "pending", ApprovalRow.expires_at > utc_now()
+            ApprovalRow.status == "pending", ApprovalRow.expires_at > utc_now(), OPEN
         )
         if batch_id is not None:
             query = query.where(ApprovalRow.batch_id == batch_id)
@@ -183,8 +189,8 @@ class Approvals:
             ApprovalRow.call_id == call_id,
             ApprovalRow.status == "pending",
         ]
-        if not any_time:
-            where.append(ApprovalRow.expires_at > utc_now())  # an expired one cannot be answered
+        if not any_time:  # an expired request cannot be answered, nor one whose call ended
+            where += [ApprovalRow.expires_at > utc_now(), OPEN]
         statement = (
             update(ApprovalRow)
             .where(*where)

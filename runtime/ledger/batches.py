@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, or_, select, update
+from sqlalchemy import Connection, delete, exists, func, or_, select, update
 
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
@@ -33,9 +33,11 @@ def plan(connection: Connection, batch_id: str) -> dict[str, Any] | None:
     return connection.execute(select(PLANS.c.body).where(PLANS.c.batch_id == batch_id)).scalar()
 
 
-def claimed(connection: Connection, batch_id: str) -> set[str]:
-    query = select(CALLS.c.call_id).where(CALLS.c.batch_id == batch_id, CALLS.c.status == "running")
-    return set(connection.execute(query).scalars().all())
+def claimed(connection: Connection, batch_id: str) -> dict[str, datetime]:
+    query = select(CALLS.c.call_id, CALLS.c.started_at).where(
+        CALLS.c.batch_id == batch_id, CALLS.c.status == "running"
+    )
+    return {row.call_id: row.started_at or utc_now() for row in connection.execute(query)}
 
 
 def needing_attention(
@@ -53,13 +55,23 @@ def needing_attention(
     return list(connection.execute(query).scalars().all())
 
 
-def mark_ended(connection: Connection, batch_id: str) -> None:
+def mark_ended(connection: Connection, batch_id: str) -> bool:
+    """The batch ends at the time of its last end, once every call has one
+    (an end written late from a buffer keeps the time it happened); its plan
+    goes. Whether it is ended now."""
+    last = select(func.max(ENDS.c.at)).where(ENDS.c.batch_id == batch_id).scalar_subquery()
+    has_end = exists().where(ENDS.c.batch_id == CALLS.c.batch_id, ENDS.c.call_id == CALLS.c.call_id)
+    open_call = exists().where(CALLS.c.batch_id == batch_id, ~has_end)
     connection.execute(
         update(BATCHES)
-        .where(BATCHES.c.id == batch_id, BATCHES.c.ended_at.is_(None))
-        .values(ended_at=utc_now())
+        .where(BATCHES.c.id == batch_id, BATCHES.c.ended_at.is_(None), ~open_call)
+        .values(ended_at=func.coalesce(last, utc_now()))
     )
+    ended = select(BATCHES.c.ended_at).where(BATCHES.c.id == batch_id)
+    if connection.execute(ended).scalar() is None:
+        return False
     connection.execute(delete(PLANS).where(PLANS.c.batch_id == batch_id))
+    return True
 
 
 def mark_cancelled(connection: Connection, batch_id: str, *, by: str, at: datetime) -> datetime:

@@ -2,9 +2,10 @@
 keyed by batch id and call id, made before the tool runs, which is what makes
 such calls at-most-once.
 
-A redelivered message (a lost worker, a visibility timeout) that finds the
-call finished gets the recorded result; one that finds it claimed by a
-delivery that never finished gets `outcome_unknown` and does not run it. A
+A redelivered message (a lost worker, a visibility timeout, a resend) that
+finds the call finished gets the recorded result; one that finds it claimed
+does nothing: the claim's holder ends it, or, once the holder stops renewing
+its lease, the sweep ends it `outcome_unknown` (docs/architecture.md, "Leases"). A
 call of a batch whose cancel is recorded is never claimed: the cancel is read
 in the claim's own transaction (the batch row locked for share on PostgreSQL,
 so a cancel being written waits for the claim or is seen by it), so no side
@@ -33,7 +34,7 @@ OPEN = {"pending", "running", Status.awaiting_approval.value}
 class Start(StrEnum):
     run = "run"  # go ahead: this delivery holds the call
     finished = "finished"  # already ended; answer with the recorded result
-    taken = "taken"  # claimed by another delivery that never ended
+    taken = "taken"  # claimed by another delivery, not ended yet
     unrecorded = "unrecorded"  # no call row: no client recorded a decision for it
     cancelled = "cancelled"  # the batch's cancel was recorded first: it must not start
 

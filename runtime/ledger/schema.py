@@ -7,7 +7,8 @@ before any worker starts and `toolrun up` runs before it starts the embedded
 stack. A `Ledger` opened on an *empty* database migrates it itself (`bootstrap`),
 so a library user or a test needs no step; it never upgrades a database that
 already has a schema, because that is a deployment step, not a race for every
-worker that starts.
+worker that starts. It finds out with a read first (`present`), so a process
+starts while another holds the write lock.
 
 Migrations run in one transaction under a lock (PostgreSQL: an advisory lock;
 SQLite: BEGIN IMMEDIATE), so processes that migrate at once take turns and the
@@ -73,11 +74,17 @@ def bootstrap(connection: Connection) -> bool:
     """Migrate an empty database to head, within the caller's transaction;
     leave any other alone. Whether it migrated."""
     _lock(connection)
-    names = set(inspect(connection).get_table_names())
-    if VERSION_TABLE in names or names & set(_model_tables()):
+    if present(connection):
         return False
     _alembic("upgrade", connection, "head")
     return True
+
+
+def present(connection: Connection) -> bool:
+    """Whether the database has a schema (a revision, or tables an older
+    toolrun made): a read, which another process's write lock does not hold up."""
+    names = set(inspect(connection).get_table_names())
+    return VERSION_TABLE in names or bool(names & set(_model_tables()))
 
 
 def current(url: str) -> str | None:

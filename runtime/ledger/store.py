@@ -79,7 +79,7 @@ class Ledger:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(self._write_ends)
-        self._hold = WriteHold()
+        self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
         self._schema_checked = False
         try:
             self._check_schema()
@@ -98,8 +98,11 @@ class Ledger:
 
     def _check_schema(self) -> None:
         """The schema is Alembic's (`runtime.ledger.schema`): an empty database gets it
-        here, through the migrations; any other is left to `toolrun db upgrade`."""
-        self._run(lambda session: schema.bootstrap(session.connection()), checking=True)
+        here, through the migrations; any other is left to `toolrun db upgrade`. A
+        read tells which, so a process starts, and reads, while another holds the
+        write lock (docs/architecture.md, "The ledger")."""
+        if not self._run(schema.present, write=False, checking=True, core=True):
+            self._run(lambda session: schema.bootstrap(session.connection()), checking=True)
         self._schema_checked = True
 
     def record_batch(
@@ -223,10 +226,12 @@ class Ledger:
             core=True,
         )
 
-    def mark_ended(self, batch_id: str) -> None:
-        """Every call has ended: the sweep passes it by, and its plan (unredacted
-        arguments) is deleted."""
-        self._run(lambda c: batches.mark_ended(c, batch_id), core=True)
+    def mark_ended(self, batch_id: str) -> bool:
+        """Every call has ended: the batch ends at its last end's time, the
+        sweep passes it by, and its plan (unredacted arguments) is deleted.
+        False, changing nothing, while a call has no end in the ledger yet
+        (it waits in some process's buffer: the sweep comes back)."""
+        return self._run(lambda c: batches.mark_ended(c, batch_id), core=True)
 
     def mark_cancelled(self, batch_id: str, *, by: str) -> datetime:
         """When the batch was cancelled (the first cancel counts); the time is
@@ -243,8 +248,9 @@ class Ledger:
         """The results of the batch's calls that have ended, by call id."""
         return self._read(batches.ends, batch_id)
 
-    def claimed(self, batch_id: str) -> set[str]:
-        """Calls a worker has claimed or started (a side effect claims before it runs)."""
+    def claimed(self, batch_id: str) -> dict[str, datetime]:
+        """Calls a worker has claimed and not ended (a side effect claims before
+        it runs), with when each was claimed."""
         return self._read(batches.claimed, batch_id)
 
     def needing_attention(self, *, now: datetime, stale_before: datetime) -> list[str]:

@@ -6,20 +6,35 @@ another thread of that process had open (the buffer's flusher replaying rows
 after an outage) would keep the ledger locked for everyone until then. While
 `quiet()` is held, other threads' ledger writes wait to begin, and `quiet()`
 itself waits for writes under way to end; the thread holding it still writes.
+
+A fork waits the same way (`pause` before it, `resume` after, in the parent):
+a child forked while another thread of its parent holds SQLite's write lock
+inherits SQLite's record that its process holds that lock, and can never write
+(a worker's main process ends killed calls and sweeps while it forks
+replacement pool processes).
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+_paused_at_fork: weakref.WeakSet[WriteHold] = weakref.WeakSet()
+
 
 class WriteHold:
-    def __init__(self) -> None:
+    def __init__(self, *, at_fork: bool = False) -> None:
+        """`at_fork`: every fork of this process waits for this hold (SQLite)."""
         self._changed = threading.Condition()
         self._writers = 0
         self._quiet_by: int | None = None  # the thread running a tool
+        self._writing: dict[int, int] = {}  # thread -> its writes under way
+        self._forks = 0
+        if at_fork:
+            _paused_at_fork.add(self)
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
@@ -40,12 +55,57 @@ class WriteHold:
         """Around one write transaction."""
         me = threading.get_ident()
         with self._changed:
-            while self._quiet_by not in (None, me):
+            while self._quiet_by not in (None, me) or self._forks:
                 self._changed.wait()
             self._writers += 1
+            self._writing[me] = self._writing.get(me, 0) + 1
         try:
             yield
         finally:
             with self._changed:
                 self._writers -= 1
+                self._writing[me] -= 1
+                if not self._writing[me]:
+                    del self._writing[me]
                 self._changed.notify_all()
+
+    def pause(self) -> None:
+        """Before a fork: wait for other threads' writes under way to end, and
+        keep new ones from beginning until `resume`."""
+        me = threading.get_ident()
+        with self._changed:
+            self._forks += 1
+            while any(thread != me for thread in self._writing):
+                self._changed.wait()
+
+    def resume(self) -> None:
+        """After a fork, in the parent."""
+        with self._changed:
+            self._forks -= 1
+            self._changed.notify_all()
+
+
+def _before_fork() -> None:
+    global _paused
+    _paused = list(_paused_at_fork)
+    for hold in _paused:
+        hold.pause()
+
+
+def _after_fork() -> None:
+    global _paused
+    for hold in _paused:
+        hold.resume()
+    _paused = []
+
+
+def _in_child() -> None:
+    global _paused
+    for hold in _paused:
+        hold._forks -= 1  # the child's copy; nothing of it waits
+    _paused = []
+
+
+_paused: list[WriteHold] = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_in_child)

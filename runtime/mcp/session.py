@@ -7,7 +7,8 @@ a second for a Python server, but no session outlives a call, so a crashed or
 wedged server never poisons the next one). Start-up is bounded by the server's
 `startup_timeout`, the call (or the listing) by its `timeout`; stopping a stdio
 server afterwards takes at most a few more seconds (the SDK closes stdin, then
-terminates, then kills).
+terminates, then kills). On a worker the server's session is recorded
+(`runtime.sessions`), so it dies with a pool process that is killed mid-call.
 
 The `mcp` package is imported here only, so the runtime works without it.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from runtime import sessions
 from runtime.errors import ConfigurationError, ToolError
 from runtime.mcp.config import ServerConfig
 from runtime.mcp.schema import arguments_of
@@ -190,10 +194,22 @@ async def _connect(
                 yield client
         return
     cwd = config.cwd or (str(ctx.workspace) if ctx is not None else None)
-    argv = config.argv
+    argv = _recorded(config.argv, config.env)
     parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=config.env, cwd=cwd)
     async with Client(stdio_client(parameters, errlog=errlog), **roots) as client:
         yield client
+
+
+def _recorded(argv: list[str], env: dict[str, str] | None) -> list[str]:
+    """On a worker, the server's command made to record its session (the SDK
+    starts it in one of its own), so that it dies with the pool process running
+    the call (`runtime.sessions`). A command that cannot be found is left as
+    it is: starting it fails as before, with the same message."""
+    if not sessions.recording():
+        return list(argv)
+    path = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    command = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path)
+    return list(argv) if command is None else sessions.wrapped([command, *argv[1:]])
 
 
 def _roots(workspace: Path | None, given: Any) -> dict[str, Any]:

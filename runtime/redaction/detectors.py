@@ -72,6 +72,8 @@ OWN: dict[str, list[str]] = {
     "github_token": [r"\bgithub_pat_[A-Za-z0-9_]{22,}"],
     "npm_token": [r"\bnpm_[A-Za-z0-9]{36}"],
     "stripe_key": [r"\b(?:sk|rk)_test_[0-9a-zA-Z]{16,}"],
+    # the plugin's URL shape wants a user name; `redis://:pw@host` has none
+    "url_password": [r"://:([^{}\s@/]+)@"],
     "bearer_token": [r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/\-]{8,}=*)"],
     # toolrun's own gateway keys (runtime/gateway/keys.py), should one reach a log or a result
     "toolrun_api_key": [r"\btrk_[0-9a-f]{12}_[A-Za-z0-9_\-]{32,}"],

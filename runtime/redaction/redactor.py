@@ -52,6 +52,11 @@ class Redactor:
             return _redact_short(text, self.found)
         return _redact(text, self.found)
 
+    def secrets(self, text: str) -> list[tuple[int, int, str]]:
+        """Where `redact_text` puts its markers: (start, end, kind) of each
+        secret, in order (edit_file matches only outside them)."""
+        return _secrets(text, self.found)
+
     def redact(self, value: Any) -> Any:
         """A copy of JSON-shaped `value` with every secret replaced."""
         if isinstance(value, str):
@@ -107,6 +112,20 @@ def _redact_short(text: str, found: detectors.DetectorSet) -> str:
 
 
 def _redact(text: str, found: detectors.DetectorSet) -> str:
+    merged = _secrets(text, found)
+    if not merged:
+        return text
+    pieces, at = [], 0
+    for start, end, kind in merged:
+        pieces += (text[at:start], _marked(text[start:end], kind))
+        at = end
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
+def _secrets(text: str, found: detectors.DetectorSet) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each secret in `text`, in order; overlapping finds
+    are one secret, of the first detector's kind."""
     # Detectors scan a one-byte copy (twice as fast to search): each non-ASCII
     # character reads `x` there, a token character, at the same position.
     scan = text if text.isascii() else _NON_ASCII.sub("x", text)
@@ -115,17 +134,31 @@ def _redact(text: str, found: detectors.DetectorSet) -> str:
     spans = detectors.find(found, scan, lowered)
     spans += [(start, end, len(found.items), kind) for start, end, kind in names]
     if not spans:
-        return text
+        return []
     spans.sort(key=lambda span: (span[0], span[2], -span[1]))
-    pieces, at = [], 0
+    merged: list[tuple[int, int, str]] = []
     for start, end, _, kind in spans:
-        if start < at:  # overlaps a secret already replaced: its marker covers this one too
-            at = max(at, end)
+        if merged and start < merged[-1][1]:  # overlaps a secret already found: one marker
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end, merged[-1][2])
             continue
-        pieces += (text[at:start], MARK.format(kind))
-        at = end
-    pieces.append(text[at:])
-    return "".join(pieces)
+        merged.append((start, end, kind))
+    return merged
+
+
+def _marked(secret: str, kind: str) -> str:
+    """The marker of `secret`: one on each of its lines, so a text keeps its line
+    numbers and a window of lines shows a marker for every line of a secret it
+    includes (docs/architecture.md, "Secrets")."""
+    marker = MARK.format(kind)
+    if "\n" not in secret:
+        return marker
+    lines = []
+    for line in secret.split("\n"):
+        body = line.strip()
+        indent = line[: len(line) - len(line.lstrip())]
+        lines.append(indent + marker + line[len(line.rstrip()) :] if body else line)
+    return "\n".join(lines)
 
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")

@@ -114,6 +114,10 @@ _SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest)[ \t]+")
 _PLACEHOLDER = re.compile(r"(?i)change[-_ ]?me|your[-_ ]|x{4,}|\*{3,}|\.\.\.|<")
 _VERSION = re.compile(r"[~^<>=v]*\d+(?:\.[\dx*]+)+(?:[-+.][\w.]+)*")
 _REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
+# What follows `name:` when the value is below it: a block scalar's indicator
+# (`|`, `>-`, `|2+`) or nothing, each with an optional comment, to the line's end.
+_BLOCK = re.compile(r"[|>][-+1-9]{0,2}[ \t]*(?:#[^\n]*)?\r?\n")
+_END_OF_LINE = re.compile(r"[ \t]*(?:#[^\n]*)?\r?\n")
 
 
 @lru_cache(maxsize=4096)
@@ -139,6 +143,8 @@ def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
         if not is_secret_name(name) or not _whole_key(text, start, match.group("close")):
             continue
         found = _value(text, match.end(), name, line=True)
+        if found is None and match.group("op") == ":":
+            found = _below(text, start, match.end(), name)
         if found is not None:
             yield found
     for match in FLAG.finditer(text):
@@ -181,6 +187,53 @@ def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str]
     if not _is_data(value, name, quoted=False) or not _is_data(text[start:end], name, quoted=True):
         return None
     return start, end, snake(kind)
+
+
+def _below(text: str, start: int, at: int, name: str) -> tuple[int, int, str] | None:
+    """A YAML value on the lines below its name (which begins its line): a block
+    scalar (`password: |`, `>-`) or a plain one indented under it (`password:`,
+    then the value). Every line deeper than the name is the value; a plain
+    value must read as one datum (not `key: value`, a list, or code)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    head = text[line_start:start]
+    if head.strip(" \t-\"'"):
+        return None  # `if not password:` is code: a YAML key begins its line
+    block = _BLOCK.match(text, at)
+    first = block.end() if block else _END_OF_LINE.match(text, at)
+    if block is None and first is None:
+        return None
+    column = len(head.rstrip("\"'"))
+    value_start = value_end = None
+    position = first if isinstance(first, int) else first.end()
+    while position < len(text):
+        stop = text.find("\n", position)
+        stop = len(text) if stop == -1 else stop
+        line = text[position:stop]
+        body = line.strip()
+        if body:
+            indent = len(line) - len(line.lstrip())
+            if indent <= column:
+                break
+            if value_start is None:
+                value_start = position + indent
+                if block is None and not _is_plain_datum(body, name):
+                    return None
+            value_end = position + len(line.rstrip())
+        elif value_start is None and block is None:
+            return None  # `password:` and a blank line: a key with no value
+        position = stop + 1
+    if value_start is None:
+        return None
+    return value_start, value_end, snake(name.strip("-_."))
+
+
+def _is_plain_datum(body: str, name: str) -> bool:
+    token = VALUE.fullmatch(body)
+    if token is None or body.endswith(":") or body.startswith("-"):
+        return False
+    if token.group("quoted") is not None:
+        return _is_data(token.group("quoted"), name, quoted=True)
+    return _is_data(body, name, quoted=False)
 
 
 def _is_data(value: str, name: str, *, quoted: bool) -> bool:

@@ -21,6 +21,9 @@ from runtime.errors import ConfigurationError
 from runtime.types import Mode, Risk
 from runtime.workspace import resolve_inside
 
+if typing.TYPE_CHECKING:  # a module of tools loads no secret detectors
+    from runtime.redaction import Redactor
+
 SubjectKind = Literal["path", "command", "url"]
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -50,6 +53,13 @@ class ToolContext:
     batch_id: str
     call_id: str
     max_bytes: int = 32 * 1024
+    # The worker's redactor (its settings' patterns; None: the built-in detectors):
+    # a tool that matches or cuts text does so on the redacted text
+    # (docs/architecture.md, "Secrets"; `runtime.tools.bounds.redactor_of`).
+    redactor: Redactor | None = None
+    # Internal hosts and ranges the org policy lets a network tool reach
+    # (docs/architecture.md, "Internal addresses"); none by default.
+    internal_hosts: tuple[str, ...] = ()
 
     def resolve(self, path: str) -> Path:
         """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""

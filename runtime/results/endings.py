@@ -113,6 +113,23 @@ def worker_lost(call_id: str, tool: str, **meta: Any) -> ToolResult:
     return failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost", **meta)
 
 
+def running_elsewhere(call_id: str, tool: str, **meta: Any) -> ToolResult:
+    """What a second delivery of a claimed call answers while the claim's
+    holder still runs it; nothing publishes it: the holder's end is the end."""
+    text = "this call is running on another worker; this delivery of it did nothing"
+    return failure(call_id, tool, Status.error, text, kind="duplicate_delivery", **meta)
+
+
+def process_lost(call_id: str, tool: str, **meta: Any) -> ToolResult:
+    """Its pool process died mid-call (killed by someone, or a crash), and every
+    session it had started was killed before this end was written."""
+    text = (
+        "the process running this call was lost, so the tool may or may not have run; "
+        f"{CHECK_FIRST}"
+    )
+    return failure(call_id, tool, Status.outcome_unknown, text, kind="worker_lost", **meta)
+
+
 def cancelled_while_running(
     call_id: str, tool: str, *, read: bool, cause: str = CANCELLED
 ) -> ToolResult:

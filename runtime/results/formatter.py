@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.registry.capabilities import ToolOutput
 from runtime.results import media
@@ -37,24 +39,25 @@ def success(
     if not isinstance(output, ToolOutput):
         text = output if isinstance(output, str) else _json(output)
         output = ToolOutput(content=output, message=text, summary=_line(text))
-    content, note = bound(output.content, max_bytes)
+    # Redacted first, then bounded: a cut through a key leaves a tail no detector knows.
+    content, note = bound(redactor.redact(_plain(output.content)), max_bytes)
     kept, left_out = media.bound(output.media, max_media_bytes)
-    message = "\n".join([output.message, *([note] if note else []), *left_out])
+    message = "\n".join(
+        [redactor.redact_text(output.message), *([note] if note else []), *left_out]
+    )
     if len(message.encode()) > max_bytes:
         message = message.encode()[:max_bytes].decode(errors="ignore") + f"\n{_cut_note(max_bytes)}"
-    return finish(
-        ToolResult(
-            call_id=call_id,
-            tool=tool,
-            status=Status.ok,
-            model_message=message,
-            summary=f"{tool}: {output.summary}",
-            content=content,
-            media=kept,
-            **meta,
-        ),
-        redactor,
+    result = ToolResult(
+        call_id=call_id,
+        tool=tool,
+        status=Status.ok,
+        model_message=message,
+        summary=f"{tool}: {output.summary}",
+        content=content,
+        media=kept,
+        **meta,
     )
+    return finish(result, redactor, redacted=("content", "model_message"))
 
 
 def failure(
@@ -69,7 +72,9 @@ def failure(
     **meta: Any,
 ) -> ToolResult:
     """Any non-ok end: the message is what the model reads to correct itself,
-    cut to `max_bytes` (an exception's text or a made-up tool name can be huge)."""
+    cut to `max_bytes` (an exception's text or a made-up tool name can be huge),
+    once redacted."""
+    message = redactor.redact_text(message)
     if len(message.encode()) > max_bytes:
         message = message.encode()[:max_bytes].decode(errors="ignore") + f"\n{_cut_note(max_bytes)}"
     return finish(
@@ -86,10 +91,14 @@ def failure(
     )
 
 
-def finish(result: ToolResult, redactor: Redactor = BUILT_IN) -> ToolResult:
-    """Redact every string the result carries and keep the summary to one line.
+def finish(
+    result: ToolResult, redactor: Redactor = BUILT_IN, *, redacted: tuple[str, ...] = ()
+) -> ToolResult:
+    """Redact every string the result carries (but the fields named `redacted`,
+    redacted before they were bounded) and keep the summary to one line.
     Media bytes are not text: redaction would only corrupt them."""
-    data = redactor.redact(result.model_dump(mode="json", exclude={"media"}))
+    data = redactor.redact(result.model_dump(mode="json", exclude={"media", *redacted}))
+    data |= result.model_dump(mode="json", include=set(redacted))
     data["summary"] = _line(data["summary"])
     data["media"] = result.media
     return ToolResult.model_validate(data)
@@ -121,6 +130,19 @@ def bound(content: Any, max_bytes: int) -> tuple[Any, str | None]:
         "ask for a smaller part, e.g. with offset and limit or a narrower pattern]"
     )
     return cut, note
+
+
+def _plain(value: Any) -> Any:
+    """`value` with each leaf as JSON will show it (a path, a date: their text),
+    so the redactor sees every string the result will carry; keys are kept, and
+    one JSON cannot carry fails in `bound` as it did."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return to_jsonable_python(value, fallback=str)
 
 
 def _cut_strings(value: Any, budget: int) -> Any:

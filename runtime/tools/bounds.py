@@ -13,6 +13,9 @@ import json
 import mimetypes
 from pathlib import Path
 
+from runtime.redaction import BUILT_IN, Redactor
+from runtime.registry.capabilities import ToolContext
+
 SNIFF_BYTES = 8 * 1024
 
 _SIGNATURES: list[tuple[bytes, str]] = [
@@ -28,6 +31,11 @@ _SIGNATURES: list[tuple[bytes, str]] = [
     (b"SQLite format 3\x00", "SQLite database"),
     (b"\x00asm", "WebAssembly module"),
 ]
+
+
+def redactor_of(ctx: ToolContext) -> Redactor:
+    """What a tool redacts with before it matches or cuts text: the worker's."""
+    return ctx.redactor or BUILT_IN
 
 
 def json_len(text: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -16,6 +17,8 @@ from typing import BinaryIO
 from pydantic import Field
 
 from runtime.errors import ToolError
+from runtime.gate.protected import refuse_home_path
+from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import (
     SNIFF_BYTES,
@@ -25,11 +28,13 @@ from runtime.tools.bounds import (
     describe_binary,
     is_binary,
     json_len,
+    redactor_of,
 )
 from runtime.types import Risk
 from runtime.workspace import relative_name
 
 MAX_ENTRIES = 500
+CONTEXT_BYTES = 16 * 1024  # read around a window, for redaction: a PEM block's start, a cut key
 ENTRY_OVERHEAD = 56
 
 
@@ -54,6 +59,7 @@ def read_file(args: ReadFileInput, ctx: ToolContext) -> ToolOutput:
     read on from. A binary file is described (format and size), not shown.
     """
     target = ctx.resolve(args.path)
+    refuse_home_path(ctx.resolve("."), args.path, target)
     rel = relative_name(ctx.resolve("."), target)
     _require_file(target, rel)
     room = budget(ctx.max_bytes) - json_len(rel)
@@ -64,7 +70,7 @@ def read_file(args: ReadFileInput, ctx: ToolContext) -> ToolOutput:
             if is_binary(head, complete=size <= SNIFF_BYTES):
                 return _binary(target, rel, size, head)
             stream.seek(0)
-            page = _page(stream, args.offset, args.limit, room)
+            page = _page(stream, args.offset, args.limit, room, redactor_of(ctx))
     except UnicodeDecodeError:
         return _binary(target, rel, size, head)
     except PermissionError as error:
@@ -101,6 +107,7 @@ def list_dir(args: ListDirInput, ctx: ToolContext) -> ToolOutput:
     listings are cut; list a subdirectory or use search_files to narrow.
     """
     target = ctx.resolve(args.path)
+    refuse_home_path(ctx.resolve("."), args.path, target)
     rel = relative_name(ctx.resolve("."), target)
     if not target.exists():
         raise ToolError(f"{rel} does not exist; list its parent directory to see what is there")
@@ -148,27 +155,62 @@ class _Page:
         self.long_line: tuple[int, int] | None = None  # (line number, its full size)
 
 
-def _page(stream: BinaryIO, offset: int, limit: int | None, room: int) -> _Page:
-    """Walk every line (to count them), keeping those asked for that fit `room`.
-    A bad UTF-8 sequence in a kept line raises UnicodeDecodeError."""
-    page, used = _Page(), 0
+def _page(stream: BinaryIO, offset: int, limit: int | None, room: int, redactor: Redactor) -> _Page:
+    """Walk every line (to count them), keeping the window asked for with up to
+    `CONTEXT_BYTES` of lines on each side; redact them together, then keep the
+    window's lines that fit `room`. So a window inside a private key or a
+    multi-line value hides its every line, and no bound cuts a secret before
+    the redactor has seen it whole (docs/architecture.md, "Secrets"). A bad
+    UTF-8 sequence in the window raises UnicodeDecodeError."""
+    page = _Page()
+    before: deque[tuple[bytes, int]] = deque()
+    kept: list[tuple[bytes, int]] = []
+    held = taken = 0
     last = offset + limit - 1 if limit else None
-    for number, (head, size) in enumerate(_lines(stream, room + 4), start=1):
+    for number, (head, size) in enumerate(_lines(stream, room + CONTEXT_BYTES), start=1):
         page.total = number
-        if number < offset or page.truncated or (last is not None and number > last):
-            continue
-        complete = size == len(head)
-        line = head.decode("utf-8") if complete else _decode_prefix(head)
+        if number < offset:
+            before.append((head, size))
+            held += len(head)
+            while held > CONTEXT_BYTES:
+                held -= len(before.popleft()[0])
+        elif (last is None or number <= last) and taken < room + CONTEXT_BYTES:
+            kept.append((head, size))
+            taken += len(head)
+    if not kept:
+        return page
+    context = "".join(_decode(head, size, strict=False) for head, size in before)
+    window = "".join(_decode(head, size, strict=True) for head, size in kept)
+    # Redaction keeps every newline (a secret's lines become one marker each).
+    shown = _split(redactor.redact_text(context + window))[len(before) :]
+    used = 0
+    for number, (line, (head, size)) in enumerate(zip(shown, kept, strict=True), start=offset):
         cost = json_len(line)
-        if complete and used + cost <= room:
+        if size == len(head) and used + cost <= room:
             page.lines.append(line)
             used += cost
             continue
-        page.truncated = True
         if not page.lines:  # one line longer than the whole bound: show its start
             page.lines.append(cut_text(line, room))
             page.long_line = (number, size)
+        break
+    wanted = page.total if last is None else min(last, page.total)
+    page.truncated = offset + len(page.lines) - 1 < wanted
     return page
+
+
+def _decode(head: bytes, size: int, *, strict: bool) -> str:
+    """A line's text, ending with its newline; of a line longer than was read,
+    its first bytes and a newline (so it stays one line when lines are joined)."""
+    if size != len(head):
+        return _decode_prefix(head) + "\n"
+    return head.decode("utf-8") if strict else head.decode("utf-8", errors="replace")
+
+
+def _split(text: str) -> list[str]:
+    """Lines at `\\n` only (str.splitlines also splits at \\r, \\f, U+2028...)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _lines(stream: BinaryIO, cap: int) -> Iterator[tuple[bytes, int]]:

@@ -1,8 +1,10 @@
 """`search_files`: a regex search over the workspace's text files.
 
 The walk never leaves the workspace: symlinks (to files or directories) are
-skipped rather than followed, and `.git` and `.toolrun` are not entered. Binary
-files and files too large to search are skipped and counted.
+skipped rather than followed, and `.git`, `.toolrun` and toolrun's home are not
+entered. Binary files and files too large to search are skipped and counted.
+Each file is searched as read_file shows it, redacted: a pattern can tell
+whether a line holds a marker, never what the marker hides.
 
 The model's pattern runs on RE2 (`google-re2`), whose time is linear in the
 text: a backtracking engine (Python's `re`) can spend hours in C on a pattern
@@ -23,8 +25,11 @@ import re2
 from pydantic import Field
 
 from runtime.errors import ToolError, UnsupportedArgument
+from runtime.gate import protected
+from runtime.gate.protected import refuse_home_path
+from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len
+from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len, redactor_of
 from runtime.types import Risk
 from runtime.workspace import relative_name
 
@@ -60,6 +65,7 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
     regex = compile_pattern(args.pattern)
     root = ctx.resolve(".")
     start = ctx.resolve(args.path)
+    refuse_home_path(root, args.path, start)
     rel_start = relative_name(root, start)
     if not start.exists():
         raise ToolError(f"{rel_start} does not exist; use list_dir to find the directory")
@@ -68,7 +74,7 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
     room = budget(ctx.max_bytes) - json_len(args.pattern) - json_len(rel_start)
     truncated = False
     for file in _files(start, root, args.glob):
-        lines = _text_lines(file)
+        lines = _text_lines(file, redactor_of(ctx))
         if lines is None:
             skipped += 1
             continue
@@ -94,10 +100,11 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
         "files_skipped": skipped,
         "truncated": truncated,
     }
+    shown_pattern = redactor_of(ctx).redact_text(args.pattern)  # redacted, then cut
     return ToolOutput(
         content=content,
         message=_message(args, rel_start, matches, searched, skipped, truncated),
-        summary=f"searched {rel_start} for /{cut_text(args.pattern, 60)}/: "
+        summary=f"searched {rel_start} for /{cut_text(shown_pattern, 60)}/: "
         f"{len(matches)}{'+' if truncated else ''} matches",
     )
 
@@ -133,15 +140,19 @@ def _reason(error: Exception) -> str:
 
 
 def _files(start: Path, root: Path, glob: str | None) -> Iterator[Path]:
-    """Regular files under `start` (itself, if a file), in path order, symlinks skipped."""
+    """Regular files under `start` (itself, if a file), in path order, symlinks
+    skipped, toolrun's home (`runtime.gate.protected.homes`) not entered."""
     if start.is_file():
         if _wanted(start, root, glob):
             yield start
         return
+    homes = {str(home) for home in protected.homes() if home.is_relative_to(start)}
     for folder, dirs, names in os.walk(start, followlinks=False):
         # os.walk lists symlinked directories in `dirs` but, with followlinks=False,
         # does not enter them; pruning here keeps that true and skips VCS/state dirs.
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and os.path.join(folder, d) not in homes
+        )
         for name in sorted(names):
             file = Path(folder, name)
             if file.is_symlink() or not file.is_file():
@@ -160,8 +171,10 @@ def _wanted(file: Path, root: Path, glob: str | None) -> bool:
     return fnmatch.fnmatchcase(rel, glob) or fnmatch.fnmatchcase(rel, glob.replace("**/", ""))
 
 
-def _text_lines(file: Path) -> list[str] | None:
-    """The file's lines, or None if it is binary, too large or unreadable."""
+def _text_lines(file: Path, redactor: Redactor) -> list[str] | None:
+    """The file's lines as read_file shows them, redacted, so that a pattern
+    can match a marker and never what it hides (docs/architecture.md,
+    "Secrets"); None if the file is binary, too large or unreadable."""
     try:
         if file.stat().st_size > MAX_FILE_BYTES:
             return None
@@ -174,6 +187,7 @@ def _text_lines(file: Path) -> list[str] | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    text = redactor.redact_text(text)
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # no phantom empty line after the final newline

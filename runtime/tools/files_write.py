@@ -20,9 +20,11 @@ from pydantic import Field
 from runtime.errors import ToolError
 from runtime.gate.protected import refuse_settings_path
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import SNIFF_BYTES, bounded_diff, budget, is_binary
+from runtime.tools.bounds import SNIFF_BYTES, bounded_diff, budget, is_binary, redactor_of
 from runtime.types import Risk
 from runtime.workspace import relative_name
+
+MARKER = "[REDACTED:"  # how every redaction marker begins (runtime/redaction/redactor.py)
 
 
 def _read_umask() -> int:
@@ -97,7 +99,13 @@ def edit_file(args: EditFileInput, ctx: ToolContext) -> ToolOutput:
     if not target.is_file():
         raise ToolError(f"{rel} is not a regular file; edit_file edits text files")
     old = _old_text(target, rel, allow_binary=False)
-    count = old.count(args.old_string)
+    if MARKER in args.old_string:
+        raise ToolError(
+            f"old_string includes a redaction marker ({MARKER}...); a redacted secret cannot "
+            "be matched. Edit the text around it, or write the whole file with write_file"
+        )
+    found = _shown_occurrences(old, args.old_string, redactor_of(ctx).secrets(old))
+    count = len(found)
     if count == 0:
         raise ToolError(
             f"old_string was not found in {rel}; read_file to see its current text and "
@@ -108,7 +116,7 @@ def edit_file(args: EditFileInput, ctx: ToolContext) -> ToolOutput:
             f"old_string occurs {count} times in {rel}; add surrounding lines to make it "
             "unique, or set replace_all to replace all of them"
         )
-    new = old.replace(args.old_string, args.new_string)
+    new = _replaced(old, found, len(args.old_string), args.new_string)
     data = new.encode("utf-8")
     _atomic_write(target, data)
     diff, cut = _diff(old, new, rel, ctx.max_bytes)
@@ -118,6 +126,28 @@ def edit_file(args: EditFileInput, ctx: ToolContext) -> ToolOutput:
         message=f"modified {rel} ({count} {noun})\n{diff}{_diff_note(cut, rel)}",
         summary=f"edited {rel} ({count} {noun})",
     )
+
+
+def _shown_occurrences(text: str, wanted: str, secrets: list[tuple[int, int, str]]) -> list[int]:
+    """Where `wanted` occurs in `text`, left to right, not overlapping itself nor
+    any secret. Only what read_file shows can be matched, so whether an edit
+    finds its text never says what a marker hides (docs/architecture.md, "Secrets")."""
+    found, at, size = [], text.find(wanted), len(wanted)
+    while at != -1:
+        if any(start < at + size and at < end for start, end, _ in secrets):
+            at = text.find(wanted, at + 1)  # hidden: as if it were not there
+            continue
+        found.append(at)
+        at = text.find(wanted, at + size)
+    return found
+
+
+def _replaced(text: str, found: list[int], size: int, new: str) -> str:
+    pieces, at = [], 0
+    for start in found:
+        pieces += (text[at:start], new)
+        at = start + size
+    return "".join([*pieces, text[at:]])
 
 
 def _writable(ctx: ToolContext, path: str) -> tuple[Path, str]:

@@ -10,29 +10,55 @@ bounded body (text decoded, binary described).
   `location`), so fetching it takes a call of its own, which the gate checks.
 - The body is read up to the bound, never whole, within one overall deadline.
 - A 4xx or 5xx status is an answer, not an error; a failed connection is an error.
+- Internal addresses (loopback, private, link-local, unspecified...) are
+  `denied` unless the org policy's `internal_hosts` names them
+  (docs/architecture.md, "Internal addresses"). Every connection, each redirect's
+  too, resolves its host once, checks every address it got, and connects to
+  those addresses, never to a second lookup's: a name that resolves to a public
+  address for the check and to 127.0.0.1 for the connection reaches nothing.
+  Environment proxies are not used: through a proxy the address connected to
+  would be the proxy's choice, not the one checked.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import ipaddress
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from email.message import Message
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from runtime.errors import ToolError
+from runtime.errors import AddressRefused, ToolError
+from runtime.gate.addresses import InternalHosts, refusal
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import SNIFF_BYTES, binary_kind, budget, cut_text, is_binary, json_len
+from runtime.tools.bounds import (
+    SNIFF_BYTES,
+    binary_kind,
+    budget,
+    cut_text,
+    is_binary,
+    json_len,
+    redactor_of,
+)
 from runtime.types import Risk
+
+if TYPE_CHECKING:
+    from runtime.redaction import Redactor
 
 TIMEOUT = 20.0
 MAX_REDIRECTS = 5
 CHUNK = 64 * 1024
+CONTEXT_BYTES = 4096  # read past the limit, so a secret across it is redacted whole
 HEADER_ROOM = 768
 SHOWN_HEADERS = ("content-type", "content-length", "content-encoding", "last-modified", "location")
 TEXT_TYPE = re.compile(
@@ -67,8 +93,9 @@ def http_get(args: HttpGetInput, ctx: ToolContext) -> ToolOutput:
     limit = min(args.max_bytes or room, room)
     deadline = time.monotonic() + TIMEOUT
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept": "*/*"})
+    internal = InternalHosts.parse(ctx.internal_hosts)
     try:
-        response = _opener().open(request, timeout=TIMEOUT)
+        response = _opener(internal).open(request, timeout=TIMEOUT)
     except urllib.error.HTTPError as error:
         response = error  # a status is an answer, whatever it is
     except ToolError:
@@ -78,11 +105,14 @@ def http_get(args: HttpGetInput, ctx: ToolContext) -> ToolOutput:
             f"cannot fetch {url}: {_reason(error)}; check the URL or try later"
         ) from error
     with response:
-        body, complete = _read(response, limit, deadline, url)
+        # Past the limit too: a secret the limit would cut must be seen whole to be
+        # redacted before the cut (docs/architecture.md, "Secrets").
+        body, complete = _read(response, limit + CONTEXT_BYTES, deadline, url)
         final = response.geturl()
         status = response.status or response.code
         headers = _headers(response.headers)
-    return _output(final, status, headers, body, complete, response.headers, room)
+    text = Text(limit=limit, room=room, redactor=redactor_of(ctx))
+    return _output(final, status, headers, body, complete, response.headers, text)
 
 
 def _checked(url: str) -> str:
@@ -126,12 +156,73 @@ class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _opener() -> urllib.request.OpenerDirector:
+def _connect(
+    address: tuple[str, int],
+    timeout: object = socket._GLOBAL_DEFAULT_TIMEOUT,
+    source_address: tuple[str, int] | None = None,
+    *,
+    internal: InternalHosts,
+) -> socket.socket:
+    """http.client's `create_connection`, with one lookup whose every address
+    is checked before any is connected to."""
+    host, port = address
+    found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    for *_, sockaddr in found:
+        why = refusal(host, ipaddress.ip_address(sockaddr[0].partition("%")[0]), internal)
+        if why is not None:
+            raise AddressRefused(why, kind="internal_address")
+    error: OSError = OSError(f"{host} resolves to no address")
+    for family, kind, proto, _, sockaddr in found:
+        sock = socket.socket(family, kind, proto)
+        try:
+            if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # http.client's "not given"
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as failed:
+            sock.close()
+            error = failed
+    raise error
+
+
+class _CheckedHTTP(http.client.HTTPConnection):
+    def __init__(self, *args, internal: InternalHosts, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = functools.partial(_connect, internal=internal)
+
+
+class _CheckedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, *args, internal: InternalHosts, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = functools.partial(_connect, internal=internal)
+
+
+class _CheckedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, internal: InternalHosts) -> None:
+        super().__init__()
+        self.internal = internal
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(_CheckedHTTP, internal=self.internal), req)
+
+
+class _CheckedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, internal: InternalHosts) -> None:
+        super().__init__()
+        self.internal = internal
+
+    def https_open(self, req):
+        connection = functools.partial(_CheckedHTTPS, internal=self.internal)
+        return self.do_open(connection, req, context=self._context)
+
+
+def _opener(internal: InternalHosts) -> urllib.request.OpenerDirector:
     opener = urllib.request.OpenerDirector()
     for handler in (
-        urllib.request.ProxyHandler(),
-        urllib.request.HTTPHandler(),
-        urllib.request.HTTPSHandler(),
+        _CheckedHTTPHandler(internal),
+        _CheckedHTTPSHandler(internal),
         urllib.request.HTTPDefaultErrorHandler(),
         _SameHostRedirects(),
         urllib.request.HTTPErrorProcessor(),
@@ -167,7 +258,7 @@ def _output(
     body: bytes,
     complete: bool,
     raw: Message,
-    room: int,
+    bound: Text,
 ) -> ToolOutput:
     content: dict = {"url": url, "status": status, "headers": headers}
     kind = raw.get_content_type() if raw.get("content-type") else ""
@@ -178,12 +269,14 @@ def _output(
     if binary or b"\x00" in head:
         described = binary_kind(PurePosixPath(urlsplit(url).path or "/"), head)
         size = raw.get("content-length") or (f"{len(body)}" if complete else f"over {len(body)}")
+        body = body[: bound.limit]
         content["binary"] = line = f"{kind or described}, {size} bytes; content not shown"
     else:
-        text, cut = _text(body, raw.get_content_charset(), room)
+        text, cut = _text(body, raw.get_content_charset(), bound)
         content["text"] = text
         cut = cut or not complete
-        line = f"{len(body)}{'' if complete else '+'} bytes of {kind or 'text'}"
+        shown = min(len(body), bound.limit)
+        line = f"{shown}{'' if complete and not cut else '+'} bytes of {kind or 'text'}"
     content["truncated"] = cut
     note = "" if not cut else "\n[body cut at the size limit; fetch a more specific URL]"
     redirect = ""
@@ -200,14 +293,28 @@ def _output(
     )
 
 
-def _text(body: bytes, charset: str | None, room: int) -> tuple[str, bool]:
-    """The body decoded (its charset, else UTF-8), cut to `room` JSON bytes."""
+@dataclass(frozen=True)
+class Text:
+    """How a text body is bounded: `limit` bytes of it, in `room` JSON bytes,
+    redacted first."""
+
+    limit: int
+    room: int
+    redactor: Redactor
+
+
+def _text(body: bytes, charset: str | None, bound: Text) -> tuple[str, bool]:
+    """The body decoded (its charset, else UTF-8) and redacted, then cut to
+    `bound.limit` bytes and `bound.room` JSON bytes."""
     try:
         text = body.decode(charset or "utf-8", errors="replace")
     except LookupError:
         text = body.decode("utf-8", errors="replace")
-    cut = False
-    while json_len(text) > room:
+    text = bound.redactor.redact_text(text)
+    cut = len(text.encode()) > bound.limit
+    if cut:
+        text = cut_text(text, bound.limit)
+    while json_len(text) > bound.room:
         text, cut = cut_text(text, len(text.encode()) * 9 // 10), True
     return text, cut
 

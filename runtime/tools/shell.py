@@ -12,7 +12,9 @@ What it promises, beyond what the permission gate decided:
   `TOOLRUN_*`, keys, tokens or passwords reach it.
 - On timeout, and also after a normal exit, the whole process group is ended
   (SIGTERM, then SIGKILL after a grace period): background jobs do not outlive
-  the call. A process that leaves the session on purpose (`setsid`) escapes this.
+  the call. On a worker the session is recorded (`runtime.sessions`), so it is
+  killed too when the pool process running the call is killed or lost. A
+  process that leaves the session on purpose (`setsid`) escapes this.
 - A non-zero exit code is a result, not an error: status `ok`, the message
   says "exited with N". `grep` and `diff` exit 1 as an answer, and the model
   needs the output of a failing build; a batch that must stop on failure can
@@ -37,13 +39,15 @@ from typing import IO
 
 from pydantic import Field
 
+from runtime import sessions
 from runtime.errors import PathOutsideWorkspace, ToolError
 from runtime.gate.protected import PROJECT_DIR, USER_DIR
 from runtime.gate.shell import (
     commands,  # a module import: runtime.commands imports runtime.tools too
 )
+from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
-from runtime.tools.bounds import budget, cut_text, json_len
+from runtime.tools.bounds import budget, cut_text, json_len, redactor_of
 from runtime.types import Risk, Status
 
 MAX_TIMEOUT = 600.0
@@ -115,13 +119,14 @@ def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
             "Tools may not change the agent's own permissions; ask the user to edit the settings."
         )
     if run.exit_code is None:
-        tail = _squeeze(run.stdout, 1024)[0] + _squeeze(run.stderr, 1024)[0]
+        out, err = run.stdout.parts(redactor_of(ctx)), run.stderr.parts(redactor_of(ctx))
+        tail = _squeeze(out, 1024)[0] + _squeeze(err, 1024)[0]
         raise ShellTimeout(
             f"timed out after {args.timeout:g} s; the command and everything it started were "
             f"killed. Give a larger timeout (at most {MAX_TIMEOUT:g} s) or run something "
             f"shorter. Output before the kill:\n{tail}"
         )
-    return _output(args.command, run, ctx.max_bytes)
+    return _output(args.command, run, ctx.max_bytes, redactor_of(ctx))
 
 
 def _refuse(command: str, root: Path) -> None:
@@ -166,11 +171,12 @@ class _Capture(threading.Thread):
         finally:
             self.stream.close()
 
-    def parts(self) -> tuple[str, int]:
-        """The kept text, and how many bytes were dropped between head and tail."""
+    def parts(self, redactor: Redactor) -> tuple[str, int]:
+        """The kept text, redacted before any bound cuts it, and how many bytes
+        were dropped between head and tail."""
         head, tail = bytes(self.head), bytes(self.tail)
         gap = max(self.total - len(head) - len(tail), 0)
-        return (head + tail).decode("utf-8", errors="replace"), gap
+        return redactor.redact_text((head + tail).decode("utf-8", errors="replace")), gap
 
 
 @dataclass
@@ -184,7 +190,7 @@ def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
     process = subprocess.Popen(
-        [bash, "-c", command],
+        sessions.wrapped([bash, "-c", command]),
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -213,6 +219,8 @@ def _end_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(group, signal.SIGTERM)
     except ProcessLookupError:
+        process.wait()
+        sessions.forget(group)
         return
     deadline = time.monotonic() + GRACE
     while time.monotonic() < deadline:
@@ -220,6 +228,7 @@ def _end_group(process: subprocess.Popen) -> None:
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
+            sessions.forget(group)
             return
         time.sleep(0.02)
     try:
@@ -227,6 +236,7 @@ def _end_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
+    sessions.forget(group)
 
 
 def _environment() -> dict[str, str]:
@@ -240,19 +250,20 @@ def _environment() -> dict[str, str]:
 # --- output -----------------------------------------------------------------------
 
 
-def _output(command: str, run: _Run, max_bytes: int) -> ToolOutput:
+def _output(command: str, run: _Run, max_bytes: int, redactor: Redactor) -> ToolOutput:
     room = budget(max_bytes)
-    out_need, err_need = _need(run.stdout), _need(run.stderr)
+    out, err = run.stdout.parts(redactor), run.stderr.parts(redactor)
+    out_need, err_need = _need(out), _need(err)
     err_room = min(err_need, max(room // 4, room - out_need))
-    stdout, out_cut = _squeeze(run.stdout, room - err_room)
-    stderr, err_cut = _squeeze(run.stderr, err_room)
+    stdout, out_cut = _squeeze(out, room - err_room)
+    stderr, err_cut = _squeeze(err, err_room)
     code = run.exit_code
     status = f"killed by signal {-code}" if code < 0 else f"exited with {code}"
     sections = [status]
     sections += [f"--- stdout ---\n{stdout}"] if stdout else []
     sections += [f"--- stderr ---\n{stderr}"] if stderr else []
     sections += [CUT_HINT] if out_cut or err_cut else []
-    line = " ".join(command.split())
+    line = " ".join(redactor.redact_text(command).split())
     return ToolOutput(
         content={
             "exit_code": code,
@@ -265,15 +276,15 @@ def _output(command: str, run: _Run, max_bytes: int) -> ToolOutput:
     )
 
 
-def _need(capture: _Capture) -> int:
-    text, gap = capture.parts()
+def _need(captured: tuple[str, int]) -> int:
+    text, gap = captured
     return json_len(text) + (1 << 30 if gap else 0)  # a gap never fits
 
 
-def _squeeze(capture: _Capture, room: int) -> tuple[str, bool]:
+def _squeeze(captured: tuple[str, int], room: int) -> tuple[str, bool]:
     """The captured text within `room` JSON bytes: whole if it fits, else its
     first third and last two thirds around a note of how much was cut."""
-    text, gap = capture.parts()
+    text, gap = captured
     if not gap and json_len(text) <= room:
         return text, False
     total = gap + len(text.encode())

@@ -68,9 +68,10 @@ class BatchState(Protocol):
         stage: int | None = None,
         patience: float = 0.0,
     ) -> int | None:
-        """Store a call's end where clients and workers find it and announce it;
-        with `stage`, count it as one more end of that stage and return the
-        count. Keeps trying for `patience` seconds while the state is away."""
+        """Store a call's end where clients and workers find it and announce it,
+        and release its lease; with `stage`, count it as one more end of that
+        stage and return the count. Keeps trying for `patience` seconds while
+        the state is away."""
         ...
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
@@ -101,9 +102,10 @@ class BatchState(Protocol):
         """Calls a worker has taken (reads and idempotent calls count here)."""
         ...
 
-    def look(self, batch_id: str, call_id: str) -> Look:
-        """For a worker about to run a call: count this delivery, and read the
-        cancel flag and any result already published."""
+    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+        """For a worker about to run a call: count this delivery, read the
+        cancel flag and any result already published, and (`hold`) take the
+        call's lease for that many seconds."""
         ...
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
@@ -121,6 +123,10 @@ class BatchState(Protocol):
 
     def plan(self, batch_id: str) -> dict[str, Any] | None: ...
 
+    def drop_plan(self, batch_id: str) -> None:
+        """The batch has ended: its plan (arguments unredacted) goes."""
+        ...
+
     def cancelled(self, batch_id: str) -> bool:
         """Whether the batch was cancelled."""
         ...
@@ -129,9 +135,38 @@ class BatchState(Protocol):
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
-    # The sweep: one process at a time.
+    # Leases: a claimed call is held by a live worker, which renews its hold
+    # (docs/architecture.md, "Leases").
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+        """The call is held for `seconds` from now by the process that claimed it."""
+        ...
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        """Hold each (batch id, call id) for `seconds` more."""
+        ...
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        """The call has ended (or was judged lost): nobody holds it."""
+        ...
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        """When the hold of each of `call_ids` that has one runs out (epoch
+        seconds); a call with no hold is left out."""
+        ...
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        """(batch id, call id) of each call whose hold ran out before `now`."""
+        ...
+
+    def reset_at(self) -> float:
+        """When the state last started empty (epoch seconds): holds it lost
+        then are given a lease's time to be renewed."""
+        ...
+
+    # The sweep: one process at a time, under a lease.
     def hold_sweep(self, holder: str, seconds: float) -> bool:
-        """Take (or keep) the sweep's lock for `holder`; False if another holds it."""
+        """Take the sweep's lease for `holder`, or renew it if `holder` has
+        it; False if another holds it."""
         ...
 
     def release_sweep(self, holder: str) -> None: ...

@@ -67,5 +67,18 @@ def stages_key(batch_id: str) -> str:
     return f"{_BATCH}{batch_id}:stages"
 
 
-SWEEP_LOCK = "toolrun:sweep"  # held by the one worker that sweeps, for a few seconds
-EPOCH_KEY = "toolrun:epoch"  # gone after Redis lost its data: every open batch is looked at
+SWEEP_LOCK = "toolrun:sweep"  # the sweep's lease: the holder's id, expiring unless renewed
+EPOCH_KEY = "toolrun:epoch"  # when Redis started empty; gone after it lost its data
+LEASES = "toolrun:leases"  # sorted set: "<batch id> <call id>" of a claimed call -> expiry
+
+
+def lease_member(batch_id: str, call_id: str) -> str:
+    """A claimed call's member of `LEASES`; a batch id holds no space, so the
+    first one ends it."""
+    return f"{batch_id} {call_id}"
+
+
+def call_of_lease(member: str) -> tuple[str, str]:
+    """(batch id, call id) of a member of `LEASES`."""
+    batch_id, _, call_id = member.partition(" ")
+    return batch_id, call_id

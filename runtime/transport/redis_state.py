@@ -26,17 +26,46 @@ from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
     EPOCH_KEY,
+    LEASES,
     SWEEP_LOCK,
     TTL_SECONDS,
+    call_of_lease,
     cancel_key,
     deliveries_key,
     handed_on_key,
+    lease_member,
     plan_key,
     results_key,
     sent_key,
     stages_key,
 )
 from runtime.types import ToolResult
+
+# Leases of running calls: KEYS = the leases' set, then each call's results hash;
+# ARGV = the new expiry, then each call's member and id.
+RENEW = """
+for i = 2, #KEYS do
+  if redis.call('HEXISTS', KEYS[i], ARGV[2 * i - 1]) == 0 then
+    redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2 * i - 2])
+  end
+end
+return 0
+"""
+# The sweep's lease: taken if free, renewed if this holder has it, in one step.
+HOLD_SWEEP = """
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if held then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+RELEASE_SWEEP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 @contextmanager
@@ -52,6 +81,9 @@ class RedisState:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._listener: Listener | None = None
+        self._renew = client.register_script(RENEW)
+        self._hold_sweep = client.register_script(HOLD_SWEEP)
+        self._release_sweep = client.register_script(RELEASE_SWEEP)
 
     @property
     def listener(self) -> Listener:
@@ -94,6 +126,7 @@ class RedisState:
                     if stage is not None:
                         pipe.hincrby(stages_key(batch_id), str(stage), 1)
                         pipe.expire(stages_key(batch_id), TTL_SECONDS)
+                    pipe.zrem(LEASES, lease_member(batch_id, result.call_id))
                     done = pipe.execute()
         return int(done[3]) if stage is not None else None
 
@@ -139,16 +172,20 @@ class RedisState:
         with reaching(f"batch {batch_id}: cannot read what was taken"):
             return {key.decode() for key in self.client.hkeys(deliveries_key(batch_id))}
 
-    def look(self, batch_id: str, call_id: str) -> Look:
-        """Cancel flag, delivery count (counted here) and stored result, in one
-        pipelined round trip: reads and idempotent calls keep their deliveries
-        here, not in the ledger, so each costs one ledger transaction in all."""
+    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+        """Cancel flag, delivery count (counted here), stored result and the
+        call's lease, in one pipelined round trip: reads and idempotent calls
+        keep their deliveries here, not in the ledger, so each costs one ledger
+        transaction in all."""
         with reaching(f"cannot look at {call_id}"), self.client.pipeline(transaction=False) as pipe:
             pipe.exists(cancel_key(batch_id))
             pipe.hincrby(deliveries_key(batch_id), call_id, 1)
             pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
             pipe.hget(results_key(batch_id), call_id)
-            cancelled, delivery, _, stored = pipe.execute()
+            if hold is not None:
+                until = time.time() + hold
+                pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
+            cancelled, delivery, _, stored = pipe.execute()[:4]
         result = ToolResult.model_validate_json(stored) if stored else None
         return Look(bool(cancelled), int(delivery), result)
 
@@ -174,6 +211,10 @@ class RedisState:
             stored = self.client.get(plan_key(batch_id))
         return json.loads(stored) if stored else None
 
+    def drop_plan(self, batch_id: str) -> None:
+        with reaching(f"batch {batch_id}: cannot drop its plan"):
+            self.client.delete(plan_key(batch_id))
+
     def cancelled(self, batch_id: str) -> bool:
         with reaching(f"batch {batch_id}: cannot read its cancel flag"):
             return bool(self.client.exists(cancel_key(batch_id)))
@@ -189,20 +230,61 @@ class RedisState:
             pipe.publish(results_key(batch_id), CANCEL_NOTICE)
             pipe.execute()
 
+    # Leases (docs/architecture.md, "Leases").
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+        until = time.time() + seconds
+        with reaching(f"cannot take the lease of {call_id}"):
+            self.client.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        """Renew in one step; a lease lost with the state comes back, one whose
+        call has published its end does not (the end released it)."""
+        if not calls:
+            return
+        keys = [LEASES, *(results_key(b) for b, _ in calls)]
+        args = [time.time() + seconds]
+        for batch_id, call_id in calls:
+            args += [lease_member(batch_id, call_id), call_id]
+        with reaching("cannot renew the leases of running calls"):
+            self._renew(keys=keys, args=args)
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        with reaching(f"cannot release the lease of {call_id}"):
+            self.client.zrem(LEASES, lease_member(batch_id, call_id))
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        if not call_ids:
+            return {}
+        with reaching(f"batch {batch_id}: cannot read its leases"):
+            found = self.client.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
+        return {c: until for c, until in zip(call_ids, found, strict=True) if until is not None}
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        with reaching("cannot read the leases"):
+            members = self.client.zrangebyscore(LEASES, "-inf", now)
+        return {call_of_lease(m.decode()) for m in members}
+
+    def reset_at(self) -> float:
+        with reaching("cannot read the epoch"):
+            found = self.client.get(EPOCH_KEY)
+        try:
+            return float(found) if found else time.time()
+        except ValueError:  # an epoch of an older toolrun: it has been a while
+            return 0.0
+
     # The sweep.
     def hold_sweep(self, holder: str, seconds: float) -> bool:
-        with reaching("cannot take the sweep's lock"):
-            return bool(self.client.set(SWEEP_LOCK, holder, nx=True, ex=max(1, round(seconds))))
+        with reaching("cannot take the sweep's lease"):
+            return bool(self._hold_sweep(keys=[SWEEP_LOCK], args=[holder, int(seconds * 1000)]))
 
     def release_sweep(self, holder: str) -> None:
-        with reaching("cannot release the sweep's lock"):
-            if self.client.get(SWEEP_LOCK) == holder.encode():
-                self.client.delete(SWEEP_LOCK)
+        with reaching("cannot release the sweep's lease"):
+            self._release_sweep(keys=[SWEEP_LOCK], args=[holder])
 
     def lost(self, holder: str) -> bool:
-        """A missing epoch key means Redis lost what it held."""
+        """A missing epoch key means Redis lost what it held; the new one says when."""
         with reaching("cannot read the epoch"):
-            return bool(self.client.set(EPOCH_KEY, holder, nx=True))
+            return bool(self.client.set(EPOCH_KEY, str(time.time()), nx=True))
 
     def close(self) -> None:
         if self._listener is not None:

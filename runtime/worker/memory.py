@@ -17,6 +17,7 @@ by side; every other call runs one at a time, in order, as on the effects queue.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
 import time
@@ -73,6 +74,7 @@ class MemoryTransport:
         self._cancelled: dict[str, str] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
+        self._held: set[tuple[str, str]] = set()
         self._sweeper: str | None = None
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
@@ -102,6 +104,7 @@ class MemoryTransport:
     ) -> int | None:
         with self._changed:
             self._results[batch_id][result.call_id] = result
+            self._held.discard((batch_id, result.call_id))
             if stage is not None:
                 self._stages[batch_id, stage] += 1
             self._changed.notify_all()
@@ -132,6 +135,9 @@ class MemoryTransport:
 
     def plan(self, batch_id: str) -> dict[str, Any] | None:
         return self._plans.get(batch_id)
+
+    def drop_plan(self, batch_id: str) -> None:
+        self._plans.pop(batch_id, None)
 
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         return dict(self._results[batch_id])
@@ -187,8 +193,34 @@ class MemoryTransport:
     def lost(self, holder: str) -> bool:
         return False
 
-    def look(self, batch_id: str, call_id: str) -> Look:
+    # Leases: a thread of this process cannot be lost on its own, so a hold lasts
+    # until it is released.
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
         with self._changed:
+            self._held.add((batch_id, call_id))
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        with self._changed:
+            self._held.update(calls)
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        with self._changed:
+            self._held.discard((batch_id, call_id))
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        with self._changed:
+            return {c: math.inf for c in call_ids if (batch_id, c) in self._held}
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        return set()
+
+    def reset_at(self) -> float:
+        return 0.0
+
+    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+        with self._changed:
+            if hold is not None:
+                self._held.add((batch_id, call_id))
             count = self._deliveries[batch_id][call_id] = (
                 self._deliveries[batch_id].get(call_id, 0) + 1
             )

@@ -1,5 +1,5 @@
 """The sweep's loop: every worker offers to sweep every `interval` seconds, and
-the one that holds the sweep's lock does (`Worker.sweep`): deadlines, expired
+the one that holds the sweep's lease does (`Worker.sweep`): deadlines, expired
 approvals, messages lost with the state (docs/architecture.md, "The sweep")."""
 
 from __future__ import annotations
@@ -16,13 +16,23 @@ from runtime.worker.worker import Worker
 log = logging.getLogger("toolrun.worker")
 
 
+def sweep_holder() -> str:
+    """This process's name as the sweep's holder: host, pid and a nonce (an
+    operator can tell which process sweeps; a reused pid is another holder)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
 def start_sweeping(
-    worker: Callable[[], Worker], interval: float, *, stop: threading.Event | None = None
+    worker: Callable[[], Worker],
+    interval: float,
+    *,
+    stop: threading.Event | None = None,
+    holder: str | None = None,
 ) -> threading.Thread:
     """A daemon thread offering `worker()`'s sweep every `interval` seconds
     until `stop` is set."""
     stop = stop or threading.Event()
-    holder = holder_id()
+    holder = holder or sweep_holder()
 
     def loop() -> None:
         while not stop.wait(interval):
@@ -34,9 +44,3 @@ def start_sweeping(
     thread = threading.Thread(target=loop, name="toolrun-sweep", daemon=True)
     thread.start()
     return thread
-
-
-def holder_id() -> str:
-    """Who holds the sweep's lock, as its value says: `host:pid:nonce`, so an
-    operator (or the soak, killing the holder) can tell which process sweeps."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"

@@ -36,7 +36,6 @@ from runtime.types import CallMessage, ToolResult
 log = logging.getLogger("toolrun.worker")
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's end waits for the state to come back
 HAND_ON_PATIENCE = 30.0  # seconds a worker keeps trying to send a chain's next step
-SWEEP_LOCK_SECONDS = 30.0  # the longest one sweep may hold the others off
 
 
 class Worker:
@@ -60,8 +59,11 @@ class Worker:
             queue=queue,
             state=state,
             approvals=Approvals(ledger, key),
+            lease_seconds=settings.lease_seconds,
+            resend_after=settings.resend_after,
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
+        self._sweeping: str | None = None  # the sweep's holder while this worker sweeps
 
     def run(self, raw: Any, *, name: str | None = None) -> ToolResult | None:
         """Run one delivered task message to its end; the call's result, or None
@@ -150,12 +152,16 @@ class Worker:
         """Seconds after which the pool process running `raw` is killed."""
         return time_limits.hard_limit(CallMessage.tool_of(raw), self.registry, self.settings)
 
-    def end_killed(self, raw: Any, limit: float, *, name: str | None = None) -> None:
+    def end_killed(
+        self, raw: Any, limit: float, *, name: str | None = None, lost: bool = False
+    ) -> None:
         """From the worker's main process: the end of a call whose pool process
-        was killed at its hard limit, once that process is gone, recorded
-        through the ledger's compare-and-set. A result the process published
-        before it was killed stands; a message that never ran a tool (unsigned)
-        is left alone."""
+        was killed at its hard limit (or, `lost`, died of something else), once
+        that process and the sessions it started are gone, recorded through the
+        ledger's compare-and-set. A result the process published before it was
+        killed stands; a message that never ran a tool (unsigned) is left alone,
+        and so is a lost read or idempotent call: it is delivered again and
+        runs again."""
         message = CallMessage.from_wire(raw)
         if message is None or not signing.genuine(message, self.key):
             return
@@ -166,27 +172,59 @@ class Worker:
         if published is not None:
             return
         read = time_limits.is_read(message.tool, self.registry)
-        result = time_limits.killed(
-            message.call_id, message.tool, limit, read=read, worker=name or self.name
-        )
-        log.error("%s ran past its hard limit of %g s; its process was killed", message.tool, limit)
+        if lost:
+            spec = self.registry.get(message.tool)
+            if spec is None or read or spec.idempotent:
+                return
+            result = endings.process_lost(message.call_id, message.tool, worker=name or self.name)
+            log.error("the process running %s was lost", message.tool)
+        else:
+            result = time_limits.killed(
+                message.call_id, message.tool, limit, read=read, worker=name or self.name
+            )
+            log.error(
+                "%s ran past its hard limit of %g s; its process was killed", message.tool, limit
+            )
         ended: list[bool] = []
         self.ledger.eventually(
             lambda: ended.append(self.ledger.record_result(message.batch_id, result))
         )
+        try:
+            self.state.release(message.batch_id, message.call_id)
+        except StateUnavailable:  # it lapses; the sweep finds the call ended
+            pass
         try:
             self.finish(message, result, ended[0] if ended else True)
         except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept
             log.error("the end of %s could not be published: %s", message.call_id, error)
 
     def sweep(self, holder: str) -> bool:
-        """Sweep if no other worker is sweeping; True if this one did. After
-        the state lost what it held, every open batch is looked at, and what
-        was lost is sent again."""
-        if not self.state.hold_sweep(holder, SWEEP_LOCK_SECONDS):
+        """Sweep if no other worker holds the sweep's lease (taking or renewing
+        it); True if this one did. After the state lost what it held, every
+        open batch is looked at, and what was lost is sent again. The holder
+        keeps the lease while it lives: `beat` renews it during a long sweep,
+        and a holder that dies leaves it to lapse (docs/architecture.md,
+        "Leases")."""
+        if not self.state.hold_sweep(holder, self.settings.lease_seconds):
             return False
+        self._sweeping = holder
         try:
             self.advancer.sweep(everything=self.state.lost(holder))
         finally:
-            self.state.release_sweep(holder)
+            self._sweeping = None
         return True
+
+    def stop_sweeping(self, holder: str) -> None:
+        """Give the sweep's lease up at a warm shutdown: another worker takes it at once."""
+        self.state.release_sweep(holder)
+
+    def beat(self, running: list[Any]) -> None:
+        """From the worker's main process, every quarter of a lease: renew the
+        leases of the calls its processes are running (`running`: their task
+        messages), and the sweep's while a sweep runs. A pool process that is
+        stuck does not stop this; a dead worker stops it, and its leases
+        lapse."""
+        calls = [call for raw in running if (call := CallMessage.call_of(raw)) is not None]
+        self.state.renew(calls, self.settings.lease_seconds)
+        if (holder := self._sweeping) is not None:
+            self.state.hold_sweep(holder, self.settings.lease_seconds)

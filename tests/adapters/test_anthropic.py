@@ -125,3 +125,16 @@ def test_tool_definitions_are_valid_tool_params_with_the_registry_schema():
     read_file = next(d for d in definitions if d["name"] == "read_file")
     assert "path" in read_file["input_schema"]["properties"]
     assert not read_file["description"].startswith(" ")
+
+
+@pytest.mark.parametrize("depth", [500, 900, 100_000])
+def test_a_message_nested_past_any_provider_is_refused_without_recursion(depth):
+    arguments: dict = {}
+    for _ in range(depth):
+        arguments = {"a": arguments}
+    message = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t", "name": "read_file", "input": arguments}],
+    }
+    with pytest.raises(InvalidBatch, match="nests deeper"):
+        adapters.parse(message)

@@ -160,6 +160,15 @@ def test_begin_sends_the_first_stage_and_the_batch_runs_to_its_end(world):
     assert world.ended(plan.batch.id)  # and its unredacted plan is gone
 
 
+def test_the_copy_of_an_ended_batch_s_plan_goes_too(world):
+    plan, refusals = world.record(nap("r1"))
+    world.transport.keep_plan(plan.batch.id, plan.model_dump(mode="json"))  # as the client does
+    world.advancer.begin(plan, refusals)
+    world.ends(plan.batch.id, 1)
+    assert world.advancer.advance(plan.batch.id) is True
+    assert world.ended(plan.batch.id) and world.transport.plan(plan.batch.id) is None
+
+
 def test_a_stage_with_a_running_call_holds_the_next_back(world):
     plan, refusals = world.record(held("h1"), held("h2"), bump("w1"))
     world.advancer.begin(plan, refusals)
@@ -269,7 +278,7 @@ def test_an_approved_call_whose_message_was_lost_is_admitted_and_sent_again(worl
     )
     world.transport.mark_sent(plan.batch.id, ["q1"])  # sent, and the message lost on the way
     assert world.advancer.advance(plan.batch.id) is False and world.taken() == []
-    monkeypatch.setattr(progress, "RESEND_AFTER", 0.0)
+    monkeypatch.setattr(world.advancer, "resend_after", 0.0)
     world.advancer.advance(plan.batch.id)
     assert world.ends(plan.batch.id, 1) == {"q1": Status.ok}
     assert world.taken() == ["q1"]

@@ -89,6 +89,8 @@ def view(
     started: str = "",
     approvals: dict[str, Answer] | None = None,
     cancelled: float | None = None,
+    lost: str = "",
+    stalled: str = "",
     now: float = NOW,
 ) -> View:
     """`sent` and `cancelled` in seconds before `now`."""
@@ -101,6 +103,8 @@ def view(
         approvals=approvals or {},
         cancelled_at=None if cancelled is None else now - cancelled,
         now=now,
+        lost=frozenset(lost.split()),
+        stalled=frozenset(stalled.split()),
     )
 
 
@@ -312,6 +316,37 @@ CASES = {
         {},
         view(sent={"w1": RESEND_AFTER}),
         Expect(resend=["w1"]),
+    ),
+    # Leases: a claimed call whose holder stopped renewing its lease was lost.
+    "a claimed side effect whose worker is gone ends outcome_unknown, and the next step goes": (
+        "w1 w2",
+        {"on_error": "continue"},
+        view(sent={"w1": 1}, started="w1", lost="w1"),
+        Expect(ends={"w1": S.outcome_unknown}, send=[["w2"]]),
+    ),
+    "a claimed side effect whose worker lives waits, however long it runs": (
+        "w1 w2",
+        {},
+        view(sent={"w1": RESEND_AFTER * 100}, started="w1"),
+        Expect(),
+    ),
+    "a lost call past the deadline says its worker was lost": (
+        "w1",
+        PAST,
+        view(sent={"w1": 1}, started="w1", lost="w1"),
+        Expect(ends={"w1": S.outcome_unknown}, finished=True),
+    ),
+    "a read whose worker is gone is sent again at once": (
+        "r1",
+        {},
+        view(sent={"r1": 1}, started="r1", stalled="r1"),
+        Expect(resend=["r1"]),
+    ),
+    "a read whose worker is gone ends timeout past the deadline": (
+        "r1",
+        PAST,
+        view(sent={"r1": 1}, started="r1", stalled="r1"),
+        Expect(ends={"r1": S.timeout}, finished=True),
     ),
     "a call a worker took is never sent again": (
         "w1",

@@ -65,3 +65,24 @@ def test_bad_key_requests_are_one_line(tmp_path):
     )
     assert toolrun("keys", "create", "x", "--role", "admin", env=env).returncode == 0
     assert_one_line_error(toolrun("keys", "create", "x", "--role", "admin", env=env), "exists")
+
+
+def test_an_empty_or_relative_workspace_root_is_refused(tmp_path):
+    """An empty root would be the gateway's working directory, a relative one
+    wherever the gateway happens to start."""
+    env = toolrun_env(tmp_path / "home")
+    (tmp_path / "rel").mkdir()
+    for root in ("", "   ", "rel", "."):
+        made = toolrun(
+            "keys",
+            "create",
+            "x",
+            "--role",
+            "submitter",
+            "--workspace-root",
+            root,
+            env=env,
+            cwd=tmp_path,
+        )
+        assert_one_line_error(made, "absolute")
+    assert "x" not in toolrun("keys", "list", env=env).stdout

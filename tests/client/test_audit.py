@@ -5,6 +5,8 @@ batch recorded before (a submit key's, by a racing submitter) gets none of them.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -86,23 +88,18 @@ def test_the_batch_its_calls_and_every_decision_land_in_one_transaction(ledger, 
 def test_an_unavailable_ledger_is_buffered_and_the_rows_wait(ledger, audited, tmp_path):
     batch, rules, admissions = audited
     audit = BatchAudit(ledger, batch, rules)
+    columns = {"key": "k", "fingerprint": "f", "deadline_at": datetime.now(UTC)}
     with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
-        assert audit.admissions(admissions) is Recording.buffered
+        assert audit.admissions(admissions, plan={"p": 1}, columns=columns) is Recording.buffered
+        audit.keep([endings.ledger_unavailable("w", "bump")])
         assert len(ledger._buffer) == 1
     assert ledger.batch(batch.id) is None
     assert ledger._buffer.flush()  # what the buffer's thread does once the ledger is back
     assert len(ledger.calls(batch.id)) == 4
-
-
-def test_an_end_decided_by_the_client_is_recorded_with_the_batch_s_mode(ledger, audited):
-    batch, rules, admissions = audited
-    audit = BatchAudit(ledger, batch, rules)
-    audit.admissions(admissions)
-    audit.end(endings.skipped_at_deadline("w", "bump"), EventKind.skipped)
-    [call] = [c for c in ledger.calls(batch.id) if c.call_id == "w"]
-    assert call.status == "skipped"
-    [row] = [e for e in ledger.events(batch.id, "w") if e.kind == EventKind.skipped]
-    assert (row.mode, row.policy_version) == ("auto", rules.version)
+    row = ledger.batch(batch.id)  # the batch as submitted: its key, deadline and plan
+    assert (row.key, row.fingerprint, row.deadline_at) == ("k", "f", columns["deadline_at"])
+    assert ledger.plan(batch.id) == {"p": 1}
+    assert ledger.ends(batch.id)["w"].error.kind == "ledger"  # with the batch's rows
 
 
 def test_a_batch_recorded_before_gets_no_decision_and_no_end(ledger, audited, tmp_path):
@@ -132,7 +129,7 @@ def test_buffered_ends_of_a_batch_another_submitter_recorded_are_not_written(
     audit = BatchAudit(ledger, batch, rules)
     with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
         assert audit.admissions(admissions) is Recording.buffered
-        audit.end(endings.ledger_unavailable("w", "bump"))
+        audit.keep([endings.ledger_unavailable("w", "bump")])
     assert BatchAudit(ledger, batch, rules).admissions(admissions) is Recording.recorded
     assert ledger._buffer.flush()
     assert {c.call_id: c.status for c in ledger.calls(batch.id)}["w"] == "pending"

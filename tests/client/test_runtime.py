@@ -102,3 +102,17 @@ def test_attaching_to_a_batch_this_process_follows_shares_its_events(make, works
     assert rt.follower.open_runs() == [first._run] and second._run is first._run
     assert first.deny("w", "no", by="test")
     assert second.results()[0].status is Status.denied and first.done
+
+
+def test_a_batch_that_cannot_be_one_is_refused_at_submit(make, workspace):
+    """No calls (the ledger would lose the batch's rows), a workspace path
+    the system cannot even look at, duplicate ids: each an `InvalidBatch`
+    before anything is written."""
+    rt = make()
+    with pytest.raises(InvalidBatch, match="no calls"):
+        rt.submit([], mode="auto", workspace=workspace)
+    with pytest.raises(InvalidBatch, match="not a directory"):
+        rt.submit(ASKS, mode="auto", workspace=workspace / ("x" * 300))
+    calls = [{"id": f"c{i % 9000}", "name": "echo", "arguments": {}} for i in range(10_000)]
+    with pytest.raises(InvalidBatch, match="duplicate call ids in batch: c0, c1, c10, c100,"):
+        rt.submit(calls, mode="auto", workspace=workspace)

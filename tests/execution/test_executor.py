@@ -140,21 +140,25 @@ def test_a_redelivered_side_effect_never_runs_twice(env):
     assert len(marks(env.workspace, "effects")) == 1
 
 
-def test_a_claimed_call_whose_worker_vanished_is_outcome_unknown(env):
-    call = ToolCall(id="lost", name="bump", arguments={"label": "x"})
-    env.ledger.record_batch(Batch(id="b-lost", calls=[call], workspace=str(env.workspace)))
-    env.ledger.claim("b-lost", "lost", worker="gone@h")
+def test_a_second_delivery_of_a_claimed_call_does_nothing(env):
+    """The claim's holder ends it, or the sweep once its lease lapses; never
+    the second delivery (docs/architecture.md, "Leases")."""
+    call = ToolCall(id="held", name="bump", arguments={"label": "x"})
+    env.ledger.record_batch(Batch(id="b-held", calls=[call], workspace=str(env.workspace)))
+    env.ledger.claim("b-held", "held", worker="other@h")
     raw = message(
-        "lost",
+        "held",
         "bump",
         {"label": "x"},
         workspace=env.workspace,
-        batch_id="b-lost",
+        batch_id="b-held",
         rules={"allow": ["bump"]},
     )
-    result = env("bump", {"label": "x"}, call_id="lost", raw=raw)
-    assert result.status is Status.outcome_unknown and "may or may not" in result.model_message
+    result = env("bump", {"label": "x"}, call_id="held", raw=raw)
+    assert result.error.kind == "duplicate_delivery", result.model_message
     assert marks(env.workspace, "effects") == []
+    assert env.ledger.ends("b-held") == {}
+    assert [c.status for c in env.ledger.calls("b-held")] == ["running"]
 
 
 def test_a_side_effect_nobody_recorded_does_not_run(env):

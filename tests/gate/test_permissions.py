@@ -239,6 +239,24 @@ def test_no_rule_lets_a_tool_write_a_settings_file(tmp_path, path):
     assert (decision.effect, decision.rule) == (D, "workspace")
 
 
+@pytest.mark.parametrize(
+    "path", [".toolrun/stack.json", ".TOOLRUN/ledger.db", "a/../.toolrun/logs/worker.log"]
+)
+def test_no_rule_lets_a_tool_read_toolrun_s_home(tmp_path, path):
+    decision = decide(tmp_path, "rf", "bypass", [("org", "allow", "rf")], args={"path": path})
+    assert (decision.effect, decision.rule) == (D, "toolrun-home")
+
+
+def test_a_home_named_otherwise_is_refused_too(tmp_path, monkeypatch):
+    (tmp_path / "state").mkdir()
+    monkeypatch.setenv("TOOLRUN_HOME", str(tmp_path / "state"))
+    decision = decide(tmp_path, "rf", "bypass", args={"path": "state/stack.json"})
+    assert (decision.effect, decision.rule) == (D, "toolrun-home")
+    decision = decide(tmp_path, "wf", "bypass", args={"path": "state/stack.json"})
+    assert (decision.effect, decision.rule) == (D, "toolrun-home")
+    assert decide(tmp_path, "rf", "bypass", args={"path": "stateful.txt"}).effect is A
+
+
 def test_org_policy_restricts_workspace_roots(tmp_path):
     inside = tmp_path / "agents" / "ws"
     inside.mkdir(parents=True)
@@ -359,3 +377,13 @@ def test_definitions_in_plan_mode_offer_read_only_tools():
     names = [d["name"] for d in adapters.definitions(REG, "anthropic", mode="plan")]
     assert names == ["rf"]
     assert len(adapters.definitions(REG, "openai")) == len(ARGS)  # without a mode: every tool
+
+
+def test_a_workspace_made_inside_the_home_is_read_as_any_other(tmp_path, monkeypatch):
+    """`toolrun demo` makes its workspace in the home; that workspace holds no state."""
+    (tmp_path / "demo-workspace").mkdir()
+    monkeypatch.setenv("TOOLRUN_HOME", str(tmp_path))
+    decision = decide(tmp_path / "demo-workspace", "rf", "auto", args={"path": "README.md"})
+    assert decision.effect is A
+    decision = decide(tmp_path, "rf", "auto", args={"path": "demo-workspace/README.md"})
+    assert (decision.effect, decision.rule) == (D, "toolrun-home")

@@ -89,6 +89,17 @@ def test_a_snapshot_is_the_policy_the_worker_checks_against(files):
     assert Policy.from_snapshot(json.loads(json.dumps(policy.snapshot()))) == policy
 
 
+def test_the_org_names_the_internal_hosts_a_batch_may_reach(files):
+    tmp_path, workspace = files
+    plain = sources(tmp_path).policy_for(workspace)
+    org = {"internal_hosts": ["127.0.0.1", "10.2.0.0/16", "db.internal", "*.corp.example"]}
+    policy = sources(tmp_path, org=org).policy_for(workspace)
+    assert plain.internal_hosts == () and "internal_hosts" not in plain.snapshot()
+    assert policy.internal_hosts == tuple(org["internal_hosts"])
+    assert policy.version != plain.version
+    assert Policy.from_snapshot(json.loads(json.dumps(policy.snapshot()))) == policy
+
+
 @pytest.mark.parametrize(
     ("level", "data", "says"),
     [
@@ -98,6 +109,11 @@ def test_a_snapshot_is_the_policy_the_worker_checks_against(files):
         ("org", "{not json", "not valid JSON"),
         ("org", ["a list"], "must be a JSON object"),
         ("org", {"trusted_workspaces": "~/src"}, "must be a list of directory paths"),
+        ("org", {"internal_hosts": "10.0.0.0/8"}, "internal_hosts must be a list"),
+        ("org", {"internal_hosts": ["10.0.0.1/8"]}, "entry '10.0.0.1/8'"),
+        ("org", {"internal_hosts": ["db internal"]}, "entry 'db internal'"),
+        ("org", {"internal_hosts": ["300.1.1.1"]}, "entry '300.1.1.1'"),
+        ("user", {"internal_hosts": ["10.0.0.0/8"]}, "unknown key(s) ['internal_hosts']"),
     ],
 )
 def test_a_bad_settings_file_is_an_error_naming_it(tmp_path, level, data, says):

@@ -10,9 +10,14 @@ import pytest
 
 from runtime.client.handle import BatchHandle
 from runtime.client.run import BatchRun
-from runtime.gateway.events import cursor, stream
+from runtime.gateway.cursors import Cursors
+from runtime.gateway.events import stream
 from runtime.gateway.problems import Problem
 from runtime.types import ApprovalRequested, Batch, ErrorInfo, Status, ToolCall, ToolResult
+
+
+def cursor(text):
+    return Cursors().parse(text)
 
 
 def _handle(n: int) -> BatchHandle:
@@ -85,3 +90,36 @@ def test_a_cursor_that_is_not_ours_is_a_400():
     for text in ("zz", "-", "-1", " 1", "1" * 100_001):
         with pytest.raises(Problem):
             cursor(text)
+
+
+async def _drain(handle, sent, cursors):
+    return [event async for event in stream(handle, sent, cursors=cursors)]
+
+
+@pytest.mark.parametrize("calls", [400, 4000])
+def test_ids_of_a_large_batch_stay_short_and_resume_exactly_here(calls):
+    """An id no longer carries the whole cursor: bounded whatever the batch's
+    size, so a stream's bytes grow with its calls, not their square."""
+    handle = _handle(calls)
+    for i in reversed(range(calls)):  # the worst order for a bitmap
+        _feed(handle, _end(f"c{i}"))
+    here = Cursors()
+    events = asyncio.run(_drain(handle, 0, here))[:-1]
+    assert len(events) == calls
+    assert max(len(e["id"]) for e in events) <= 40
+    middle = calls // 2
+    rest = asyncio.run(_drain(handle, here.parse(events[middle]["id"]), here))
+    assert [e["data"] for e in rest[:-1]] == [e["data"] for e in events[middle + 1 :]]
+    assert rest[-1]["event"] == "end"
+
+
+def test_an_id_from_another_process_resends_only_past_its_watermark():
+    handle = _handle(300)
+    for i in [*range(250), 299, *range(250, 299)]:
+        _feed(handle, _end(f"c{i}"))
+    events = asyncio.run(_drain(handle, 0, Cursors()))[:-1]
+    elsewhere = Cursors()  # knows no log of the first stream
+    after = events[260]["id"]  # c0..c249 and c299 sent, then c250..c259
+    rest = asyncio.run(_drain(handle, elsewhere.parse(after), elsewhere))[:-1]
+    ids = [json.loads(e["data"])["call_id"] for e in rest]
+    assert sorted(ids) == sorted(f"c{i}" for i in range(260, 300))  # c299 a second time

@@ -70,6 +70,9 @@ def test_names_are_unique_and_submitters_need_roots(keys, tmp_path):
         mint(keys, "carol", Role.submitter)
     with pytest.raises(ConfigurationError, match="printable"):
         mint(keys, "bad\nname", Role.admin)
+    for root in ("", ".", "relative/dir"):
+        with pytest.raises(ConfigurationError, match="absolute"):
+            mint(keys, "dave", Role.submitter, roots=[str(tmp_path), root])
 
 
 def test_a_batch_keeps_its_first_owner(keys):

@@ -26,3 +26,30 @@ def test_secrets_leave_no_trace(runtime, workspace, stack):
         assert secret not in ledger
         assert secret not in logs
     assert "[REDACTED:" in dumped
+
+
+def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspace, stack):
+    """The plan holds the arguments as the model wrote them (the worker needs
+    them): the ledger's row goes when the batch ends, and so must Redis's copy."""
+    import time
+
+    import redis
+
+    from runtime.transport.names import plan_key
+
+    calls = [{"id": "a", "name": "echo", "arguments": {"text": f"token {ARG_SECRET}"}}]
+    handle = runtime.submit(calls, mode="auto", workspace=workspace)
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        assert ARG_SECRET.encode() in (client.get(plan_key(handle.batch_id)) or b"")
+        assert handle.results(timeout=60)[0].status.value == "ok"
+        runtime.services.advancer.advance(handle.batch_id)  # any mover closes it, as the sweep does
+        deadline = time.monotonic() + 30
+        while runtime.ledger.batch(handle.batch_id).ended_at is None:
+            assert time.monotonic() < deadline, "the batch was never marked ended"
+            time.sleep(0.05)
+        assert client.get(plan_key(handle.batch_id)) is None
+        held = [client.dump(k) or b"" for k in client.scan_iter(f"*{handle.batch_id}*")]
+        assert not [v for v in held if ARG_SECRET.encode() in v]
+    finally:
+        client.close()

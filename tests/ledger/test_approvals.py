@@ -97,3 +97,19 @@ def test_pending_lists_only_unanswered_calls_oldest_first(approvals):
     approvals.answer("b1", "c2", approve=False, by="bob", reason="no")
     assert [(r.batch_id, r.call_id) for r in approvals.pending()] == [("b1", "c1"), ("b2", "c3")]
     assert [r.call_id for r in approvals.pending("b2")] == ["c3"]
+
+
+def test_an_approval_of_a_call_that_ended_leaves_the_list_and_cannot_be_answered(approvals):
+    """A call cancelled (or ended any other way) while it waited: its request
+    is no longer something to answer."""
+    from runtime.results import endings
+
+    ask(approvals, "c1")
+    ask(approvals, "c2")
+    approvals.ledger.record_result("b1", endings.cancelled_before_start("c1", "bump"))
+    assert [r.call_id for r in approvals.pending()] == ["c2"]
+    assert not approvals.answer("b1", "c1", approve=True, by="late")
+    assert not approvals.answer("b1", "c1", approve=False, by="late", reason="no")
+    assert approvals.get("b1", "c1").status == "pending"
+    assert EventKind.approval_given.value not in [e.kind for e in approvals.ledger.events("b1")]
+    assert approvals.answer("b1", "c2", approve=True, by="alice")

@@ -425,3 +425,45 @@ def test_a_writer_kept_from_the_lock_fails_clearly_within_its_bound(ledger_url):
 def _driver(url: str) -> str:
     name = make_url(url).drivername
     return "postgresql+psycopg" if name.startswith("postgres") else name
+
+
+def test_a_ledger_opens_and_reads_while_another_process_holds_the_write_lock(ledger_url):
+    """Another process holds the write lock (`sqlite3` with BEGIN EXCLUSIVE; on
+    PostgreSQL the migrators' lock and every table in EXCLUSIVE mode): a new
+    `Ledger` on a database that has its schema opens, and its reads answer; its
+    writes fail closed."""
+    from tests.support.ledger_lock import held_elsewhere
+
+    batch = _batch("a")
+    first = Ledger(ledger_url)
+    first.record_batch(batch)
+    first.record_result(batch.id, _result("a"))
+    first.close()
+    with held_elsewhere(ledger_url):
+        ledger = Ledger(ledger_url, retry_seconds=1.0)
+        try:
+            assert ledger.batch(batch.id).id == batch.id
+            assert set(ledger.ends(batch.id)) == {"a"}
+            with pytest.raises(LedgerUnavailable):
+                ledger.record_event(batch.id, None, EventKind.cancelled)
+        finally:
+            ledger.close()
+
+
+def test_a_batch_ends_at_the_time_of_its_last_end(ledger):
+    """`ended_at` is when its last call ended, however late the batch is marked
+    ended; a batch with a call the ledger holds no end for is not ended yet."""
+    from sqlmodel import select
+
+    from runtime.ledger.tables import EndRow
+
+    batch = _batch("a", "b")
+    ledger.record_batch(batch)
+    ledger.record_result(batch.id, _result("a"))
+    ledger.mark_ended(batch.id)
+    assert ledger.batch(batch.id).ended_at is None, "b has no end yet"
+    ledger.record_result(batch.id, _result("b"))
+    query = select(EndRow.at).where(EndRow.batch_id == batch.id)
+    last = max(ledger.transaction(lambda session: list(session.exec(query).all()), write=False))
+    ledger.mark_ended(batch.id)
+    assert ledger.batch(batch.id).ended_at == last

@@ -51,6 +51,32 @@ def test_ordinary_lines_around_the_secrets_are_kept():
     assert "postgres://app_user:[REDACTED:url_password]@db.internal.example:5432/app" in out
 
 
+def test_a_yaml_value_below_its_name_is_redacted_and_its_neighbours_kept():
+    out = redact_text((SECRETS / "broker.yaml").read_text())
+    for line in ("  concurrency: 4", "  user: app", "  pool: 10", "  verify: true"):
+        assert line + "\n" in out
+    assert "  issuer: https://login.example.com\n" in out
+    assert "redis://:[REDACTED:url_password]@cache.internal:6379/0" in out
+    # one marker per line of a value: the file keeps its line numbers
+    assert out.count("\n") == (SECRETS / "broker.yaml").read_text().count("\n")
+
+
+ORDINARY_BELOW_A_NAME = [
+    "password:\n  min_length: 12\n  require_digit: true\n",
+    "token:\n  - scope: read\n",
+    "password:\n\nother: value\n",
+    "def check(user):\n    if not password:\n        raise ValueError('no password')\n",
+    "class Login:\n    password: str\n    token: SecretStr\n",
+    "secret: |\n",
+    "{% if password %}\n  {{ password }}\n{% endif %}\n",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY_BELOW_A_NAME)
+def test_what_follows_a_secret_name_is_kept_when_it_is_not_a_value(text):
+    assert redact_text(text) == text
+
+
 # Ordinary text: nothing in it is a secret, so nothing may be redacted.
 
 

@@ -55,3 +55,39 @@ def test_every_string_is_redacted():
     output = ToolOutput(content={"key": SECRET}, message=SECRET, summary=SECRET)
     result = success("c1", "tool", output, max_bytes=10_000)
     assert SECRET not in result.model_dump_json()
+
+
+KEY = "AKIAZ3MHQ7WJXK4PLR2D"  # a made-up AWS access key id
+
+
+def _no_piece_of(key: str, text: str, size: int = 6) -> bool:
+    return not any(key[i : i + size] in text for i in range(len(key) - size + 1))
+
+
+def test_content_is_redacted_before_it_is_cut():
+    """A cut through the middle of a key would leave a tail no detector knows."""
+    for at in range(200, 280, 3):  # the string budget (max_bytes // 4) lands in the key
+        output = ToolOutput(
+            content={"text": "x" * at + f" {KEY} " + "y" * 4000}, message="m", summary="s"
+        )
+        result = success("c1", "tool", output, max_bytes=1000)
+        assert _no_piece_of(KEY, result.model_dump_json()), at
+
+
+def test_a_message_is_redacted_before_it_is_cut():
+    for at in range(960, 1010, 3):
+        text = "x" * at + f" {KEY} " + "y" * 4000
+        ok = success(
+            "c1", "tool", ToolOutput(content=None, message=text, summary="s"), max_bytes=1000
+        )
+        failed = failure("c1", "tool", Status.error, text, max_bytes=1000)
+        assert _no_piece_of(KEY, ok.model_dump_json()), at
+        assert _no_piece_of(KEY, failed.model_dump_json()), at
+
+
+def test_a_value_json_shows_as_text_is_redacted_too():
+    from pathlib import Path
+
+    output = ToolOutput(content={"where": Path(f"/srv/{KEY}")}, message="m", summary="s")
+    result = success("c1", "tool", output, max_bytes=10_000)
+    assert KEY not in result.model_dump_json() and result.content["where"].startswith("/srv/")

@@ -1,6 +1,7 @@
-"""The fault `lock ledger at process start`: the ledger is held (SQLite: a
-`BEGIN EXCLUSIVE` of the soak's process; PostgreSQL: the relay cut) while a
-submitter process starts and submits a keyed batch, and a few seconds more.
+"""The fault `lock ledger at process start`: another process holds the ledger's
+write lock (SQLite: `BEGIN EXCLUSIVE`; PostgreSQL: every toolrun table in
+EXCLUSIVE mode, tests/support/ledger_lock.py) while a submitter process makes
+its Runtime and submits a keyed batch, and a few seconds more.
 The process must start and submit; the batch keeps its key, plan and
 deadline, and ends: submitting its key again afterwards attaches to it."""
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from tests.soak.batches import BATCH_TIMEOUT, WRITES, batch_of, workspace_for
 from tests.soak.checks import follow
 from tests.soak.tally import Tally
+from tests.support.ledger_lock import held_elsewhere
 from tests.support.submitter import IMPORTED, READY, last_words, lines, start
 
 IMPORT_PATIENCE = 120.0  # seconds for the process's imports, before the lock (a loaded machine)
@@ -43,7 +45,7 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         process.kill()
         process.wait(10)
         raise RuntimeError(f"the submitter did not get through its imports: {last_words(process)}")
-    with stack.ledger_cut():
+    with held_elsewhere(stack.settings.ledger_url):
         gate.touch()
         ready = _line(out, START_PATIENCE)
         if ready == READY:

@@ -20,7 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from runtime import sessions
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
+from runtime.tools.shell import shell
 from runtime.types import Risk
 from tests.support.tools import _mark
 
@@ -205,6 +207,37 @@ def overrun_write(args: Label, ctx: ToolContext) -> ToolOutput:
             {"label": args.label, "edge": "end", "at": time.time(), "pid": os.getpid()},
         )
     return ToolOutput(content=None, message="slept", summary="slept")
+
+
+# The shell tool itself with a short timeout, so that its hard limit comes soon.
+SHORT_SHELL_TIMEOUT = 2.0
+tool(
+    name="short_shell",
+    risk=Risk.destructive,
+    timeout=SHORT_SHELL_TIMEOUT,
+    subject=("command", "command"),
+)(shell)
+
+
+class Command(ToolInput):
+    command: str
+
+
+@tool(risk=Risk.write, timeout=TIMEOUT)
+def stuck_shell(args: Command, ctx: ToolContext) -> ToolOutput:
+    """Starts a bash command in a session of its own, as the shell tool does
+    (recorded the same way), then holds the GIL: its timeout cannot stop it,
+    only the hard limit can, and the command runs on meanwhile."""
+    subprocess.Popen(
+        sessions.wrapped(["bash", "-c", args.command]),
+        cwd=ctx.resolve("."),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    sum(range(10**10))
+    return ToolOutput(content=None, message="summed", summary="summed")
 
 
 class Inner(BaseModel):

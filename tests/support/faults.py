@@ -67,6 +67,7 @@ class FaultStack:
         relay: Relay | None = None,
         batch_timeout: float = 60.0,
         kill_grace: float = 1.0,
+        **more: Any,
     ) -> None:
         """`relay`: the TCP relay `database_url` goes through (PostgreSQL), which
         `ledger_cut` cuts; without one the ledger is SQLite and its file is locked."""
@@ -86,6 +87,7 @@ class FaultStack:
             effects_concurrency=effects_concurrency,
             batch_timeout=batch_timeout,
             kill_grace=kill_grace,
+            **more,  # any other setting (lease_seconds, resend_after)
         )
         self.counts = {"reads": reads_workers, "effects": effects_workers}
         self.env = {"TOOLRUN_TOOL_MODULES": FAULT_TOOLS}

@@ -88,6 +88,15 @@ def slow(seconds: float) -> str:
     return f"slept {seconds}s"
 
 
+@server.tool(annotations=APPEND)
+def hold(seconds: float, name: str) -> Note:
+    """Writes this server's pid to `<name>.pgid` (the server leads its own
+    session), sleeps, then appends a line to the note `name`."""
+    (Path.cwd() / f"{name}.pgid").write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return append_note(name, "held")
+
+
 def main() -> None:
     refuse = os.environ.get("NOTES_REFUSE_IF")
     if refuse and Path(refuse).exists():

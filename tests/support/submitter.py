@@ -1,7 +1,9 @@
 """A submitter the tests kill: makes its `Runtime` and says `ready`, submits the
 batch given as JSON on argv, prints its id, then waits to be SIGKILLed
 (`python -m tests.support.submitter SPEC [GATE]`: with GATE, it says `imported`
-and waits for that file before it makes its `Runtime`)."""
+and waits for that file before it makes its `Runtime`); or, with `--results`
+first, a client that starts, prints its batch's id and then each call's
+status as JSON, and exits."""
 
 from __future__ import annotations
 
@@ -21,17 +23,23 @@ IMPORTED = "imported"
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    if len(sys.argv) > 2:  # a gate: say the imports are done, then wait for the file
+    waits = sys.argv[1] == "--results"
+    spec = json.loads(sys.argv[1 + waits])
+    if len(sys.argv) > 2 + waits:  # a gate: say the imports are done, then wait for the file
         print(IMPORTED, flush=True)
-        gate = Path(sys.argv[2])
+        gate = Path(sys.argv[2 + waits])
         while not gate.exists():
             time.sleep(0.005)
     runtime = Runtime.from_env()
-    print(READY, flush=True)
+    if not waits:
+        print(READY, flush=True)
     handle = runtime.submit(spec.pop("calls"), **spec)
     print(handle.batch_id, flush=True)
-    time.sleep(3600)
+    if not waits:
+        time.sleep(3600)
+    results = handle.results(timeout=spec.get("timeout"))
+    print(json.dumps({r.call_id: r.status.value for r in results}), flush=True)
+    runtime.close()
 
 
 def start(stack, spec: dict, gate: Path | None = None) -> subprocess.Popen:
@@ -89,6 +97,19 @@ def lines(process: subprocess.Popen) -> queue.Queue:
 
     threading.Thread(target=read, daemon=True).start()
     return out
+
+
+def run(stack, spec: dict, *, timeout: float) -> subprocess.CompletedProcess:
+    """A client process of `stack` that starts, submits `spec`, prints its
+    batch id and its calls' statuses (a JSON line), and exits."""
+    return subprocess.run(
+        [sys.executable, "-m", "tests.support.submitter", "--results", json.dumps(spec)],
+        env=stack.client_env(),
+        cwd=stack.client_env()["PYTHONPATH"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 if __name__ == "__main__":

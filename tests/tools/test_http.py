@@ -1,4 +1,6 @@
-"""`http_get` against a local http.server on 127.0.0.1 (loopback only)."""
+"""`http_get` against a local http.server on 127.0.0.1 (loopback only), which
+the org policy's `internal_hosts` lets these tests reach; and the refusal of
+every internal address without it, whatever name leads there."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import pytest
 import runtime.tools  # noqa: F401  (registers the built-ins)
 from runtime.errors import ToolError
 from runtime.registry.capabilities import ToolContext, ToolOutput, registry
-from runtime.types import Risk
+from runtime.types import Risk, Status
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
 BIG = "".join(f"line {n}\n" for n in range(20000))
+KEY = "AKIA" + "Z7QW3MNB5XK2LP4R"  # an AWS access key id's shape
+SECRET_AT_LIMIT = ("a" * 990 + " " + KEY + "\n").encode()  # the key spans byte 1,000
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 
 
@@ -42,6 +46,7 @@ class Handler(BaseHTTPRequestHandler):
             "/away": (302, {"Location": f"http://localhost:{port}/text"}, b""),
             "/file": (302, {"Location": "file:///etc/passwd"}, b""),
             "/loop": (302, {"Location": "/loop"}, b""),
+            "/secret": (200, {"Content-Type": "text/plain"}, SECRET_AT_LIMIT),
         }
         status, headers, body = routes.get(self.path, (404, {}, b""))
         self.send_response(status)
@@ -71,10 +76,29 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def get(url: str, result_bytes: int = 32 * 1024, **args) -> ToolOutput:
+LOCAL = ("127.0.0.1",)  # what the org policy lets these tests reach
+
+
+def get(
+    url: str, result_bytes: int = 32 * 1024, internal: tuple[str, ...] = LOCAL, **args
+) -> ToolOutput:
     spec = registry.get("http_get")
-    ctx = ToolContext(workspace=".", batch_id="b", call_id="c", max_bytes=result_bytes)
+    ctx = ToolContext(
+        workspace=".",
+        batch_id="b",
+        call_id="c",
+        max_bytes=result_bytes,
+        internal_hosts=internal,
+    )
     return spec.execute(spec.input_model(url=url, **args), ctx)
+
+
+def refused(url: str, **args) -> str:
+    """The message of a `denied` end of `http_get` for `url`."""
+    with pytest.raises(ToolError) as caught:
+        get(url, **args)
+    assert caught.value.status is Status.denied, caught.value
+    return str(caught.value)
 
 
 def test_spec() -> None:
@@ -93,6 +117,15 @@ def test_text(server: str) -> None:
     assert out.content["truncated"] is False
     assert "200" in out.message and "hello wörld" in out.message
     assert "200" in out.summary
+
+
+def test_a_secret_across_the_limit_is_redacted_before_the_cut(server: str) -> None:
+    out = get(f"{server}/secret", max_bytes=1000)
+    assert out.content["truncated"] is True
+    text = out.content["text"]
+    assert len(text.encode()) <= 1000
+    assert "Z7QW" not in text and "AKIA" not in text
+    assert "Z7QW" not in out.message
 
 
 def test_charset_and_json(server: str) -> None:
@@ -185,3 +218,111 @@ def test_connection_refused_is_an_error() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(ToolError, match="cannot fetch"):
         get(f"http://127.0.0.1:{port}/")
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("http://127.0.0.1:9/", "loopback"),
+        ("http://127.9.9.9/", "loopback"),
+        ("http://[::1]/", "loopback"),
+        ("http://[::ffff:127.0.0.1]/", "loopback"),
+        ("http://0.0.0.0/", "unspecified"),
+        ("http://[::]/", "unspecified"),
+        ("http://10.1.2.3/", "private"),
+        ("http://172.16.0.1/", "private"),
+        ("http://172.31.255.1/", "private"),
+        ("http://192.168.1.1/", "private"),
+        ("http://[fc00::1]/", "private"),
+        ("http://[fd12:3456::1]/", "private"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://[fe80::1]/", "link-local"),
+        ("http://100.64.0.1/", "shared"),
+        ("http://224.0.0.1/", "multicast"),
+        ("http://2130706433/", "loopback"),  # 127.0.0.1 as one number
+        ("http://0x7f.1/", "loopback"),
+    ],
+)
+def test_internal_addresses_are_denied_naming_their_class(url: str, kind: str) -> None:
+    message = refused(url, internal=())
+    assert kind in message and "internal_hosts" in message
+
+
+def test_a_name_is_checked_by_the_address_it_resolves_to(server: str) -> None:
+    port = server.rsplit(":", 1)[1]
+    assert "loopback" in refused(f"http://localhost:{port}/text", internal=())
+    assert "loopback" in refused(f"{server}/text", internal=("10.0.0.0/8", "example.com"))
+
+
+def test_org_policy_allows_a_named_host_or_a_range(server: str) -> None:
+    port = server.rsplit(":", 1)[1]
+    assert get(f"http://localhost:{port}/text", internal=("localhost",)).content["status"] == 200
+    assert get(f"{server}/text", internal=("127.0.0.0/8",)).content["status"] == 200
+
+
+class Resolver:
+    """`socket.getaddrinfo` for made-up names: each lookup of a name takes the
+    next of its addresses (the last one repeats), as a rebinding DNS server answers."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, names: dict[str, list[str]]) -> None:
+        self.names, self.lookups = names, []
+        self.real = socket.getaddrinfo
+        monkeypatch.setattr(socket, "getaddrinfo", self)
+
+    def __call__(self, host, port, *args, **kwargs):
+        if host not in self.names:
+            return self.real(host, port, *args, **kwargs)
+        self.lookups.append(host)
+        answers = self.names[host]
+        address = answers.pop(0) if len(answers) > 1 else answers[0]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port)))]
+
+
+@pytest.fixture
+def inside(server: str) -> Iterator[None]:
+    """A second server, on 127.0.0.3 and the first one's port: what a
+    rebinding name would reach."""
+
+    class Secret(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "6")
+            self.end_headers()
+            self.wfile.write(b"secret")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.3", int(server.rsplit(":", 1)[1])), Secret)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_the_address_checked_is_the_address_connected_to(server, inside, monkeypatch) -> None:
+    port = int(server.rsplit(":", 1)[1])
+    resolver = Resolver(monkeypatch, {"rebind.test": ["127.0.0.1", "127.0.0.3"]})
+    out = get(f"http://rebind.test:{port}/text")
+    assert out.content["text"] == "hello wörld\n"
+    assert resolver.lookups == ["rebind.test"]  # one lookup: the check's is the connection's
+
+
+def test_every_redirect_is_checked_again(server, monkeypatch) -> None:
+    port = server.rsplit(":", 1)[1]
+    Resolver(monkeypatch, {"hop.test": ["127.0.0.1", "127.0.0.3"]})
+    assert "loopback" in refused(f"http://hop.test:{port}/redirect")
+
+
+def test_a_name_with_any_internal_address_is_denied(server, monkeypatch) -> None:
+    port = server.rsplit(":", 1)[1]
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, *a, **k: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", int(port))),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", int(port))),
+        ],
+    )
+    assert "10.0.0.7" in refused(f"http://two.test:{port}/text")

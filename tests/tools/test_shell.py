@@ -292,3 +292,17 @@ def test_redirects_outside_the_workspace_are_refused(command: str, ws: Path) -> 
 
 def test_dev_null_is_fine(ws: Path) -> None:
     assert run(ws, "echo x > /dev/null 2>&1").content["exit_code"] == 0
+
+
+def test_output_and_the_command_line_are_redacted_before_they_are_cut(ws: Path) -> None:
+    from runtime.results.formatter import success
+
+    key = "AKIAZ3MHQ7WJXK4PLR2D"  # a made-up AWS access key id
+    pieces = [key[i : i + 6] for i in range(len(key) - 5)]
+    for tail in range(1995, 2025, 4):  # the kept end of the output starts inside the key
+        (ws / "out.txt").write_text("x" * 5000 + f" {key} " + "z" * tail)
+        result = success("c", "shell", run(ws, "cat out.txt", max_bytes=4096), max_bytes=4096)
+        assert result.content["truncated"]
+        assert not [p for p in pieces if p in result.model_dump_json()], tail
+    long = run(ws, f"echo {'w' * 60} {key} >/dev/null")
+    assert not [p for p in pieces if p in success("c", "shell", long, max_bytes=4096).summary]

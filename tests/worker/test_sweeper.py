@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from runtime.worker.sweeper import holder_id
+from runtime.worker.sweeper import sweep_holder as holder_id
 from tests.support.faults import holder_worker
 
 

@@ -1,0 +1,118 @@
+"""The ledger locked by another process, as an operator's `sqlite3 ledger.db`
+with `BEGIN EXCLUSIVE` open locks it (PostgreSQL, with TOOLRUN_TEST_POSTGRES_URL:
+the migrators' lock and every table in EXCLUSIVE mode): processes still start
+and run reads, side effects fail closed, and a batch submitted meanwhile lands
+afterwards with its key, plan and deadline, and ends (docs/architecture.md,
+"The ledger")."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+import pytest
+from sqlmodel import select
+
+from runtime.ledger.tables import EndRow
+from tests.support import submitter
+from tests.support.faults import FaultStack
+from tests.support.ledger_lock import held_elsewhere
+from tests.support.postgres import fresh_database
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+ALLOW = {"allow": ["bump"]}
+TIMEOUT = 40.0  # the batches' own timeout: their deadline
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def locked_stack(request, tmp_path_factory, user_settings):
+    home = tmp_path_factory.mktemp(f"faults-locked-{request.param}")
+    if request.param == "sqlite":
+        with FaultStack(home, user_settings=user_settings) as stack:
+            yield stack
+        return
+    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: the locked PostgreSQL ledger is skipped")
+    with fresh_database(url) as database_url:
+        with FaultStack(home, user_settings=user_settings, database_url=database_url) as stack:
+            yield stack
+
+
+def test_a_process_and_a_worker_start_and_run_reads_while_the_ledger_is_locked(
+    locked_stack, workspace
+):
+    stack = locked_stack
+    spec = {
+        "calls": [call("r0", "nap", label="r0"), call("r1", "nap", label="r1")],
+        "mode": "auto",
+        "workspace": str(workspace),
+        "timeout": TIMEOUT,
+    }
+    with held_elsewhere(stack.settings.ledger_url):
+        old = stack.workers("reads")
+        stack.add_worker("reads")  # a worker process starting now
+        for worker in old:
+            stack.kill_worker(worker)  # so the new one runs the reads
+        done = submitter.run(stack, spec, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    batch_id, statuses = done.stdout.splitlines()
+    assert json.loads(statuses) == {"r0": "ok", "r1": "ok"}
+
+
+def test_a_keyed_batch_submitted_while_the_ledger_is_locked_keeps_its_key_and_ends(
+    locked_stack, workspace
+):
+    """Its reads run and its side effect fails closed; once the lock is gone
+    its rows land with the key, the plan and the deadline, the sweep marks
+    it ended at its last end's time, and the same key and calls attach."""
+    stack = locked_stack
+    key = f"locked-{uuid.uuid4().hex}"
+    calls = [
+        call("r0", "nap", label="r0"),
+        call("w1", "bump", label="w1"),
+        call("r1", "nap", label="r1"),
+    ]
+    options = {
+        "mode": "auto",
+        "workspace": workspace,
+        "rules": ALLOW,
+        "on_error": "continue",
+        "timeout": TIMEOUT,
+        "key": key,
+    }
+    with stack.client() as runtime:
+        with held_elsewhere(stack.settings.ledger_url):
+            submitted = time.time()
+            handle = runtime.submit(calls, **options)
+            results = {r.call_id: r for r in handle.results(timeout=30)}
+        assert {c: r.status.value for c, r in results.items()} == {
+            "r0": "ok",
+            "w1": "error",
+            "r1": "ok",
+        }
+        assert "audit ledger is unavailable" in results["w1"].model_message
+
+        row, bound = None, time.monotonic() + 60  # the buffer's flush, then the sweep
+        while row is None or row.ended_at is None:
+            assert time.monotonic() < bound, f"the batch was not marked ended: {row}"
+            time.sleep(0.2)
+            row = runtime.ledger.batch(handle.batch_id)
+        assert row.key == key and row.fingerprint is not None
+        assert abs(row.deadline_at.timestamp() - (submitted + TIMEOUT)) < 5
+        assert set(runtime.ledger.ends(handle.batch_id)) == {"r0", "w1", "r1"}
+        query = select(EndRow.at).where(EndRow.batch_id == handle.batch_id)
+        ends = runtime.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
+        assert row.ended_at == max(ends)
+
+    with stack.client() as other:  # the same key and calls, from another client
+        again = other.submit(calls, **options)
+        assert again.batch_id == handle.batch_id
+        found = {r.call_id: r.status.value for r in again.results(timeout=10)}
+    assert found == {c: r.status.value for c, r in results.items()}

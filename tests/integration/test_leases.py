@@ -1,0 +1,158 @@
+"""Leases on real workers: a claimed call is held by a live worker that renews
+its lease from its main process, so a second delivery never ends a call that
+still runs, a dead worker's call ends within seconds (not at the deadline or
+the broker's visibility timeout), and a dead sweep holder is replaced within
+seconds (docs/architecture.md, "Leases").
+
+The stack runs the production visibility timeout (an hour: a lost worker's
+message does not come back during the test), two effects slots, a 2-second
+lease and a 1-second resend, so a queue backed up for a few seconds gets its
+calls sent again."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+import redis
+
+from runtime.transport.names import EFFECTS, SWEEP_LOCK, sent_key
+from runtime.types import Status
+from tests.support.faults import FaultStack
+from tests.support.tools import marks, release
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+ALLOW = {"allow": ["bump", "held_write", "held"]}
+LEASE = 2.0
+
+
+def call(call_id: str, name: str, **arguments) -> dict:
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture(scope="module")
+def module_stack(tmp_path_factory, user_settings):
+    home = tmp_path_factory.mktemp("leases")
+    with FaultStack(
+        home,
+        user_settings=user_settings,
+        visibility_timeout=3600,
+        effects_concurrency=2,
+        lease_seconds=LEASE,
+        resend_after=1.0,
+    ) as stack:
+        with stack.client() as runtime:
+            yield stack, runtime
+
+
+@pytest.fixture
+def leased(module_stack):
+    """The module's stack with one live worker per queue (a test may have killed some)."""
+    stack, runtime = module_stack
+    for queue in ("reads", "effects"):
+        if not stack.workers(queue):
+            stack.add_worker(queue)
+    return stack, runtime, redis.Redis.from_url(stack.redis_url)
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+    return found
+
+
+def held(workspace, label: str) -> list[dict]:
+    return [m for m in marks(workspace, "held") if m["label"] == label]
+
+
+def test_a_resent_copy_never_ends_a_call_another_slot_still_runs(leased, workspace, request):
+    stack, runtime, state = leased
+    for label in ("a", "b", "x"):
+        request.addfinalizer(lambda label=label: release(workspace, label))
+    submit = {"mode": "auto", "workspace": workspace, "rules": ALLOW, "timeout": 90}
+    blockers = [runtime.submit([call(c, "held_write", label=c)], **submit) for c in ("a", "b")]
+    wait_for(lambda: held(workspace, "a") and held(workspace, "b"), what="both slots busy")
+    handle = runtime.submit(
+        [call("x", "held_write", label="x"), call("y", "bump", label="y")], **submit
+    )
+    first = wait_for(lambda: state.hget(sent_key(handle.batch_id), "x"), what="x sent")
+    # The queue is backed up past the resend: x goes again, so two copies wait.
+    wait_for(lambda: state.hget(sent_key(handle.batch_id), "x") != first, what="x sent again")
+    release(workspace, "a")
+    release(workspace, "b")
+    wait_for(lambda: held(workspace, "x"), what="x running")
+    # Both copies reached the two slots: one runs x, the other finds it claimed.
+    wait_for(lambda: state.llen(EFFECTS) == 0 and state.hlen("unacked") == 1, what="copies taken")
+    time.sleep(LEASE)  # x's lease is renewed past its first term while it runs
+    assert [m["label"] for m in marks(workspace, "effects")].count("y") == 0
+    released = time.time()
+    release(workspace, "x")
+
+    results = {r.call_id: r for r in handle.results(timeout=60)}
+    assert results["x"].status is Status.ok, results["x"].model_message
+    assert results["y"].status is Status.ok, results["y"].model_message
+    effects = marks(workspace, "effects")
+    assert Counter(m["label"] for m in effects) == {"a": 1, "b": 1, "x": 1, "y": 1}
+    assert [m["at"] for m in effects if m["label"] == "y"][0] >= released
+    ends = runtime.ledger.events(handle.batch_id, "x")
+    assert [e.kind for e in ends].count("finished") == 1
+    for blocker in blockers:
+        assert [r.status for r in blocker.results(timeout=30)] == [Status.ok]
+
+
+def test_a_dead_workers_claimed_call_ends_within_seconds_not_at_the_deadline(leased, workspace):
+    stack, runtime, _ = leased
+    batch = [call("w", "held_write", label="dead"), call("after", "bump", label="after")]
+    handle = runtime.submit(
+        batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=300
+    )
+    wait_for(lambda: held(workspace, "dead"), what="w running")
+    [victim] = stack.workers("effects")
+    stack.kill_worker(victim)
+    stack.add_worker("effects")
+    killed = time.monotonic()
+
+    # The visibility timeout is an hour and the deadline five minutes: only the
+    # lapsed lease can end w this soon.
+    results = {r.call_id: r for r in handle.results(timeout=45)}
+    assert time.monotonic() - killed < 45
+    assert results["w"].status is Status.outcome_unknown, results["w"].model_message
+    assert "worker running this call was lost" in results["w"].model_message
+    assert results["after"].status is Status.ok
+    assert Counter(m["label"] for m in marks(workspace, "effects")) == {"dead": 1, "after": 1}
+
+
+def test_a_dead_reads_workers_reads_run_again_within_seconds(leased, workspace, request):
+    stack, runtime, _ = leased
+    request.addfinalizer(lambda: release(workspace, "reads"))
+    batch = [call(f"r{i}", "held", label="reads") for i in range(3)]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW, timeout=300)
+    wait_for(lambda: len(held(workspace, "reads")) == 3, what="3 reads running")
+    [victim] = stack.workers("reads")
+    stack.kill_worker(victim)
+    replacement = stack.add_worker("reads")
+    # An hour's visibility timeout: only the lapsed leases send them again.
+    wait_for(lambda: len(held(workspace, "reads")) == 6, what="the reads running again")
+    release(workspace, "reads")
+
+    results = handle.results(timeout=30)
+    assert [r.status for r in results] == [Status.ok] * 3, [r.model_message for r in results]
+    assert {r.worker for r in results} == {replacement["name"]}
+    assert all(r.attempts == 2 for r in results)
+
+
+def test_a_dead_sweep_holder_is_replaced_within_seconds(leased):
+    stack, _, state = leased
+    holder = wait_for(lambda: state.get(SWEEP_LOCK), what="a sweep holder").decode()
+    _, pid, _ = holder.split(":")
+    [victim] = [w for w in stack.record.workers if w["pid"] == int(pid)]
+    stack.kill_worker(victim)
+    stack.add_worker(victim["queue"])
+    killed = time.monotonic()
+    taken = wait_for(lambda: (h := state.get(SWEEP_LOCK)) and h.decode() != holder and h)
+    assert time.monotonic() - killed < 4 * LEASE + 10
+    live = {w["pid"] for w in stack.record.workers if w["pid"] != victim["pid"]}
+    assert int(taken.decode().split(":")[1]) in live

@@ -1,0 +1,158 @@
+"""A call's processes die with it (`runtime/sessions.py`): when the pool process
+running a shell step is SIGKILLed from outside, killed at its hard limit, or
+frozen with SIGSTOP until the hard limit kills it, the bash session it started
+is gone before the call's end is recorded and before the next ordered step
+starts. The next step looks for the first one's bash itself, so what it
+writes is a fact of the moment it started.
+
+A stack of its own with one effects slot and a long visibility timeout: the
+call must be ended by the worker that lost its process, not by a redelivery."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.types import Status
+from tests.support.fault_tools import SHORT_SHELL_TIMEOUT
+from tests.support.faults import FaultStack
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+KILL_GRACE = 1.0
+MCP_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_server.py"
+ALLOW = {"allow": ["shell", "short_shell", "stuck_shell", "held__hold"]}
+FIRST = "echo $$ > first.pgid; sleep 30; echo done >> steps.log"
+# Whether the first step's bash still runs (a zombie is dead), when this step starts.
+SECOND = (
+    "g=$(cat first.pgid); s=gone; "
+    "if grep -qv ') Z ' /proc/$g/stat 2>/dev/null; then s=alive; fi; "
+    'echo "first:$s" >> steps.log'
+)
+
+
+@pytest.fixture(scope="module")
+def sessions_stack(tmp_path_factory, user_settings):
+    home = tmp_path_factory.mktemp("sessions")
+    servers = home / "servers.json"
+    notes = {"command": [sys.executable, str(MCP_SERVER)], "trusted": True, "timeout": 60}
+    servers.write_text(json.dumps({"servers": {"held": notes}}))
+    slots = {"effects_concurrency": 1, "kill_grace": KILL_GRACE}
+    stack = FaultStack(home, user_settings=user_settings, visibility_timeout=120, **slots)
+    stack.settings = stack.settings.model_copy(update={"mcp_servers_file": servers})
+    with stack, stack.client() as runtime:
+        yield stack, runtime
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.02)
+    return found
+
+
+def stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := stat(int(entry.name))):
+            if fields[2] == str(pgid) and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def first_session(workspace: Path) -> int:
+    path = workspace / "first.pgid"
+    return wait_for(lambda: path.exists() and path.read_text().strip(), what="first step running")
+
+
+class Lost:
+    """A batch whose first step's process is lost (`fault`) once its session
+    runs; what the next step saw, and what is left of the session."""
+
+    def __init__(self, stack, runtime, workspace: Path, request, batch, fault: str) -> None:
+        self.handle = runtime.submit(
+            batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=90
+        )
+        self.group = int(first_session(workspace))
+        self.pool = int(stat(self.group)[1])  # the session's parent: the pool process
+        assert self.pool in stack.pool_processes(stack.workers("effects")[0])
+        request.addfinalizer(self.leave_nothing)
+        if fault == "sigkill":
+            stack.kill_pool_process(self.pool)
+        elif fault == "sigstop":
+            started = (workspace / "first.pgid").stat().st_mtime
+            os.kill(self.pool, signal.SIGSTOP)
+            # Stopped before its own timeout could end the command: only the hard limit can.
+            assert time.time() - started < SHORT_SHELL_TIMEOUT - 0.5, "stopped too late to tell"
+        lost_at = time.monotonic()
+        self.results = self.handle.results(timeout=90)
+        self.took = time.monotonic() - lost_at
+        self.log = (workspace / "steps.log").read_text().split()
+        events = runtime.ledger.events(self.handle.batch_id, "first")
+        self.ends = [e for e in events if e.kind == "finished"]
+
+    def leave_nothing(self) -> None:
+        for pid in [self.pool, *group_members(self.group)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "hard limit", "sigstop"])
+def test_a_lost_pool_process_takes_its_shell_session_with_it(
+    sessions_stack, workspace, request, fault
+):
+    stack, runtime = sessions_stack
+    tool = {"sigkill": "shell", "hard limit": "stuck_shell", "sigstop": "short_shell"}[fault]
+    batch = [
+        {"id": "first", "name": tool, "arguments": {"command": FIRST}},
+        {"id": "second", "name": "shell", "arguments": {"command": SECOND}},
+    ]
+    lost = Lost(stack, runtime, workspace, request, batch, fault)
+
+    assert lost.log == ["first:gone"], lost.log  # the next step started after the bash was gone
+    assert group_members(lost.group) == []  # and nothing of the session is left to write "done"
+    first, second = lost.results
+    assert first.status is Status.outcome_unknown, first.model_message
+    if fault == "sigkill":
+        # Its worker's main process ends it; until a claim is a lease, the
+        # requeued copy may find the claim first and end it the same way.
+        assert "running this call was lost" in first.model_message, first.model_message
+        assert lost.took < 10, lost.took  # within seconds, not at the visibility timeout
+    else:
+        assert "the process running it was killed" in first.model_message
+        assert first.error.kind == "killed"
+    assert second.ok, second.model_message
+    assert len(lost.ends) == 1, lost.ends
+
+
+def test_a_lost_pool_process_takes_its_mcp_stdio_server_with_it(sessions_stack, workspace, request):
+    stack, runtime = sessions_stack
+    batch = [
+        {"id": "first", "name": "held__hold", "arguments": {"seconds": 30, "name": "first"}},
+        {"id": "second", "name": "shell", "arguments": {"command": SECOND}},
+    ]
+    lost = Lost(stack, runtime, workspace, request, batch, "sigkill")
+
+    assert lost.log == ["first:gone"], lost.log
+    assert group_members(lost.group) == []
+    assert not (workspace / "notes" / "first.txt").exists()
+    first, second = lost.results
+    assert first.status is Status.outcome_unknown, first.model_message
+    assert "running this call was lost" in first.model_message, first.model_message
+    assert second.ok and len(lost.ends) == 1

@@ -1,0 +1,115 @@
+"""The sessions registry on real processes: a session records itself before its
+command runs, refuses to run once the process that started it is gone, and
+whatever a dead process recorded is killed by whoever looks after it (its
+worker's main process, or the next worker to start)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime import sessions
+
+# A stand-in pool process: records a session running `sleep`, says its pid, dies.
+POOL = """
+import os, pathlib, signal, subprocess, sys, time
+from runtime import sessions
+sessions.configure(pathlib.Path(sys.argv[1]))
+child = subprocess.Popen(sessions.wrapped(["sleep", "60"]), start_new_session=True)
+entry = sessions._directory() / str(child.pid)
+while not entry.exists():
+    time.sleep(0.01)
+print(child.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture
+def root(tmp_path):
+    sessions.configure(tmp_path / "sessions")
+    [here] = (tmp_path / "sessions").iterdir()  # this host and pid namespace
+    yield here
+    sessions.configure(None)
+
+
+def alive(pid: int) -> bool:
+    fields = sessions._stat(str(pid))
+    return fields is not None and fields[0] not in "ZX"
+
+
+def wait_for(condition, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return found
+
+
+def dead_pool(root: Path) -> tuple[int, int]:
+    """A pool process that recorded a session and was SIGKILLed: (its pid, the session's)."""
+    pool = subprocess.Popen(
+        [sys.executable, "-c", POOL, str(root.parent)], stdout=subprocess.PIPE, text=True
+    )
+    session = int(pool.stdout.readline())
+    pool.wait(10)
+    return pool.pid, session
+
+
+def test_nothing_is_recorded_until_a_worker_names_a_root():
+    assert not sessions.recording()
+    assert sessions.wrapped(["bash", "-c", "true"]) == ["bash", "-c", "true"]
+    assert sessions.end_own() and sessions.end_left_by(1) and sessions.end_orphans()
+
+
+def test_a_session_records_itself_and_dies_with_its_call(root, tmp_path):
+    child = subprocess.Popen(
+        sessions.wrapped(["bash", "-c", "echo ran > ran; exec sleep 60"]),
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    wait_for(lambda: (tmp_path / "ran").exists())
+    [directory] = root.iterdir()
+    assert directory.name.startswith(f"{os.getpid()}-")
+    assert [entry.name for entry in directory.iterdir()] == [str(child.pid)]
+
+    assert sessions.end_own()
+    assert child.wait(10) == -9
+    assert list(directory.iterdir()) == []
+    sessions.leave()  # the process exits: its directory goes
+    assert list(root.iterdir()) == []
+
+
+def test_a_session_whose_starter_is_gone_runs_nothing(root, tmp_path):
+    (root / "1-0").mkdir()
+    argv = sessions.wrapped(["touch", "ran"])
+    argv[5] = "1"  # the process expected to have started it: not its parent
+    assert subprocess.run(argv, cwd=tmp_path).returncode == 125
+    assert not (tmp_path / "ran").exists()
+
+
+def test_what_a_dead_pool_process_left_is_killed_by_its_worker(root):
+    pool, session = dead_pool(root)
+    assert alive(session)  # SIGKILL of its starter leaves it running
+    mine = subprocess.Popen(sessions.wrapped(["sleep", "60"]), start_new_session=True)
+    wait_for(lambda: (sessions._directory() / str(mine.pid)).exists())
+
+    assert sessions.end_left_by(pool)
+    assert not alive(session)
+    assert not list(root.glob(f"{pool}-*"))
+    assert sessions.end_left_by(os.getpid())  # a live process's sessions are its own
+    assert alive(mine.pid)
+    assert sessions.end_own()
+    mine.wait(10)
+
+
+def test_a_starting_worker_kills_what_dead_pool_processes_left(root):
+    left = [dead_pool(root) for _ in range(2)]
+    assert all(alive(session) for _, session in left)
+    assert sessions.end_orphans()
+    assert not any(alive(session) for _, session in left)
+    assert list(root.iterdir()) == []
