@@ -10,10 +10,12 @@ from __future__ import annotations
 import queue
 import random
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
 
+from runtime.errors import InvalidBatch
 from tests.soak.batches import BATCH_TIMEOUT, WRITES, batch_of, workspace_for
 from tests.soak.checks import follow
 from tests.soak.tally import Tally
@@ -22,6 +24,7 @@ from tests.support.submitter import IMPORTED, READY, last_words, lines, start
 
 IMPORT_PATIENCE = 120.0  # seconds for the process's imports, before the lock (a loaded machine)
 START_PATIENCE = 20.0  # seconds for it to make its Runtime under the lock (or die trying)
+LAND_PATIENCE = 30.0  # seconds for its rows to land once the lock is gone
 HOLD = (1.0, 4.0)  # seconds the lock is held after that, so that the submit falls in it too
 
 
@@ -39,7 +42,7 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         "key": f"soak-locked-{uuid.uuid4().hex}",
     }
     gate = base / f"locked-{number}.gate"
-    process = start(stack, {**spec}, gate)
+    process = start(stack, {**spec}, gate, results=True)  # it lives until its batch ends
     out = lines(process)
     if _line(out, IMPORT_PATIENCE) != IMPORTED:
         process.kill()
@@ -50,25 +53,41 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         ready = _line(out, START_PATIENCE)
         if ready == READY:
             time.sleep(rng.uniform(*HOLD))  # the fault's length, not a wait for a fact
-    try:
-        batch_id = _line(out, 60) if ready == READY else None
-    finally:
-        process.send_signal(signal.SIGKILL)  # it waits to be killed, as a crashed client
+    batch_id = _line(out, 60) if ready == READY else None
+    if ready != READY or not batch_id:
+        process.send_signal(signal.SIGKILL)
         process.wait(10)
-    if ready != READY:
-        hung = ready is None and process.returncode == -signal.SIGKILL  # killed above, not dead
-        what = "hung" if hung else "died"
-        tally.broke(
-            f"processes that {what} at start while the ledger was locked", last_words(process)
-        )
+        hung = process.returncode == -signal.SIGKILL  # killed here: it had not died
+        what = ("hung" if hung else "died") + (" at start" if ready != READY else " submitting")
+        tally.broke(f"processes that {what} while the ledger was locked", last_words(process))
         return
-    if not batch_id:
-        tally.broke("submits lost while the ledger was locked", last_words(process))
-        return
-    follow(runtime, tally, calls, runtime.attach(batch_id), workspace)
+    handle = _attach(runtime, batch_id)
+    if handle is None:
+        tally.broke("batches of a locked start never in the ledger", batch_id)
+    else:
+        follow(runtime, tally, calls, handle, workspace)
+    try:
+        process.wait(90)  # it has its results too, and exits
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+        tally.broke("submitters of a locked start that never ended", batch_id)
     again = _submit(runtime, spec)
     if again != batch_id:
         tally.broke("keys lost in a ledger outage", f"{spec['key']}: again {again}")
+
+
+def _attach(runtime, batch_id: str):
+    """A handle on the batch once its submitter's rows have landed (it wrote
+    them from its buffer once the lock was gone); None if they never do."""
+    give_up = time.monotonic() + LAND_PATIENCE
+    while True:
+        try:
+            return runtime.attach(batch_id)
+        except InvalidBatch:
+            if time.monotonic() > give_up:
+                return None
+            time.sleep(0.5)
 
 
 def _submit(runtime, spec: dict) -> str:

@@ -31,7 +31,7 @@ def main() -> None:
         while not gate.exists():
             time.sleep(0.005)
     runtime = Runtime.from_env()
-    if not waits:
+    if not waits or len(sys.argv) > 2 + waits:
         print(READY, flush=True)
     handle = runtime.submit(spec.pop("calls"), **spec)
     print(handle.batch_id, flush=True)
@@ -42,17 +42,22 @@ def main() -> None:
     runtime.close()
 
 
-def start(stack, spec: dict, gate: Path | None = None) -> subprocess.Popen:
+def start(
+    stack, spec: dict, gate: Path | None = None, *, results: bool = False
+) -> subprocess.Popen:
     """A submitter process of `stack` (a FaultStack) for `spec`, started; what
     it says on stderr goes to the file `process.log` (`last_words`). With
     `gate`, it says IMPORTED and makes its Runtime only once that file exists
-    (a machine under load may take seconds to import)."""
+    (a machine under load may take seconds to import). `results`: it waits
+    for its batch's results, prints them and exits (`--results`)."""
     env = stack.client_env()
     log = Path(stack.home) / "logs" / f"submitter-{uuid.uuid4().hex[:8]}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)]
+            [sys.executable, "-m", "tests.support.submitter"]
+            + (["--results"] if results else [])
+            + [json.dumps(spec)]
             + ([str(gate)] if gate else []),
             env=env,
             cwd=env["PYTHONPATH"],
