@@ -58,8 +58,13 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         process.send_signal(signal.SIGKILL)
         process.wait(10)
         hung = process.returncode == -signal.SIGKILL  # killed here: it had not died
+        said = last_words(process)
+        if "StateUnavailable" in said:  # Redis restarting under another fault: an honest refusal
+            with tally.lock:
+                tally.figures["locked-start submits refused while Redis was down"] += 1
+            return
         what = ("hung" if hung else "died") + (" at start" if ready != READY else " submitting")
-        tally.broke(f"processes that {what} while the ledger was locked", last_words(process))
+        tally.broke(f"processes that {what} while the ledger was locked", said)
         return
     handle = _attach(runtime, batch_id)
     if handle is None:
