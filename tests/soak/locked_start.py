@@ -48,7 +48,7 @@ def locked_start(stack, runtime, base: Path, tally: Tally, rng: random.Random) -
         process.kill()
         process.wait(10)
         raise RuntimeError(f"the submitter did not get through its imports: {last_words(process)}")
-    with held_elsewhere(stack.settings.ledger_url):
+    with held_elsewhere(stack.direct_ledger_url()):
         gate.touch()
         ready = _line(out, START_PATIENCE)
         if ready == READY:

@@ -149,6 +149,15 @@ class FaultStack:
         }
         return env
 
+    def direct_ledger_url(self) -> str:
+        """The ledger's URL past the relay (PostgreSQL), which a cut leaves
+        reachable: for a fault of another kind, such as a lock holder."""
+        url = self.settings.ledger_url
+        if self.relay is None:
+            return url
+        host, port = self.relay.target
+        return make_url(url).set(host=host, port=port).render_as_string(hide_password=False)
+
     def runtime(self):
         from runtime.client import Runtime
 
