@@ -1,6 +1,7 @@
 """Fault injection into a real embedded stack: SIGKILL a worker or one of its
-pool processes, restart Redis (with or without its append-only file), lock the
-SQLite ledger or cut a TCP relay in front of PostgreSQL.
+pool processes (or the one holding the sweep's lock), restart Redis (with or
+without its append-only file), lock the SQLite ledger or cut a TCP relay in
+front of PostgreSQL.
 
 Used by `tests/integration/test_faults_*.py` and `python -m tests.soak`. Every
 process it signals is one this process started (or a pool process of one).
@@ -8,6 +9,7 @@ process it signals is one this process started (or a pool process of one).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -20,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import redis
 from sqlalchemy.engine import make_url
 
 from runtime.settings import Settings
@@ -33,9 +36,11 @@ from runtime.stack.embedded import (
 )
 from runtime.stack.processes import is_alive, spawn, stop_process, wait_for_redis
 from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
+from runtime.transport.names import SWEEP_LOCK
 from tests.support.fault_tools import FAULT_TOOLS
 
 log = logging.getLogger("toolrun.faults")
+REPO = Path(__file__).resolve().parents[2]
 
 
 class FaultStack:
@@ -90,6 +95,8 @@ class FaultStack:
         self.redis_pid: int | None = None
         self.redis_url = ""
         self.kills = self.restarts = self.cuts = 0
+        self._redis: redis.Redis | None = None  # the soak's look at the sweep's lock
+        self._cutting, self._cut_depth = threading.Lock(), 0
 
     def start(self) -> FaultStack:
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -115,12 +122,41 @@ class FaultStack:
                 stop_worker(worker, graceful=False)
         stop_stack(self.home)
         self._stop_redis()
+        if self._redis is not None:
+            self._redis.close()
 
     def __enter__(self) -> FaultStack:
         return self.start()
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a client process of this stack (a submitter a
+        test or the soak starts): its URLs, tools and timings."""
+        settings = self.settings
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
+        env |= {
+            "TOOLRUN_HOME": str(settings.home),
+            "TOOLRUN_REDIS_URL": self.redis_url,
+            "TOOLRUN_DATABASE_URL": settings.ledger_url,
+            "TOOLRUN_TOOL_MODULES": self.env["TOOLRUN_TOOL_MODULES"],
+            "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
+            "TOOLRUN_VISIBILITY_TIMEOUT": str(settings.visibility_timeout),
+            "TOOLRUN_LEDGER_RETRY_SECONDS": str(settings.ledger_retry_seconds),
+            "TOOLRUN_BATCH_TIMEOUT": str(settings.batch_timeout),
+            "PYTHONPATH": str(REPO),
+        }
+        return env
+
+    def direct_ledger_url(self) -> str:
+        """The ledger's URL past the relay (PostgreSQL), which a cut leaves
+        reachable: for a fault of another kind, such as a lock holder."""
+        url = self.settings.ledger_url
+        if self.relay is None:
+            return url
+        host, port = self.relay.target
+        return make_url(url).set(host=host, port=port).render_as_string(hide_password=False)
 
     def runtime(self):
         from runtime.client import Runtime
@@ -146,7 +182,11 @@ class FaultStack:
         return add_worker(self.record, self.settings, queue, extra_env=self.env)
 
     def kill_worker(self, worker: WorkerInfo) -> None:
-        """SIGKILL a whole worker: its main process and every pool process."""
+        """SIGKILL a whole worker: its main process and every pool process (its
+        process group, at once: a sweep it holds the lock for lasts milliseconds)."""
+        with contextlib.suppress(ProcessLookupError):
+            if os.getpgid(worker["pid"]) == worker["pid"]:
+                os.killpg(worker["pid"], signal.SIGKILL)
         assert stop_worker(worker, graceful=False), f"{worker['name']} survived SIGKILL"
         self.kills += 1
 
@@ -159,6 +199,18 @@ class FaultStack:
 
     def pool_processes(self, worker: WorkerInfo) -> list[int]:
         return [pid for pid in _pids() if _parent(pid) == worker["pid"]]
+
+    def sweep_holder(self) -> tuple[str, WorkerInfo | None] | None:
+        """Who holds the sweep's lock now: its value, and the live worker of
+        this stack that value names (None: not one of ours, or already dead);
+        None if nobody holds it."""
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.redis_url, socket_timeout=2)
+        value = self._redis.get(SWEEP_LOCK)
+        if value is None:
+            return None
+        holder = value.decode()
+        return holder, holder_worker(holder, self.workers("reads") + self.workers("effects"))
 
     def keep_workers(self, queue: str, count: int = 1) -> Supervisor:
         """Start a replacement whenever a worker of `queue` dies (a restart policy)."""
@@ -195,11 +247,17 @@ class FaultStack:
             with locked_sqlite(self.settings.ledger_url):
                 yield
             return
-        self.relay.cut()
+        with self._cutting:  # cuts may overlap (the soak's faults): the last one restores
+            self._cut_depth += 1
+            if self._cut_depth == 1:
+                self.relay.cut()
         try:
             yield
         finally:
-            self.relay.restore()
+            with self._cutting:
+                self._cut_depth -= 1
+                if self._cut_depth == 0:
+                    self.relay.restore()
 
 
 class Supervisor:
@@ -230,6 +288,18 @@ class Supervisor:
             except Exception as error:  # noqa: BLE001 - Redis restarting, say: try again
                 log.warning("supervisor: no new %s worker yet: %s", self.queue, error)
                 self._stop.wait(1.0)
+
+
+def holder_worker(holder: str, workers: list[WorkerInfo]) -> WorkerInfo | None:
+    """The worker a sweep lock's value names: the one place that knows its
+    format (`host:pid:nonce`, runtime/worker/sweeper.py); a worker's Celery
+    name anywhere in the value names it too."""
+    fields = holder.split(":")
+    pid = fields[1] if len(fields) == 3 else None
+    for worker in workers:
+        if str(worker["pid"]) == pid or worker["name"] in holder:
+            return worker
+    return None
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """Submitters that start at one line: each process makes its `Runtime`, says
 it is ready, waits for the start file, submits the batch given as JSON, prints
-what became of it (the batch id, or the refusal), and leaves the batch to the
+what became of it (the batch id, the refusal or the failure), and leaves the batch to the
 cluster (`python -m tests.support.racer SPEC START`)."""
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def main() -> None:
     try:
         outcome = {"batch_id": runtime.submit(spec.pop("calls"), **spec).batch_id}
     except InvalidBatch as error:
-        outcome = {"refused": str(error)}
+        outcome = {"refused": str(error), "error": type(error).__name__}
+    except Exception as error:  # noqa: BLE001 - said, for the test to judge
+        outcome = {"failed": str(error), "error": type(error).__name__}
     print(json.dumps(outcome), flush=True)
     runtime.close(cancel=False)
 
@@ -45,12 +47,19 @@ def race(stack, user_settings: Path, specs: list[dict], start: Path) -> list[dic
         "TOOLRUN_USER_SETTINGS_FILE": str(user_settings),
         "PYTHONPATH": str(REPO),
     }
+    return race_in(env, specs, start)
+
+
+def race_in(env: dict[str, str], specs: list[dict], start: Path, stderr=None) -> list[dict]:
+    """`race` with the submitters' environment given (`FaultStack.client_env`)
+    and where their stderr goes (a file; default: this process's)."""
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.support.racer", json.dumps(spec), str(start)],
             env=env,
             cwd=REPO,
             stdout=subprocess.PIPE,
+            stderr=stderr,
             text=True,
         )
         for spec in specs

@@ -1,26 +1,38 @@
-"""A submitter the tests kill: submits the batch given as JSON on argv, prints
-its id, then waits to be SIGKILLed (`python -m tests.support.submitter SPEC`);
-or, with `--results` first, a client that starts, prints its batch's id and
-then each call's status as JSON, and exits."""
+"""A submitter the tests kill: makes its `Runtime` and says `ready`, submits the
+batch given as JSON on argv, prints its id, then waits to be SIGKILLed
+(`python -m tests.support.submitter SPEC [GATE]`: with GATE, it says `imported`
+and waits for that file before it makes its `Runtime`); or, with `--results`
+first, a client that starts, prints its batch's id and then each call's
+status as JSON, and exits."""
 
 from __future__ import annotations
 
 import json
-import os
+import queue
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 from runtime.client import Runtime
 
-REPO = Path(__file__).resolve().parents[2]
+READY = "ready"
+IMPORTED = "imported"
 
 
 def main() -> None:
     waits = sys.argv[1] == "--results"
-    spec = json.loads(sys.argv[-1])
+    spec = json.loads(sys.argv[1 + waits])
+    if len(sys.argv) > 2 + waits:  # a gate: say the imports are done, then wait for the file
+        print(IMPORTED, flush=True)
+        gate = Path(sys.argv[2 + waits])
+        while not gate.exists():
+            time.sleep(0.005)
     runtime = Runtime.from_env()
+    if not waits or len(sys.argv) > 2 + waits:
+        print(READY, flush=True)
     handle = runtime.submit(spec.pop("calls"), **spec)
     print(handle.batch_id, flush=True)
     if not waits:
@@ -30,17 +42,66 @@ def main() -> None:
     runtime.close()
 
 
-def spawn(stack, spec: dict) -> tuple[subprocess.Popen, str]:
-    """A submitter process of `stack` (a FaultStack) for `spec`, and the batch
-    id it printed once `submit` had returned."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
-        env=_env(stack),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    return process, process.stdout.readline().strip()
+def start(
+    stack, spec: dict, gate: Path | None = None, *, results: bool = False
+) -> subprocess.Popen:
+    """A submitter process of `stack` (a FaultStack) for `spec`, started; what
+    it says on stderr goes to the file `process.log` (`last_words`). With
+    `gate`, it says IMPORTED and makes its Runtime only once that file exists
+    (a machine under load may take seconds to import). `results`: it waits
+    for its batch's results, prints them and exits (`--results`)."""
+    env = stack.client_env()
+    log = Path(stack.home) / "logs" / f"submitter-{uuid.uuid4().hex[:8]}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.submitter"]
+            + (["--results"] if results else [])
+            + [json.dumps(spec)]
+            + ([str(gate)] if gate else []),
+            env=env,
+            cwd=env["PYTHONPATH"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    process.log = log
+    return process
+
+
+def last_words(process: subprocess.Popen) -> str:
+    """The last line a submitter process wrote on stderr (its exception, if it died of one)."""
+    said = process.log.read_text(errors="replace").strip().splitlines()
+    return said[-1][:300] if said else f"(exit {process.poll()})"
+
+
+def spawn(stack, spec: dict, patience: float = 60.0) -> tuple[subprocess.Popen, str]:
+    """A submitter process of `stack` for `spec`, and the batch id it printed
+    once `submit` had returned ('' if it died first or took over `patience` s)."""
+    process = start(stack, spec)
+    out, give_up = lines(process), time.monotonic() + patience
+    for _ in (READY, "the batch id"):
+        try:
+            line = out.get(timeout=max(0.0, give_up - time.monotonic()))
+        except queue.Empty:
+            return process, ""
+        if line is None:
+            return process, ""
+    return process, line
+
+
+def lines(process: subprocess.Popen) -> queue.Queue:
+    """What `process` prints, a line at a time, as it comes (None at its end):
+    for a test that must not block on a process that may hang or die."""
+    out: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for line in process.stdout:
+            out.put(line.strip())
+        out.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return out
 
 
 def run(stack, spec: dict, *, timeout: float) -> subprocess.CompletedProcess:
@@ -48,27 +109,12 @@ def run(stack, spec: dict, *, timeout: float) -> subprocess.CompletedProcess:
     batch id and its calls' statuses (a JSON line), and exits."""
     return subprocess.run(
         [sys.executable, "-m", "tests.support.submitter", "--results", json.dumps(spec)],
-        env=_env(stack),
-        cwd=REPO,
+        env=stack.client_env(),
+        cwd=stack.client_env()["PYTHONPATH"],
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-
-
-def _env(stack) -> dict[str, str]:
-    settings = stack.settings
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
-    env |= {
-        "TOOLRUN_HOME": str(settings.home),
-        "TOOLRUN_REDIS_URL": stack.redis_url,
-        "TOOLRUN_DATABASE_URL": settings.ledger_url,
-        "TOOLRUN_TOOL_MODULES": stack.env["TOOLRUN_TOOL_MODULES"],
-        "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
-        "TOOLRUN_LEDGER_RETRY_SECONDS": str(settings.ledger_retry_seconds),
-        "PYTHONPATH": str(REPO),
-    }
-    return env
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""The soak (`python -m tests.soak`, `make soak`): see `tests/soak/__main__.py`."""
