@@ -219,6 +219,7 @@ def start_stack(
             settings.ledger_url,
             redis_pid,
             signing_key=settings.signing_key.get_secret_value(),
+            broker_url=settings.broker_url,
         )
         for queue, count in ((READS, reads_workers), (EFFECTS, effects_workers)):
             for index in range(1, count + 1):

@@ -23,6 +23,7 @@ from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.stack.record import load_record
+from runtime.transport import broker
 from runtime.transport.app import make_app
 from runtime.transport.names import QUEUES
 
@@ -76,7 +77,7 @@ def collect(settings: Settings, *, timeout: float = 1.0) -> Report:
     problems: list[str] = []
     try:
         workers = _workers(app, recorded, timeout)
-        queues = {queue: client.llen(queue) for queue in QUEUES}
+        queues = broker.waiting(app, QUEUES)
         approvals = _pending_approvals(settings, client, problems)
     finally:
         app.close()

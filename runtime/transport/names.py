@@ -8,6 +8,7 @@ TASK = "toolrun.execute"  # the one task: a signed call message in, its result p
 READS = "reads"  # read-only calls: run side by side
 EFFECTS = "effects"  # every other call: one step at a time, in order
 QUEUES = (READS, EFFECTS)
+DEAD = "toolrun.dead"  # RabbitMQ: where a message delivered too often goes; the sweep ends it
 
 TTL_SECONDS = 24 * 3600  # how long a batch's keys outlive it
 _BATCH = "toolrun:batch:"

@@ -32,7 +32,7 @@ class Parts:
 
     def worker(self, app: Celery) -> Worker:
         """A `Worker` with this process's own ledger engine and Redis pool."""
-        url = redis_url(self.settings, required=False) or app.conf.broker_url
+        url = redis_url(self.settings, required=False) or app.conf.result_backend  # the state's
         ledger = Ledger.from_settings(self.settings, lazy=True)
         transport = CeleryTransport(app, redis.Redis.from_url(url), redactor=ledger.redactor)
         return Worker(

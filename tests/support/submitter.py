@@ -36,6 +36,8 @@ def spawn(stack, spec: dict) -> tuple[subprocess.Popen, str]:
         "TOOLRUN_USER_SETTINGS_FILE": str(settings.user_settings_file),
         "PYTHONPATH": str(REPO),
     }
+    if settings.broker_url:
+        env["TOOLRUN_BROKER_URL"] = settings.broker_url
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.support.submitter", json.dumps(spec)],
         env=env,
