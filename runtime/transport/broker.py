@@ -55,7 +55,8 @@ def task_queues(settings: Settings) -> list[Queue]:
     return [
         Queue(
             name,
-            Exchange(name, type="direct", durable=True),
+            # topic: Celery's native delayed delivery on quorum queues binds only those
+            Exchange(name, type="topic", durable=True),
             routing_key=name,
             durable=True,
             queue_arguments=arguments,
