@@ -37,6 +37,15 @@ class Settings(BaseSettings):
             'With amqp:// the queues are quorum queues (docs/architecture.md, "Brokers").'
         ),
     )
+    redis_master_name: str | None = Field(
+        None, description="Sentinel: the master's name the sentinels monitor (sentinel:// URLs)."
+    )
+    redis_sentinel_password: SecretStr | None = Field(
+        None, description="Sentinel: the sentinels' own password (the master's is in the URL)."
+    )
+    redis_sentinel_tls: bool = Field(
+        False, description="Sentinel: TLS to the sentinels and the master."
+    )
     database_url: str | None = Field(None, description="Ledger; None: SQLite under `home`.")
     redis_server: str | None = Field(
         None, description="redis-server binary for the embedded stack."

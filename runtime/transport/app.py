@@ -73,7 +73,7 @@ def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
         # A tool's print() goes through logging, so the redacting filter sees it.
         worker_redirect_stdouts=True,
         worker_redirect_stdouts_level="INFO",
-        # Per kind of broker: Redis's visibility timeout, RabbitMQ's quorum queues.
-        **broker.options(settings, broker_url),
+        # Per kind of broker: Redis's visibility timeout, RabbitMQ's quorum queues, Sentinel.
+        **broker.options(settings, broker_url, state_url=state_url),
     )
     return app

@@ -23,6 +23,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from runtime.settings import Settings
+from runtime.transport import redis_client
 from runtime.transport.names import DEAD, QUEUES
 
 log = logging.getLogger("toolrun.broker")
@@ -65,8 +66,18 @@ def task_queues(settings: Settings) -> list[Queue]:
     ]
 
 
-def options(settings: Settings, url: str) -> dict[str, Any]:
-    """The app's settings that depend on the kind of broker `url` names."""
+def options(settings: Settings, url: str, *, state_url: str) -> dict[str, Any]:
+    """The app's settings that depend on the kind of broker `url` names, and
+    on the state's Redis (`state_url`), which keeps Celery's results."""
+    found = _broker_options(settings, url)
+    if backend := redis_client.celery_options(settings, state_url):  # through Sentinel
+        found["result_backend_transport_options"] = backend
+        if tls := redis_client.celery_tls(settings):
+            found["redis_backend_use_ssl"] = tls
+    return found
+
+
+def _broker_options(settings: Settings, url: str) -> dict[str, Any]:
     if is_amqp(url):
         return {
             "task_queues": task_queues(settings),
@@ -86,8 +97,15 @@ def options(settings: Settings, url: str) -> dict[str, Any]:
             # wait up to 100 s more. Look every few seconds, on every sweep.
             "unacked_restore_interval": min(10.0, max(1.0, settings.visibility_timeout / 3)),
             "unacked_restore_throttle": 1,
+            # sentinel://: the master's name and the sentinels' password.
+            **redis_client.celery_options(settings, url),
         },
+        **({"broker_use_ssl": tls} if (tls := _sentinel_tls(settings, url)) else {}),
     }
+
+
+def _sentinel_tls(settings: Settings, url: str) -> dict[str, Any] | None:
+    return redis_client.celery_tls(settings) if redis_client.is_sentinel(url) else None
 
 
 def declare_dead_letters(app: Celery) -> None:

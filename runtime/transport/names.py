@@ -70,6 +70,7 @@ def stages_key(batch_id: str) -> str:
 
 SWEEP_LOCK = "toolrun:sweep"  # the sweep's lease: the holder's id, expiring unless renewed
 EPOCH_KEY = "toolrun:epoch"  # when Redis started empty; gone after it lost its data
+SERVER_KEY = "toolrun:server"  # run id of the Redis server the sweep last saw (failovers)
 LEASES = "toolrun:leases"  # sorted set: "<batch id> <call id>" of a claimed call -> expiry
 
 

@@ -62,10 +62,12 @@ class FaultStack:
         relay: Relay | None = None,
         batch_timeout: float = 60.0,
         kill_grace: float = 1.0,
+        redis_url: str | None = None,
         **more: Any,
     ) -> None:
         """`relay`: the TCP relay `database_url` goes through (PostgreSQL), which
-        `ledger_cut` cuts; without one the ledger is SQLite and its file is locked."""
+        `ledger_cut` cuts; without one the ledger is SQLite and its file is locked.
+        `redis_url`: a Redis the test runs (a Sentinel group); None: one of the stack's."""
         self.home = Path(home)
         self.relay = relay
         self.appendonly = appendonly
@@ -88,12 +90,16 @@ class FaultStack:
         self.env = {"TOOLRUN_TOOL_MODULES": FAULT_TOOLS}
         self.record: StackRecord | None = None
         self.redis_pid: int | None = None
+        self.external_redis = redis_url
         self.redis_url = ""
         self.kills = self.restarts = self.cuts = 0
 
     def start(self) -> FaultStack:
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.redis_url, self.redis_pid = start_redis(self.settings, appendonly=self.appendonly)
+        if self.external_redis:
+            self.redis_url = self.external_redis
+        else:
+            self.redis_url, self.redis_pid = start_redis(self.settings, appendonly=self.appendonly)
         self.settings = self.settings.model_copy(update={"redis_url": self.redis_url})
         try:
             self.record = start_stack(
