@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         runtime=runtime,
         keys=Keys(runtime.ledger),
         handles=Handles(runtime),
-        metrics=Metrics(),
+        metrics=Metrics(runtime.app),
         org_allows=list(org.get("allow", [])),
     )
 

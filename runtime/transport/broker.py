@@ -166,3 +166,27 @@ def waiting(app: Celery, queues: tuple[str, ...]) -> dict[str, int]:
                 except connection.channel_errors + connection.connection_errors:
                     pass
     return counts
+
+
+def running(app: Celery, queues: tuple[str, ...], *, timeout: float = 1.0) -> dict[str, int]:
+    """Calls the workers that answer within `timeout` are running, per queue
+    they came from (Celery's `inspect active`)."""
+    counts = dict.fromkeys(queues, 0)
+    answers = app.control.inspect(timeout=timeout).active() or {}
+    for requests in answers.values():
+        for request in requests or []:
+            queue = (request.get("delivery_info") or {}).get("routing_key")
+            if queue in counts:
+                counts[queue] += 1
+    return counts
+
+
+def load(app: Celery, queues: tuple[str, ...]) -> dict[str, tuple[int, int]] | None:
+    """(waiting, running) per queue, what an autoscaler scales on; None while
+    the broker does not answer."""
+    try:
+        waiting_now, running_now = waiting(app, queues), running(app, queues)
+    except Exception as error:  # noqa: BLE001 - the broker away: no figures this time
+        log.warning("queue figures unavailable: %s", error)
+        return None
+    return {queue: (waiting_now[queue], running_now[queue]) for queue in queues}
