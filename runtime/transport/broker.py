@@ -190,3 +190,9 @@ def load(app: Celery, queues: tuple[str, ...]) -> dict[str, tuple[int, int]] | N
         log.warning("queue figures unavailable: %s", error)
         return None
     return {queue: (waiting_now[queue], running_now[queue]) for queue in queues}
+
+
+def ping(app: Celery, *, timeout: float = 5.0) -> None:
+    """Raise unless the broker takes a connection within `timeout` seconds."""
+    with app.connection_for_write(connect_timeout=timeout) as connection:
+        connection.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
