@@ -1,8 +1,9 @@
 """RabbitMQ as the broker, where it differs from Redis: a message delivered too
 often is dead-lettered and its call still ends, with a result that says so;
 and a broker outage mid batch (the connection cut by a relay the test holds,
-in front of a vhost of the test's own) loses nothing and runs nothing twice.
-Skipped without TOOLRUN_TEST_AMQP_URL."""
+in front of a vhost of the test's own; or a RabbitMQ node of the test's own
+stopped and started again) loses nothing and runs nothing twice. Skipped
+without TOOLRUN_TEST_AMQP_URL."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from runtime.types import Status
 from tests.support.faults import FaultStack, Relay
-from tests.support.rabbitmq import SKIP_REASON, amqp_url, own_vhost
+from tests.support.rabbitmq import SKIP_REASON, RabbitNode, amqp_url, can_run_a_node, own_vhost
 from tests.support.tools import marks
 
 pytestmark = [
@@ -115,3 +116,42 @@ def test_a_broker_outage_mid_batch_loses_nothing_and_runs_no_effect_twice(
                 one_end_each(runtime, handle.batch_id, len(batch))
         finally:
             relay.close()
+
+
+@pytest.mark.skipif(not can_run_a_node(), reason="rabbitmq-server cannot run a node here")
+def test_a_restart_of_the_broker_mid_batch_loses_nothing_and_runs_no_effect_twice(
+    tmp_path, user_settings, workspace
+):
+    """A RabbitMQ node of the test's own is stopped mid batch (its queued
+    messages on disk) and started again on the same data: the quorum queues
+    keep what was queued, workers and the client reconnect, every call ends once."""
+    node = RabbitNode().start()
+    try:
+        stack = FaultStack(
+            tmp_path / "home", user_settings=user_settings, broker_url=node.url, resend_after=3.0
+        )
+        with stack, stack.client() as runtime:
+            batch = [
+                *[call(f"r{i}", "nap", label=f"r{i}", seconds=0.5) for i in range(6)],
+                *[call(f"s{i}", "slow_bump", label=f"s{i}", seconds=0.5) for i in range(4)],
+                call("after", "nap", label="after"),
+            ]
+            handle = runtime.submit(
+                batch, mode="auto", workspace=workspace, rules=ALLOW, timeout=120
+            )
+            give_up = time.monotonic() + 30
+            while not marks(workspace, "effects"):  # the chain is under way
+                assert time.monotonic() < give_up, "no effect started"
+                time.sleep(0.02)
+            node.stop()
+            node.start()
+            results = handle.results(timeout=120)
+            assert [r.status for r in results] == [Status.ok] * len(batch), [
+                (r.call_id, r.model_message) for r in results if not r.ok
+            ]
+            assert Counter(m["label"] for m in marks(workspace, "effects")) == {
+                f"s{i}": 1 for i in range(4)
+            }
+            one_end_each(runtime, handle.batch_id, len(batch))
+    finally:
+        node.remove()

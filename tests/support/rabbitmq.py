@@ -11,11 +11,17 @@ Redis for everything) and `amqp`.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
+import signal
+import socket
 import subprocess
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import pytest
@@ -77,3 +83,126 @@ def broker_for(kind: str) -> Iterator[str | None]:
         pytest.skip(SKIP_REASON)
     with own_vhost(url) as own:
         yield own
+
+
+def can_run_a_node() -> bool:
+    """Whether a test may start a RabbitMQ node of its own: the server is
+    installed, and as root its `rabbitmq` user exists (the start script runs
+    the node as that user)."""
+    if shutil.which("rabbitmq-server") is None:
+        return False
+    if os.geteuid() != 0:
+        return True
+    try:
+        pwd.getpwnam("rabbitmq")
+    except KeyError:
+        return False
+    return True
+
+
+class RabbitNode:
+    """A RabbitMQ node of the test's own (`rabbitmq-server`), on free ports,
+    with its data in a directory of its own under the system's temp directory
+    (the node runs as `rabbitmq`, which cannot enter pytest's private ones):
+    `stop` and `start` again keep its queues and their messages, as a broker
+    restart does; `remove` deletes the data. The machine's node is not touched
+    (another node name, other ports, another data directory)."""
+
+    def __init__(self) -> None:
+        from runtime.stack.processes import free_port
+
+        self.home = Path(tempfile.mkdtemp(prefix="toolrun-rabbit-"))
+        self.port, self.dist_port = free_port(), free_port()
+        self.name = f"toolrun{uuid.uuid4().hex[:8]}@localhost"
+        self.pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+
+    def _env(self) -> dict[str, str]:
+        home = self.home
+        return {
+            **os.environ,
+            "RABBITMQ_CONF_ENV_FILE": str(home / "env.conf"),  # not the machine's
+            "RABBITMQ_NODENAME": self.name,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_MNESIA_BASE": str(home / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(home / "log"),
+            "RABBITMQ_CONFIG_FILE": str(home / "rabbitmq"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(home / "enabled_plugins"),
+            "RABBITMQ_FEATURE_FLAGS_FILE": str(home / "feature_flags"),
+            "RABBITMQ_PID_FILE": str(home / "pid"),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+
+    def start(self, timeout: float = 90.0) -> RabbitNode:
+        from runtime.stack.processes import spawn
+
+        for folder in ("mnesia", "log"):
+            (self.home / folder).mkdir(parents=True, exist_ok=True)
+        (self.home / "enabled_plugins").write_text("[].\n")
+        (self.home / "rabbitmq.conf").write_text(f"listeners.tcp.local = 127.0.0.1:{self.port}\n")
+        (self.home / "env.conf").write_text(
+            'export ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}"\n'
+        )
+        if os.geteuid() == 0:  # the start script runs the node as `rabbitmq`
+            user = pwd.getpwnam("rabbitmq")
+            for path in [self.home, *self.home.rglob("*")]:
+                os.chown(path, user.pw_uid, user.pw_gid)
+        self.pid = spawn(["rabbitmq-server"], log=self.home / "out.log", env=self._env())
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"RabbitMQ did not start: {self.home}/out.log") from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Stop the node cleanly (`rabbitmqctl stop`: its data kept) and wait
+        until its processes are gone. As root the start script runs the node
+        in a session of its own, as `rabbitmq`, so they are found by the
+        node's unique name in their environment; any left are SIGKILLed."""
+        from runtime.stack.processes import stop_process
+
+        if self.pid is None:
+            return
+        subprocess.run(
+            ["rabbitmqctl", "-q", "-n", self.name, "stop"],
+            capture_output=True,
+            timeout=CTL_TIMEOUT,
+            check=False,
+        )
+        deadline = time.monotonic() + 30
+        while self._processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in self._processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        stop_process(self.pid, needles=(), timeout=5)  # the script we spawned, reaped
+        self.pid = None
+
+    def _processes(self) -> list[int]:
+        """The pids of this node's processes (its name is in their environment)."""
+        marker = f"RABBITMQ_NODENAME={self.name}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
