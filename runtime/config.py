@@ -1,6 +1,6 @@
-"""Where a process finds its Redis and its signing key: the settings
-(`TOOLRUN_REDIS_URL`, `TOOLRUN_SIGNING_KEY`) first, else what the embedded stack
-recorded under `home` (docs/architecture.md, "Configuration").
+"""Where a process finds its Redis, its broker and its signing key: the settings
+(`TOOLRUN_REDIS_URL`, `TOOLRUN_BROKER_URL`, `TOOLRUN_SIGNING_KEY`) first, else
+what the embedded stack recorded under `home` (docs/architecture.md, "Configuration").
 
 Clients, workers and the gateway resolve both here, so they agree on them; the
 embedded stack (`runtime.stack`) writes the record and reads it through here.
@@ -16,6 +16,7 @@ from runtime.errors import StackError
 from runtime.settings import Settings
 
 STACK_RECORD = "stack.json"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"  # a bare app's, with no setting and no stack
 
 
 def stack_record(home: Path | str) -> dict[str, Any] | None:
@@ -42,6 +43,23 @@ def redis_url(settings: Settings, *, required: bool = True) -> str | None:
     if required:
         raise StackError("no Redis: run `toolrun up` or set TOOLRUN_REDIS_URL")
     return None
+
+
+def broker_url(settings: Settings, *, state_url: str | None = None) -> str:
+    """Celery's broker: `TOOLRUN_BROKER_URL`, else the one the embedded stack
+    recorded for the state's Redis in use, else that Redis (`state_url`, or
+    `redis_url`): by default one Redis is both."""
+    if settings.broker_url:
+        return settings.broker_url
+    state_url = state_url or redis_url(settings, required=False) or DEFAULT_REDIS
+    record = stack_record(settings.home)
+    if (
+        record is not None
+        and record["redis_url"] == state_url
+        and isinstance(record.get("broker_url"), str)
+    ):
+        return record["broker_url"]  # that stack's broker, for its clients
+    return state_url
 
 
 def signing_key(settings: Settings) -> bytes:

@@ -27,7 +27,25 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="forbid", frozen=True)
 
     home: Path = Field(Path(".toolrun"), description="State directory: ledger, stack record, logs.")
-    redis_url: str | None = Field(None, description="Broker and results; None: the embedded stack.")
+    redis_url: str | None = Field(
+        None, description="State and results (by default the broker too); None: the embedded stack."
+    )
+    broker_url: str | None = Field(
+        None,
+        description=(
+            "Celery's broker (redis://, amqp://, sentinel://); None: the state's Redis. "
+            'With amqp:// the queues are quorum queues (docs/architecture.md, "Brokers").'
+        ),
+    )
+    redis_master_name: str | None = Field(
+        None, description="Sentinel: the master's name the sentinels monitor (sentinel:// URLs)."
+    )
+    redis_sentinel_password: SecretStr | None = Field(
+        None, description="Sentinel: the sentinels' own password (the master's is in the URL)."
+    )
+    redis_sentinel_tls: bool = Field(
+        False, description="Sentinel: TLS to the sentinels and the master."
+    )
     database_url: str | None = Field(None, description="Ledger; None: SQLite under `home`.")
     redis_server: str | None = Field(
         None, description="redis-server binary for the embedded stack."
@@ -68,6 +86,14 @@ class Settings(BaseSettings):
     )
     max_deliveries: int = Field(
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
+    )
+    delivery_limit: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "RabbitMQ: redeliveries of one message before it is dead-lettered and its call "
+            "ended; None: max_deliveries."
+        ),
     )
     lease_seconds: float = Field(
         6.0,

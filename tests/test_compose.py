@@ -245,3 +245,43 @@ def test_the_image_installs_the_package_with_its_migrations(tmp_path):
         "runtime/ledger/migrations/script.py.mako",
     } <= names
     assert {f"runtime/ledger/migrations/versions/{name}" for name in revisions} <= names
+
+
+def test_the_rabbitmq_override_makes_it_the_broker_of_every_toolrun_service(env):
+    """compose/rabbitmq.yml: a pinned RabbitMQ whose password comes from .env,
+    named as TOOLRUN_BROKER_URL by every service that sends or takes calls,
+    each waiting for it to be healthy; Redis stays the state."""
+    override = compose.interpolate(compose.load(compose.RABBITMQ_FILE), env)
+    base = compose.load()
+    rabbitmq = override["services"]["rabbitmq"]
+    repository, _, tag = rabbitmq["image"].rpartition(":")
+    assert repository == "rabbitmq" and re.match(r"\d+\.\d+\.\d+", tag)
+    assert compose.environment(rabbitmq)["RABBITMQ_DEFAULT_PASS"] == env["RABBITMQ_PASSWORD"]
+    assert env["RABBITMQ_PASSWORD"].startswith("change-me")
+    assert (
+        rabbitmq["healthcheck"]["test"] and "rabbitmq-data:/var/lib/rabbitmq" in rabbitmq["volumes"]
+    )
+    for name in ("reads", "effects", "flower", "gateway"):
+        service = override["services"][name]
+        url = compose.environment(service)["TOOLRUN_BROKER_URL"]
+        assert url.startswith("amqp://") and env["RABBITMQ_PASSWORD"] in url, name
+        assert service["depends_on"]["rabbitmq"]["condition"] == "service_healthy", name
+        assert "TOOLRUN_REDIS_URL" in base["x-toolrun-environment"]  # the state, merged in
+    for variable, op, _arg in compose.variables(compose.load(compose.RABBITMQ_FILE)):
+        if SECRET.search(variable):
+            assert op == ":?", f"${{{variable}}} must be required, not defaulted"
+
+
+def test_rabbitmqs_consumer_timeout_outlasts_a_call_as_redis_visibility_timeout_does(env):
+    override = compose.interpolate(compose.load(compose.RABBITMQ_FILE), env)
+    arguments = compose.environment(override["services"]["rabbitmq"])[
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"
+    ].split()
+    milliseconds = int(arguments[arguments.index("consumer_timeout") + 1])
+    assert milliseconds / 1000 > Settings().visibility_timeout
+
+
+def test_every_toolrun_variable_the_override_names_is_a_setting():
+    known = {PREFIX + field.upper() for field in Settings.model_fields}
+    named = set(re.findall(r"\bTOOLRUN_[A-Z_]+\b", compose.RABBITMQ_FILE.read_text()))
+    assert named and named <= known, named - known

@@ -43,3 +43,17 @@ def test_a_record_that_names_no_redis_is_a_stack_error_naming_its_file(tmp_path)
     (tmp_path / config.STACK_RECORD).write_text("not json")
     with pytest.raises(StackError, match=config.STACK_RECORD):
         config.signing_key(Settings(home=tmp_path))
+
+
+def test_the_broker_is_the_state_redis_unless_set_or_recorded_for_that_redis(tmp_path):
+    settings = Settings(home=tmp_path)
+    assert config.broker_url(settings) == config.DEFAULT_REDIS
+    assert config.broker_url(settings, state_url="redis://state:1/0") == "redis://state:1/0"
+    stack = record(tmp_path)
+    stack.broker_url = "amqp://u:p@rabbit:5672/v"
+    stack.save()
+    assert config.broker_url(settings) == "amqp://u:p@rabbit:5672/v"  # that stack's clients
+    other = Settings(home=tmp_path, redis_url="redis://elsewhere:1")
+    assert config.broker_url(other) == "redis://elsewhere:1"  # another Redis: not that stack's
+    own = Settings(home=tmp_path, broker_url="amqp://mine//")
+    assert config.broker_url(own) == "amqp://mine//"

@@ -9,6 +9,7 @@ since children must not share the parent's connections."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 from celery import signals
@@ -16,6 +17,7 @@ from celery.worker import state
 
 from runtime import sessions, tracing
 from runtime.results.formatter import ledger_summary
+from runtime.transport.broker import declare_dead_letters, drain_dead_letters
 from runtime.transport.names import TASK
 from runtime.worker import Worker
 from runtime.worker.assembly import Parts
@@ -23,6 +25,7 @@ from runtime.worker.heartbeat import start_heartbeat
 from runtime.worker.sweeper import start_sweeping, sweep_holder
 from workers import app
 
+log = logging.getLogger("toolrun.worker")
 SWEEP_SECONDS = 1.0  # how often each worker offers to sweep
 _parts: list[Parts] = []
 _workers: dict[int, Worker] = {}
@@ -82,7 +85,11 @@ def _leave_pool_process(**_: object) -> None:
 def _start_sweeping(**_: object) -> None:
     """Every worker offers to sweep, one at a time does; and the main process
     renews the leases of the calls its pool runs."""
-    start_sweeping(worker, SWEEP_SECONDS, holder=_holder)
+    try:
+        declare_dead_letters(app)  # RabbitMQ drops a dead letter with nowhere to go
+    except Exception as error:  # noqa: BLE001 - the broker away: the first sweep declares it
+        log.warning("dead-letter queue not declared yet: %s", error)
+    start_sweeping(worker, SWEEP_SECONDS, holder=_holder, after=_end_dead_letters)
     beat = worker().settings.lease_seconds / 4
     start_heartbeat(worker, _running, beat)
 
@@ -94,6 +101,12 @@ def _stop_sweeping(**_: object) -> None:
         worker().stop_sweeping(_holder)
     except Exception:  # noqa: BLE001 - then it lapses
         pass
+
+
+def _end_dead_letters() -> None:
+    """After this worker's sweep: end the calls whose messages RabbitMQ gave up
+    on (none on Redis)."""
+    drain_dead_letters(app, worker().end_dead_letter)
 
 
 def _running() -> list[object]:

@@ -47,6 +47,7 @@ from runtime.transcript import chain, seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
+from runtime.transport.redis_client import is_sentinel, state_client
 from runtime.types import Batch, Mode, OnError, ToolCall
 
 log = logging.getLogger("toolrun.client")
@@ -88,13 +89,7 @@ class Runtime:
         if transport is None:
             self.redis_url = config.redis_url(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
-            pool = redis.BlockingConnectionPool.from_url(
-                self.redis_url,
-                max_connections=REDIS_CONNECTIONS,
-                timeout=REDIS_WAIT_SECONDS,
-                client_name=f"toolrun-client:{os.getpid()}",
-            )
-            self.client = redis.Redis.from_pool(pool)
+            self.client = _state_client(settings, self.redis_url)
             transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
         key = getattr(transport, "key", None) or config.signing_key(settings)
         self.transport = transport
@@ -435,3 +430,16 @@ def _batch(calls, *, mode, workspace, on_error) -> Batch:
     if not usable:
         raise InvalidBatch(f"workspace {batch.workspace[:300]!r} is not a directory")
     return batch.model_copy(update={"workspace": str(root.resolve())})
+
+
+def _state_client(settings: Settings, url: str) -> redis.Redis:
+    """The client's Redis: a bounded pool whose threads wait for a free
+    connection; through Sentinel, the master's pool (redis-py has no waiting
+    Sentinel pool), which follows a failover."""
+    name = f"toolrun-client:{os.getpid()}"
+    if is_sentinel(url):
+        return state_client(settings, url, client_name=name)
+    pool = redis.BlockingConnectionPool.from_url(
+        url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS, client_name=name
+    )
+    return redis.Redis.from_pool(pool)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+from celery import Celery
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -22,6 +23,8 @@ from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.ledger.approvals import Approvals
+from runtime.transport import broker
+from runtime.transport.names import QUEUES
 from runtime.transport.tallies import Tallies
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,8 +37,10 @@ class Cluster(Collector):
     store that cannot be read leaves its figures out of that scrape and says
     so in `toolrun_cluster_up`."""
 
-    def __init__(self, tallies: Tallies, approvals: Approvals) -> None:
-        self.tallies, self.approvals = tallies, approvals
+    def __init__(self, tallies: Tallies, approvals: Approvals, app: Celery | None = None) -> None:
+        """`app`: the deployment's Celery app, whose broker (Redis or RabbitMQ,
+        apart from the state's Redis or not) counts the calls waiting."""
+        self.tallies, self.approvals, self.app = tallies, approvals, app
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily(
@@ -48,6 +53,11 @@ class Cluster(Collector):
             up.add_metric(["redis"], 0)
         else:
             up.add_metric(["redis"], 1)
+            if self.app is not None:
+                try:
+                    figures.waiting = broker.waiting(self.app, QUEUES)
+                except Exception as error:  # noqa: BLE001 - the broker away: the state's lists
+                    log.warning("metrics: the broker's queues: %s", error)
             yield from _cluster(figures)
         try:
             pending = len(self.approvals.pending())
@@ -88,16 +98,19 @@ def _cluster(figures) -> Iterator[Metric]:
 def cluster_registry(runtime) -> CollectorRegistry:
     """A registry holding only the cluster's figures (`toolrun metrics`)."""
     registry = CollectorRegistry()
-    registry.register(Cluster(Tallies(runtime.client), runtime.approvals))
+    registry.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
     return registry
 
 
 class Metrics:
     def __init__(self, runtime=None) -> None:
-        """`runtime`: the gateway's; on Celery and Redis, the cluster's figures too."""
+        """`runtime`: the gateway's; on Celery and Redis, the cluster's figures
+        too (calls waiting and running per queue: what an autoscaler needs)."""
         self.registry = CollectorRegistry()
         if runtime is not None and runtime.client is not None:
-            self.registry.register(Cluster(Tallies(runtime.client), runtime.approvals))
+            self.registry.register(
+                Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app)
+            )
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

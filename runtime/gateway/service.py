@@ -15,6 +15,7 @@ from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key
 from runtime.gateway.metrics import CONTENT_TYPE
 from runtime.gateway.problems import Problem
+from runtime.transport import broker
 from runtime.types import Mode
 
 router = APIRouter()
@@ -51,10 +52,13 @@ def health() -> dict[str, str]:
 
 @router.get("/readyz", tags=["health"])
 def ready(request: Request) -> dict[str, str]:
-    """Redis and the ledger answer: the gateway can take batches."""
+    """Redis, the broker (when it is not that Redis) and the ledger answer:
+    the gateway can take batches."""
     runtime = request.app.state.gateway.runtime
     try:
         runtime.client.ping()
+        if runtime.app is not None and runtime.app.conf.broker_url != runtime.redis_url:
+            broker.ping(runtime.app)
         runtime.ledger.ping()
     except Exception as error:  # noqa: BLE001 - any fault means not ready
         raise Problem(503, "not ready", f"{type(error).__name__}: {error}") from None

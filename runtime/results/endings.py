@@ -100,6 +100,19 @@ def given_up(call_id: str, tool: str, deliveries: int, **meta: Any) -> ToolResul
     return failure(call_id, tool, Status.error, text, kind="worker_lost", **meta)
 
 
+def dead_lettered(call_id: str, tool: str, limit: int, *, claimed: bool) -> ToolResult:
+    """RabbitMQ gave the call's message up after `limit` returns (each worker
+    that took it was lost) and dead-lettered it; the sweep ends the call so."""
+    text = (
+        f"the broker gave this call's message up after {limit} redeliveries (every worker "
+        "that took it was lost; the tool may crash its process)"
+    )
+    if claimed:
+        text = f"{text}; the tool may or may not have run: {CHECK_FIRST}"
+        return failure(call_id, tool, Status.outcome_unknown, text, kind="dead_letter")
+    return failure(call_id, tool, Status.error, text, kind="dead_letter")
+
+
 # Ran, or may have: abandoned.
 def timed_out(call_id: str, tool: str, seconds: float, **meta: Any) -> ToolResult:
     text = f"timed out after {seconds:g} s; try a smaller request"

@@ -50,6 +50,7 @@ from runtime.stack.redis_server import (
 )
 from runtime.transport.app import make_app
 from runtime.transport.names import EFFECTS, READS
+from runtime.transport.redis_client import is_sentinel
 
 __all__ = [
     "RECORD",
@@ -209,7 +210,8 @@ def start_stack(
     try:
         if settings.redis_url:
             redis_url, redis_pid = settings.redis_url, None
-            wait_for_redis(redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
+            if not is_sentinel(redis_url):  # through Sentinel: the workers find the master
+                wait_for_redis(redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
         else:
             redis_url, redis_pid = start_redis(settings, server=redis_server)
             started.append((redis_pid, redis_needles(redis_url)))
@@ -219,6 +221,7 @@ def start_stack(
             settings.ledger_url,
             redis_pid,
             signing_key=settings.signing_key.get_secret_value(),
+            broker_url=settings.broker_url,
         )
         for queue, count in ((READS, reads_workers), (EFFECTS, effects_workers)):
             for index in range(1, count + 1):

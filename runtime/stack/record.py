@@ -48,6 +48,7 @@ class StackRecord:
     signing_key: str | None = None  # HMAC key shared by this stack's client and workers
     supervisor_pid: int | None = None  # `runtime.stack.supervisor`, which restarts lost workers
     gateway: GatewayInfo | None = None  # `toolrun serve`, when `toolrun up` started it
+    broker_url: str | None = None  # TOOLRUN_BROKER_URL the stack ran with; None: its Redis
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "home": str(self.home)}, indent=2)

@@ -23,8 +23,10 @@ from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.stack.record import load_record
+from runtime.transport import broker
 from runtime.transport.app import make_app
 from runtime.transport.names import QUEUES
+from runtime.transport.redis_client import state_client
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,11 @@ def collect(settings: Settings, *, timeout: float = 1.0) -> Report:
         [w["name"] for w in record.workers] if record and record.redis_url == redis_url else []
     )
     app = make_app(settings, redis_url=redis_url)
-    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    client = state_client(settings, redis_url, socket_timeout=5)
     problems: list[str] = []
     try:
         workers = _workers(app, recorded, timeout)
-        queues = {queue: client.llen(queue) for queue in QUEUES}
+        queues = broker.waiting(app, QUEUES)
         approvals = _pending_approvals(settings, client, problems)
     finally:
         app.close()

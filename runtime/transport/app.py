@@ -12,6 +12,7 @@ from celery.app.amqp import AMQP
 
 from runtime import config
 from runtime.settings import Settings
+from runtime.transport import broker
 from runtime.transport.names import READS
 
 
@@ -31,10 +32,17 @@ class ShadowNamedEvents(AMQP):
 
 def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
     """The app of a deployment with `settings` (the worker's composition root
-    reads them from the environment; a client passes its `Runtime`'s)."""
-    url = redis_url or config.redis_url(settings, required=False) or "redis://127.0.0.1:6379/0"
+    reads them from the environment; a client passes its `Runtime`'s).
+    `redis_url`: the state's Redis (else the settings'), which keeps Celery's
+    results; the broker is `TOOLRUN_BROKER_URL`, by default that same Redis."""
+    state_url = redis_url or config.redis_url(settings, required=False) or config.DEFAULT_REDIS
+    broker_url = config.broker_url(settings, state_url=state_url)
     app = Celery(
-        "toolrun", broker=url, backend=url, include=["workers.tasks"], amqp=ShadowNamedEvents
+        "toolrun",
+        broker=broker_url,
+        backend=state_url,
+        include=["workers.tasks"],
+        amqp=ShadowNamedEvents,
     )
     app.conf.update(
         # JSON only: pickle lets anyone who can write to Redis run code.
@@ -58,16 +66,6 @@ def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
         worker_max_memory_per_child=settings.max_memory_per_child_mib * 1024,  # KiB
         # One message at a time per slot, so ordered steps are not hoarded by one worker.
         worker_prefetch_multiplier=1,
-        # Redis redelivers an unacked message after this; it must outlast any tool's
-        # timeout or a call still running is delivered twice.
-        broker_transport_options={
-            "visibility_timeout": settings.visibility_timeout,
-            # kombu looks for messages past that timeout only every interval x
-            # throttle seconds (10 x 10 by default): a lost worker's calls would
-            # wait up to 100 s more. Look every few seconds, on every sweep.
-            "unacked_restore_interval": min(10.0, max(1.0, settings.visibility_timeout / 3)),
-            "unacked_restore_throttle": 1,
-        },
         # Celery's own result keys (none are kept: results use toolrun's channel) expire.
         result_expires=24 * 3600,
         broker_connection_retry_on_startup=True,
@@ -75,5 +73,7 @@ def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
         # A tool's print() goes through logging, so the redacting filter sees it.
         worker_redirect_stdouts=True,
         worker_redirect_stdouts_level="INFO",
+        # Per kind of broker: Redis's visibility timeout, RabbitMQ's quorum queues, Sentinel.
+        **broker.options(settings, broker_url, state_url=state_url),
     )
     return app

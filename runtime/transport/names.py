@@ -8,6 +8,7 @@ TASK = "toolrun.execute"  # the one task: a signed call message in, its result p
 READS = "reads"  # read-only calls: run side by side
 EFFECTS = "effects"  # every other call: one step at a time, in order
 QUEUES = (READS, EFFECTS)
+DEAD = "toolrun.dead"  # RabbitMQ: where a message delivered too often goes; the sweep ends it
 
 TTL_SECONDS = 24 * 3600  # how long a batch's keys outlive it
 _BATCH = "toolrun:batch:"
@@ -70,6 +71,7 @@ def stages_key(batch_id: str) -> str:
 SWEEP_LOCK = "toolrun:sweep"  # the sweep's lease: the holder's id, expiring unless renewed
 EPOCH_KEY = "toolrun:epoch"  # when Redis started empty; gone after it lost its data
 UNRECORDED = "toolrun:unrecorded"  # hash: batch id -> its first rows, for the sweep to write
+SERVER_KEY = "toolrun:server"  # run id of the Redis server the sweep last saw (failovers)
 LEASES = "toolrun:leases"  # sorted set: "<batch id> <call id>" of a claimed call -> expiry
 
 

@@ -28,6 +28,7 @@ from runtime.transport.names import (
     CANCEL_NOTICE,
     EPOCH_KEY,
     LEASES,
+    SERVER_KEY,
     SWEEP_LOCK,
     TTL_SECONDS,
     UNRECORDED,
@@ -299,9 +300,23 @@ class RedisState:
             self._release_sweep(keys=[SWEEP_LOCK], args=[holder])
 
     def lost(self, holder: str) -> bool:
-        """A missing epoch key means Redis lost what it held; the new one says when."""
+        """A missing epoch key means Redis lost what it held; the new one says
+        when. Another server than at the last look (a Sentinel failover to a
+        replica, a restart from the append-only file) may have lost the last
+        writes before it took over: open batches are looked at again then too."""
         with reaching("cannot read the epoch"):
-            return bool(self.client.set(EPOCH_KEY, str(time.time()), nx=True))
+            emptied = bool(self.client.set(EPOCH_KEY, str(time.time()), nx=True))
+            server = self._server_id()
+            before = self.client.set(SERVER_KEY, server, get=True) if server else None
+        return emptied or (before is not None and before.decode() != server)
+
+    def _server_id(self) -> str | None:
+        """The answering server's run id (new at every start and on another
+        server); None where INFO is not allowed."""
+        try:
+            return str(self.client.info("server")["run_id"])
+        except (redis.ResponseError, KeyError):
+            return None
 
     def close(self) -> None:
         if self._listener is not None:

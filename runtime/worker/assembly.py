@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis
 from celery import Celery
 
 from runtime.config import redis_url, signing_key
@@ -15,6 +14,7 @@ from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
 from runtime.transport.cluster import CeleryTransport
+from runtime.transport.redis_client import state_client
 from runtime.worker.worker import Worker
 
 
@@ -32,9 +32,10 @@ class Parts:
 
     def worker(self, app: Celery) -> Worker:
         """A `Worker` with this process's own ledger engine and Redis pool."""
-        url = redis_url(self.settings, required=False) or app.conf.broker_url
+        url = redis_url(self.settings, required=False) or app.conf.result_backend  # the state's
         ledger = Ledger.from_settings(self.settings, lazy=True)
-        transport = CeleryTransport(app, redis.Redis.from_url(url), redactor=ledger.redactor)
+        client = state_client(self.settings, url)
+        transport = CeleryTransport(app, client, redactor=ledger.redactor)
         return Worker(
             settings=self.settings,
             registry=self.registry,

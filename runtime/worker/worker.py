@@ -205,6 +205,28 @@ class Worker:
         except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept
             log.error("the end of %s could not be published: %s", message.call_id, error)
 
+    def end_dead_letter(self, raw: Any) -> None:
+        """From the sweep: the end of a call whose message the broker gave up
+        on (RabbitMQ's delivery limit; `runtime/transport/broker.py`), through
+        the ledger's compare-and-set, so an end recorded before stands. A
+        claimed call under a lease is its holder's to end (or the sweep's,
+        once the lease lapses): a worker that lost only its channel may still
+        run it. Raises while the ledger or the state is away: the message
+        stays dead-lettered for the next sweep."""
+        message = CallMessage.from_wire(raw)
+        if message is None or not signing.genuine(message, self.key):
+            log.error("a dead-lettered message that names no signed call was dropped")
+            return
+        claimed = time_limits.is_claimed(message.tool, self.registry)
+        if claimed and self.state.holds(message.batch_id, [message.call_id]):
+            return
+        limit = self.settings.delivery_limit or self.settings.max_deliveries
+        result = endings.dead_lettered(message.call_id, message.tool, limit, claimed=claimed)
+        ended = self.ledger.record_result(message.batch_id, result)
+        if ended:
+            log.error("batch %s: %s was dead-lettered", message.batch_id, message.call_id)
+        self.finish(message, result, ended)
+
     def sweep(self, holder: str) -> bool:
         """Sweep if no other worker holds the sweep's lease (taking or renewing
         it); True if this one did. After the state lost what it held, every

@@ -20,3 +20,20 @@ def test_every_body_is_redacted_with_the_gateways_own_patterns(tmp_path):
         missing = client.get("/no/such/ACME-12345678")
     assert missing.status_code == 404
     assert missing.json()["instance"] == "/no/such/[REDACTED:acme]"
+
+
+def test_a_gateway_whose_broker_is_away_is_not_ready(stack, user_settings, tmp_path):
+    """The broker apart from the state's Redis (TOOLRUN_BROKER_URL): /readyz asks it too."""
+    from runtime.stack.processes import free_port
+    from tests.support.gateway import running_gateway
+
+    away = f"amqp://guest:guest@127.0.0.1:{free_port()}//"  # nothing listens there
+    with (
+        running_gateway(
+            stack, user_settings, tmp_path / "gateway.log", TOOLRUN_BROKER_URL=away
+        ) as gateway,
+        gateway.client() as anyone,
+    ):
+        answer = anyone.get("/readyz")
+    assert answer.status_code == 503, answer.text
+    assert "not ready" in answer.text

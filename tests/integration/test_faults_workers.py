@@ -2,8 +2,9 @@
 and tools that crash their own process: every call still gets exactly one
 result, no side effect runs twice, reads run again and succeed.
 
-A stack of its own per test: a 3-second visibility timeout, so Redis hands a
-dead worker's messages to another one soon, and replacement workers."""
+A stack of its own per module: a 3-second visibility timeout, so Redis hands a
+dead worker's messages to another one soon, and replacement workers. The
+SIGKILL tests run with RabbitMQ as the broker too (TOOLRUN_TEST_AMQP_URL)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from runtime.types import Status
 from tests.support.faults import FaultStack
+from tests.support.rabbitmq import BROKERS, broker_for
 from tests.support.tools import marks, release
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
@@ -25,11 +27,15 @@ def call(call_id: str, name: str, **arguments) -> dict:
 
 
 @pytest.fixture(scope="module")
-def module_stack(tmp_path_factory, user_settings):
-    home = tmp_path_factory.mktemp("faults-workers")
-    with FaultStack(home, user_settings=user_settings, max_deliveries=2) as stack:
-        with stack.client() as runtime:
-            yield stack, runtime
+def module_stack(request, tmp_path_factory, user_settings):
+    """Redis as the broker, unless a test asks for each of `BROKERS` (indirectly)."""
+    with broker_for(getattr(request, "param", "redis")) as broker_url:
+        home = tmp_path_factory.mktemp("faults-workers")
+        with FaultStack(
+            home, user_settings=user_settings, max_deliveries=2, broker_url=broker_url
+        ) as stack:
+            with stack.client() as runtime:
+                yield stack, runtime
 
 
 @pytest.fixture
@@ -59,6 +65,7 @@ def by_id(results) -> dict:
     return {r.call_id: r for r in results}
 
 
+@pytest.mark.parametrize("module_stack", BROKERS, indirect=True)
 def test_sigkill_of_a_reads_worker_mid_batch_reruns_its_reads(faulty, workspace, request):
     stack, runtime = faulty
     request.addfinalizer(lambda: release(workspace, "reads"))
@@ -87,6 +94,7 @@ def test_sigkill_of_a_reads_worker_mid_batch_reruns_its_reads(faulty, workspace,
     assert [m["label"] for m in marks(workspace, "effects")] == ["w1"]
 
 
+@pytest.mark.parametrize("module_stack", BROKERS, indirect=True)
 @pytest.mark.parametrize("crash", ["whole worker", "pool process"])
 def test_sigkill_of_an_effects_worker_mid_call_never_runs_it_twice(faulty, workspace, crash):
     stack, runtime = faulty

@@ -2,7 +2,8 @@
 submitter is SIGKILLed mid stage, mid chain and while an approval is pending,
 and the batch still ends every call once; another process attaches and gets
 every result; a key submitted again runs nothing twice; the deadline holds
-with no client alive. Real Redis, real workers, real processes."""
+with no client alive. Real Redis, real workers, real processes; each test runs
+with Redis as the broker, and with RabbitMQ when TOOLRUN_TEST_AMQP_URL is set."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sqlalchemy import text
 from runtime.errors import InvalidBatch
 from runtime.types import Status
 from tests.support.faults import FaultStack
+from tests.support.rabbitmq import BROKERS, broker_for
 from tests.support.submitter import spawn
 from tests.support.tools import marks, release
 
@@ -28,12 +30,14 @@ def call(call_id: str, name: str, **arguments) -> dict:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-@pytest.fixture(scope="module")
-def owned(tmp_path_factory, user_settings):
-    """One stack for the module: the tests kill submitters, never its workers."""
-    with FaultStack(tmp_path_factory.mktemp("owned"), user_settings=user_settings) as stack:
-        with stack.client() as runtime:
-            yield stack, runtime
+@pytest.fixture(scope="module", params=BROKERS)
+def owned(request, tmp_path_factory, user_settings):
+    """One stack per broker for the module: the tests kill submitters, never its workers."""
+    with broker_for(request.param) as broker_url:
+        home = tmp_path_factory.mktemp("owned")
+        with FaultStack(home, user_settings=user_settings, broker_url=broker_url) as stack:
+            with stack.client() as runtime:
+                yield stack, runtime
 
 
 def submit_and_kill(stack: FaultStack, spec: dict, until) -> str:

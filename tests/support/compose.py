@@ -15,6 +15,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "compose"
 COMPOSE_FILE = COMPOSE / "docker-compose.yml"
+RABBITMQ_FILE = COMPOSE / "rabbitmq.yml"  # the override that makes RabbitMQ the broker
 ENV_EXAMPLE = COMPOSE / ".env.example"
 DOCKERFILE = COMPOSE / "Dockerfile"
 
@@ -23,9 +24,9 @@ _VARIABLE = re.compile(
 )
 
 
-def load() -> dict[str, Any]:
-    """The compose file as YAML (merge keys resolved, nothing interpolated)."""
-    return yaml.safe_load(COMPOSE_FILE.read_text())
+def load(path: Path = COMPOSE_FILE) -> dict[str, Any]:
+    """A compose file as YAML (merge keys resolved, nothing interpolated)."""
+    return yaml.safe_load(path.read_text())
 
 
 def env_file(path: Path = ENV_EXAMPLE) -> dict[str, str]:

@@ -67,10 +67,12 @@ class FaultStack:
         relay: Relay | None = None,
         batch_timeout: float = 60.0,
         kill_grace: float = 1.0,
+        redis_url: str | None = None,
         **more: Any,
     ) -> None:
         """`relay`: the TCP relay `database_url` goes through (PostgreSQL), which
-        `ledger_cut` cuts; without one the ledger is SQLite and its file is locked."""
+        `ledger_cut` cuts; without one the ledger is SQLite and its file is locked.
+        `redis_url`: a Redis the test runs (a Sentinel group); None: one of the stack's."""
         self.home = Path(home)
         self.relay = relay
         self.appendonly = appendonly
@@ -93,6 +95,7 @@ class FaultStack:
         self.env = {"TOOLRUN_TOOL_MODULES": FAULT_TOOLS}
         self.record: StackRecord | None = None
         self.redis_pid: int | None = None
+        self.external_redis = redis_url
         self.redis_url = ""
         self.kills = self.restarts = self.cuts = 0
         self._redis: redis.Redis | None = None  # the soak's look at the sweep's lock
@@ -100,7 +103,10 @@ class FaultStack:
 
     def start(self) -> FaultStack:
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.redis_url, self.redis_pid = start_redis(self.settings, appendonly=self.appendonly)
+        if self.external_redis:
+            self.redis_url = self.external_redis
+        else:
+            self.redis_url, self.redis_pid = start_redis(self.settings, appendonly=self.appendonly)
         self.settings = self.settings.model_copy(update={"redis_url": self.redis_url})
         try:
             self.record = start_stack(
@@ -147,6 +153,8 @@ class FaultStack:
             "TOOLRUN_BATCH_TIMEOUT": str(settings.batch_timeout),
             "PYTHONPATH": str(REPO),
         }
+        if settings.broker_url:  # RabbitMQ, say: the broker apart from the state's Redis
+            env["TOOLRUN_BROKER_URL"] = settings.broker_url
         return env
 
     def direct_ledger_url(self) -> str:
