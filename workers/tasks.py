@@ -89,7 +89,7 @@ def _start_sweeping(**_: object) -> None:
         declare_dead_letters(app)  # RabbitMQ drops a dead letter with nowhere to go
     except Exception as error:  # noqa: BLE001 - the broker away: the first sweep declares it
         log.warning("dead-letter queue not declared yet: %s", error)
-    start_sweeping(worker, SWEEP_SECONDS, holder=_holder, after=_end_dead_letters)
+    start_sweeping(worker, SWEEP_SECONDS, holder=_holder, first=_end_dead_letters)
     beat = worker().settings.lease_seconds / 4
     start_heartbeat(worker, _running, beat)
 
@@ -104,8 +104,8 @@ def _stop_sweeping(**_: object) -> None:
 
 
 def _end_dead_letters() -> None:
-    """After this worker's sweep: end the calls whose messages RabbitMQ gave up
-    on (none on Redis)."""
+    """First in this worker's sweep: end the calls whose messages RabbitMQ gave
+    up on (none on Redis)."""
     drain_dead_letters(app, worker().end_dead_letter)
 
 

@@ -32,7 +32,7 @@ from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import BatchState, Queue
-from runtime.types import Status, ToolCall, ToolResult
+from runtime.types import Risk, Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.batch")
 CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
@@ -187,13 +187,14 @@ class Advancer:
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
         ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
-        claimed = self.ledger.claimed(batch_id)
+        running = self.ledger.claimed(batch_id)  # a redelivered read shows running too
+        claimed = {c: at for c, at in running.items() if self._claims(plan, c)}
         taken = started - claimed.keys() - ends.keys()  # reads and idempotent calls running
         lost, stalled = self._gone(batch_id, claimed, taken)
         return View(
             ends=ends,
             sent=sent,
-            started=started | set(claimed),
+            started=started | set(running),
             approvals=self._answers(plan, now),
             cancelled_at=cancelled,
             now=now,
@@ -202,6 +203,13 @@ class Advancer:
             stalled=stalled,
             resend_after=self.resend_after,
         )
+
+    def _claims(self, plan: BatchPlan, call_id: str) -> bool:
+        """Whether a call of the plan runs only under a claim (a side effect
+        that is not idempotent), so a lost worker's call ends, not runs again."""
+        planned = plan.calls.get(call_id)
+        spec = self.registry.get(planned.tool) if planned is not None else None
+        return spec is not None and spec.risk is not Risk.read and not spec.idempotent
 
     def _gone(
         self, batch_id: str, claimed: dict[str, datetime], taken: set[str]

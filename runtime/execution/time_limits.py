@@ -36,6 +36,13 @@ def hard_limit(tool: str | None, registry: Registry, settings: Settings) -> floa
     return tool_timeout(tool, registry, settings) + settings.kill_grace
 
 
+def is_claimed(tool: str | None, registry: Registry) -> bool:
+    """Whether a call of `tool` runs only under a claim (a side effect that is
+    not idempotent): at most once, so a lost worker's call ends, not reruns."""
+    spec = registry.get(tool) if isinstance(tool, str) else None
+    return spec is not None and spec.risk is not Risk.read and not spec.idempotent
+
+
 def is_read(tool: str, registry: Registry) -> bool:
     spec = registry.get(tool)
     return spec is not None and spec.risk is Risk.read

@@ -28,19 +28,19 @@ def start_sweeping(
     *,
     stop: threading.Event | None = None,
     holder: str | None = None,
-    after: Callable[[], object] | None = None,
+    first: Callable[[], object] | None = None,
 ) -> threading.Thread:
     """A daemon thread offering `worker()`'s sweep every `interval` seconds
-    until `stop` is set; `after` runs after each sweep this holder made (the
-    Celery binding's dead letters)."""
+    until `stop` is set; `first` runs at the start of each sweep this holder
+    makes (the Celery binding's dead letters: a call the broker gave up on
+    ends as such before the sweep would send it again)."""
     stop = stop or threading.Event()
     holder = holder or sweep_holder()
 
     def loop() -> None:
         while not stop.wait(interval):
             try:
-                if worker().sweep(holder) and after is not None:
-                    after()
+                worker().sweep(holder, first=first)
             except Exception as error:  # noqa: BLE001 - the state or the ledger away: next time
                 log.warning("sweep failed: %s", error)
 

@@ -17,6 +17,7 @@ no second copy of this logic (docs/architecture.md, "The worker").
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import tenacity
@@ -227,7 +228,7 @@ class Worker:
             log.error("batch %s: %s was dead-lettered", message.batch_id, message.call_id)
         self.finish(message, result, ended)
 
-    def sweep(self, holder: str) -> bool:
+    def sweep(self, holder: str, *, first: Callable[[], object] | None = None) -> bool:
         """Sweep if no other worker holds the sweep's lease (taking or renewing
         it); True if this one did. After the state lost what it held, every
         open batch is looked at, and what was lost is sent again. The holder
@@ -238,6 +239,8 @@ class Worker:
             return False
         self._sweeping = holder
         try:
+            if first is not None:
+                first()
             self.advancer.sweep(everything=self.state.lost(holder))
         finally:
             self._sweeping = None
