@@ -146,6 +146,18 @@ def attempts(events: list[EventRow]) -> list[dict[str, Any]]:
     return found
 
 
+def costs(attempt: dict[str, Any]) -> str:
+    """An attempt's queue wait and CPU time as text ("queued 3 ms, 41 ms CPU"),
+    those it has; empty when it has neither (an older document has no keys)."""
+    queued, cpu = attempt.get("queue_wait_ms"), attempt.get("cpu_ms")
+    return ", ".join(
+        [
+            *([f"queued {queued:.0f} ms"] if queued is not None else []),
+            *([f"{cpu:.0f} ms CPU"] if cpu is not None else []),
+        ]
+    )
+
+
 def _attempt(number: int, worker: str | None, at: datetime) -> dict[str, Any]:
     return {
         "attempt": number,
