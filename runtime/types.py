@@ -119,6 +119,11 @@ class ToolResult(BaseModel):
     media: list[Media] = Field(default_factory=list)
     error: ErrorInfo | None = None
     duration_ms: float = 0.0
+    # The attempt that ended the call, when a worker ran its tool: milliseconds
+    # from the message's posting to the tool's start, and of CPU time (the
+    # tool's, and its children's it waited for). None when not measured.
+    queue_wait_ms: float | None = None
+    cpu_ms: float | None = None
     worker: str | None = None
     attempts: int = 0
 
@@ -164,6 +169,9 @@ class CallMessage(BaseModel):
     # The W3C trace context the batch was submitted under (runtime/tracing.py);
     # signed like the rest, and left out of the signature while None.
     traceparent: str | None = None
+    # When the queue posted it (epoch seconds): set at each posting, a chain's
+    # next step's when it is handed on; outside the signature, as `then` is.
+    sent_at: float | None = None
     signature: str | None = None
 
     def wire(self) -> dict[str, Any]:

@@ -17,12 +17,20 @@ stopped (a `ToolError` whose status is `timeout`: the shell's, an MCP
 server's). Read-only and idempotent tools may declare transient exceptions
 (`@tool(transient=...)`); those are retried with exponential backoff and
 jitter within the call's time, up to the spec's attempts and delay.
+
+Each result says what its attempt cost (docs/architecture.md, "Transcripts"):
+the queue wait, from the message's posting (`CallMessage.sent_at`, the
+sender's clock) to the tool's start here, and the CPU time of the try that
+ended it: on the main thread (prefork: the process runs this tool alone) the
+whole process's, elsewhere the tool's thread's; children the tool waited for
+(a shell's bash) included.
 """
 
 from __future__ import annotations
 
 import contextvars
 import ctypes
+import resource
 import signal
 import threading
 import time
@@ -67,15 +75,27 @@ def invoke(
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1}
+    alarmed = _alarm_free()
+    who = resource.RUSAGE_SELF if alarmed else THREAD
+
+    def timed(arguments: Any, context: ToolContext) -> Any:
+        """One try, its CPU time kept (the last try's is the result's)."""
+        begin = _cpu_seconds(who)
+        try:
+            return spec.execute(arguments, context)
+        finally:
+            outcome["cpu_ms"] = round((_cpu_seconds(who) - begin) * 1000, 3)
 
     def target() -> None:
         try:
-            outcome["value"] = _with_retries(spec, outcome, on_retry)(admitted.arguments, context)
+            run = _with_retries(spec, timed, outcome, on_retry)
+            outcome["value"] = run(admitted.arguments, context)
         except BaseException as error:  # noqa: BLE001 - every failure becomes a result
             outcome["error"] = error
 
+    queued = _queue_wait_ms(message.sent_at)
     started = time.perf_counter()
-    if _alarm_free():
+    if alarmed:
         with quiet():
             overran = _alarmed(target, timeout)
         sessions.end_own()  # a session the tool left (a stopped MCP server's) dies with its call
@@ -85,6 +105,8 @@ def invoke(
         "worker": worker,
         "attempts": delivery + outcome["tries"] - 1,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        "queue_wait_ms": queued,
+        "cpu_ms": outcome.get("cpu_ms"),  # None: a thread abandoned at its timeout runs on
     }
     call_id, name = message.call_id, spec.name
     if overran or isinstance(outcome.get("error"), CallTimedOut):
@@ -114,6 +136,26 @@ def invoke(
         return results.failure(
             call_id, name, Status.error, text, kind="format", redactor=redactor, **meta
         )
+
+
+# A thread's own usage (Linux); elsewhere the process's.
+THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+
+
+def _cpu_seconds(who: int) -> float:
+    """User and system CPU seconds of `who`, and of the children waited for.
+    The children's count is the process's: in a threads pool it holds those
+    of tools running alongside that ended meanwhile."""
+    own, children = resource.getrusage(who), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _queue_wait_ms(sent_at: float | None) -> float | None:
+    """Milliseconds since the message was posted; never negative (the sender's
+    clock may be ahead of this one); None if the sender did not say."""
+    if sent_at is None:
+        return None
+    return round(max(0.0, time.time() - sent_at) * 1000, 3)
 
 
 def _alarm_free() -> bool:
@@ -166,11 +208,11 @@ def _interrupt(runner: threading.Thread) -> None:
     )
 
 
-def _with_retries(spec: CapabilitySpec, outcome: dict, on_retry) -> Callable:
-    """The tool, retried on its transient exceptions when running it twice is
-    safe (read-only or idempotent); as it is otherwise."""
+def _with_retries(spec: CapabilitySpec, execute: Callable, outcome: dict, on_retry) -> Callable:
+    """`execute` (the tool), retried on its transient exceptions when running
+    it twice is safe (read-only or idempotent); as it is otherwise."""
     if not spec.transient or not (spec.risk is Risk.read or spec.idempotent):
-        return spec.execute
+        return execute
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         outcome["tries"] = state.attempt_number + 1
@@ -183,4 +225,4 @@ def _with_retries(spec: CapabilitySpec, outcome: dict, on_retry) -> Callable:
         wait=tenacity.wait_random_exponential(multiplier=0.05, max=spec.retry_max_delay),
         before_sleep=before_sleep,
         reraise=True,
-    )(spec.execute)
+    )(execute)

@@ -105,12 +105,17 @@ def finish(
 
 
 def ledger_summary(result: ToolResult) -> dict[str, Any]:
-    """What the ledger keeps of a result: enough to audit, not the whole content."""
-    return {
+    """What the ledger keeps of a result: enough to audit, not the whole content;
+    the queue wait and CPU time of the attempt that ended it, when measured."""
+    kept = {
         "summary": result.summary,
         "error": result.error.model_dump() if result.error else None,
         "duration_ms": result.duration_ms,
     }
+    for name in ("queue_wait_ms", "cpu_ms"):
+        if (value := getattr(result, name)) is not None:
+            kept[name] = value
+    return kept
 
 
 def bound(content: Any, max_bytes: int) -> tuple[Any, str | None]:

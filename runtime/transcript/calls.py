@@ -109,9 +109,13 @@ def _approval(row: ApprovalRow | None, events: list[EventRow]) -> dict[str, Any]
 
 
 def attempts(events: list[EventRow]) -> list[dict[str, Any]]:
-    """Each attempt: a start, then a retry or the end that closed it."""
+    """Each attempt: a start, then a retry or the end that closed it. The end's
+    detail holds the figures its worker measured: the queue wait belongs to
+    the delivery's first try (a retry is not queued), the CPU time to the try
+    that ended the call."""
     found: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
+    delivered: dict[str, Any] | None = None  # the attempt the delivery's start opened
 
     def close(at: datetime, ended: str, reason: str | None = None) -> None:
         current["ended_at"] = when(at)
@@ -124,7 +128,7 @@ def attempts(events: list[EventRow]) -> list[dict[str, Any]]:
         if kind is EventKind.started:
             if current is not None and current.get("ended") is None:
                 close(event.at, "lost")  # delivered again: the earlier one never ended
-            current = _attempt(event.attempt or len(found) + 1, event.worker, event.at)
+            current = delivered = _attempt(event.attempt or len(found) + 1, event.worker, event.at)
             found.append(current)
         elif kind is EventKind.retried and current is not None:
             close(event.at, "retried", event.reason)
@@ -132,6 +136,9 @@ def attempts(events: list[EventRow]) -> list[dict[str, Any]]:
             found.append(current)
         elif kind in ENDING and current is not None and current.get("ended") is None:
             close(event.at, event.status or kind.value, event.reason)
+            detail = event.detail if isinstance(event.detail, dict) else {}
+            delivered["queue_wait_ms"] = detail.get("queue_wait_ms")
+            current["cpu_ms"] = detail.get("cpu_ms")
     for attempt in found:  # still running, or its end was never written
         if attempt.get("ended") is None:
             attempt.pop("_start", None)
@@ -139,8 +146,27 @@ def attempts(events: list[EventRow]) -> list[dict[str, Any]]:
     return found
 
 
+def costs(attempt: dict[str, Any]) -> str:
+    """An attempt's queue wait and CPU time as text ("queued 3 ms, 41 ms CPU"),
+    those it has; empty when it has neither (an older document has no keys)."""
+    queued, cpu = attempt.get("queue_wait_ms"), attempt.get("cpu_ms")
+    return ", ".join(
+        [
+            *([f"queued {queued:.0f} ms"] if queued is not None else []),
+            *([f"{cpu:.0f} ms CPU"] if cpu is not None else []),
+        ]
+    )
+
+
 def _attempt(number: int, worker: str | None, at: datetime) -> dict[str, Any]:
-    return {"attempt": number, "worker": worker, "started_at": when(at), "_start": at}
+    return {
+        "attempt": number,
+        "worker": worker,
+        "started_at": when(at),
+        "_start": at,
+        "queue_wait_ms": None,
+        "cpu_ms": None,
+    }
 
 
 def _result(result: ToolResult | None, row: CallRow) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runtime.transcript import changes
+from runtime.transcript.calls import costs
 
 FENCE_LIMIT = 4000  # characters of a model message or a reply shown; the JSON has all
 
@@ -132,11 +133,12 @@ def _call(call: dict[str, Any]) -> list[str]:
             + f" (asked: {approval['reason']})"
         )
     for attempt in call["attempts"]:
-        wall = attempt["wall_ms"]
+        wall, spent = attempt["wall_ms"], costs(attempt)
         out.append(
             f"- **Attempt {attempt['attempt']}** on {attempt['worker'] or 'this process'} at "
             f"{attempt['started_at']}: {attempt['ended'] or 'running'}"
             + (f" after {wall:.0f} ms" if wall is not None else "")
+            + (f" ({spent})" if spent else "")
             + (f" ({attempt['reason']})" if attempt["reason"] else "")
         )
     if result:

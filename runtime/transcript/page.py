@@ -9,6 +9,7 @@ from html import escape
 from typing import Any
 
 from runtime.transcript import changes
+from runtime.transcript.calls import costs
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1d2330}
@@ -190,6 +191,7 @@ def _details(call: dict[str, Any]) -> str:
             f"<li>attempt {a['attempt']} on {_text(a['worker'])} at {_text(a['started_at'])}: "
             f"{_text(a['ended'] or 'running')}"
             + (f" after {a['wall_ms']:.0f} ms" if a["wall_ms"] is not None else "")
+            + (f" ({escape(spent)})" if (spent := costs(a)) else "")
             + (f" ({escape(a['reason'])})" if a["reason"] else "")
             + "</li>"
             for a in call["attempts"]

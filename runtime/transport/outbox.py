@@ -5,12 +5,16 @@ in one pipelined round trip, consecutive ordered steps as one chain
 
 Sending a stage through kombu's producer batch is what keeps a batch of reads
 from paying a Redis client, a round trip and an event publish per call.
+
+Each message carries the time it was posted (`sent_at`, outside the
+signature): the worker's queue wait runs from it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import redis
@@ -44,9 +48,8 @@ class CeleryQueue:
         try:
             with self.app.producer_or_acquire() as producer, producer.batch() as batch:
                 for index, message in enumerate(messages):
-                    self.app.send_task(
-                        TASK, producer=producer, **task_options(message, queue, self.redactor)
-                    )
+                    options = task_options(message, queue, self.redactor, sent_at=time.time())
+                    self.app.send_task(TASK, producer=producer, **options)
                     if index == 0:
                         batch.flush()  # a worker starts on the first while the rest are sent
             return True
@@ -55,18 +58,27 @@ class CeleryQueue:
             return False
 
 
-def task_options(message: CallMessage, queue: str, redactor: Redactor = BUILT_IN) -> dict[str, Any]:
+def task_options(
+    message: CallMessage,
+    queue: str,
+    redactor: Redactor = BUILT_IN,
+    *,
+    sent_at: float | None = None,
+) -> dict[str, Any]:
     """`send_task`'s arguments for a signed message: its queue ("reads" run
-    side by side, "effects" in order), and what Flower shows of it (the
-    tool's name, redacted arguments)."""
+    side by side, "effects" in order), what Flower shows of it (the tool's
+    name, redacted arguments), and the time it is posted (`sent_at`)."""
     shown = {
         "batch_id": message.batch_id,
         "call_id": message.call_id,
         "tool": message.tool,
         "arguments": redactor.redact(message.arguments),
     }
+    wire = message.wire()
+    if sent_at is not None:
+        wire["sent_at"] = sent_at
     return {
-        "args": [message.wire()],
+        "args": [wire],
         "queue": queue,
         "shadow": f"toolrun.{message.tool}",
         "argsrepr": _cut(json.dumps([shown], default=str)),

@@ -16,16 +16,18 @@ from typing import Any
 from runtime.types import CallMessage
 
 FIELD = "signature"
+UNSIGNED = (FIELD, "then", "sent_at")  # a chain's next steps, and the time of posting
 OPTIONAL = ("traceparent",)  # covered when set; a message without one signs as before it existed
 
 
 def canonical(data: dict[str, Any]) -> bytes:
-    """What the signature covers: everything but itself and a chain's next
-    steps (`then`), which carry their own."""
+    """What the signature covers: everything but itself, a chain's next
+    steps (`then`), which carry their own, and the time the queue posted the
+    message (`sent_at`: set after signing, only a figure for the transcript)."""
     body = {
         key: value
         for key, value in data.items()
-        if key not in (FIELD, "then") and not (key in OPTIONAL and value is None)
+        if key not in UNSIGNED and not (key in OPTIONAL and value is None)
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -57,4 +59,4 @@ def _covered(message: CallMessage) -> dict[str, Any]:
     """The wire form of what the signature covers, without dumping a chain's
     next steps only to leave them out."""
     unset = {key for key in OPTIONAL if getattr(message, key) is None}
-    return message.model_dump(mode="json", exclude={FIELD, "then", *unset})
+    return message.model_dump(mode="json", exclude={*UNSIGNED, *unset})

@@ -90,7 +90,8 @@ class MemoryTransport:
         if chained and len(messages) > 1:
             messages, parallel = [chain.link(messages)], False
         for message in messages:
-            (self._reads if parallel else self._effects).submit(self._work, message.wire())
+            raw = message.wire() | {"sent_at": time.time()}  # as the Celery queue stamps it
+            (self._reads if parallel else self._effects).submit(self._work, raw)
         return True
 
     # The batch's state.

@@ -4,6 +4,8 @@ formatted), and transient failures of safe tools are retried (tenacity)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -92,13 +94,41 @@ def flaky_write(args: Times, ctx) -> str:
     raise Flaky("the write may have happened")
 
 
+class Burn(ToolInput):
+    own_ms: int = 0
+    child_ms: int = 0
+
+
+CHILD = """
+import resource, time
+while time.process_time() < {seconds}:
+    pass
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print((usage.ru_utime + usage.ru_stime) * 1000)
+"""
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def burn(args: Burn, ctx) -> dict:
+    """Busy for `own_ms` of its thread's CPU time, then waits for a child
+    process busy for `child_ms` of its own; what the child says it used."""
+    until = time.thread_time() + args.own_ms / 1000
+    while time.thread_time() < until:
+        pass
+    if not args.child_ms:
+        return {"child_ms": 0.0}
+    script = CHILD.format(seconds=args.child_ms / 1000)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    return {"child_ms": float(done.stdout)}
+
+
 @pytest.fixture(autouse=True)
 def _fresh():
     tries.clear()
     interrupted.clear()
 
 
-def run(tmp_path, name, *, delivery=1, retries: list | None = None, **arguments):
+def run(tmp_path, name, *, delivery=1, retries: list | None = None, sent_at=None, **arguments):
     spec = TOOLS.get(name)
     call = ToolCall(id="c1", name=name, arguments=arguments)
     admitted = Admitted(call, spec, spec.input_model(**arguments), Decision.allow("t", rule="t"))
@@ -112,6 +142,7 @@ def run(tmp_path, name, *, delivery=1, retries: list | None = None, **arguments)
         position=0,
         policy={},
         decision=admitted.decision.as_dict(),
+        sent_at=sent_at,
     )
     seen = [] if retries is None else retries
     return invoke(
@@ -177,3 +208,23 @@ def test_retries_stop_at_the_spec_s_attempts(tmp_path):
 def test_a_side_effect_that_is_not_idempotent_is_never_retried(tmp_path):
     result = run(tmp_path, "flaky_write")
     assert (result.status, result.attempts, len(tries)) == (Status.error, 1, 1)
+
+
+def test_cpu_time_counts_the_tool_and_the_children_it_waited_for(tmp_path):
+    result = run(tmp_path, "burn", own_ms=50, child_ms=100)
+    child = result.content["child_ms"]
+    assert child >= 100
+    # The kernel's figures, rounded apart: a millisecond of slack each side.
+    assert result.cpu_ms >= 50 + child - 2, (result.cpu_ms, child)
+
+
+def test_cpu_time_of_a_tool_that_failed_is_kept_too(tmp_path):
+    assert run(tmp_path, "crash").cpu_ms >= 0
+
+
+def test_queue_wait_runs_from_the_posting_to_the_tool_s_start(tmp_path):
+    result = run(tmp_path, "burn", sent_at=time.time() - 1.5)
+    assert result.queue_wait_ms >= 1500
+    assert run(tmp_path, "burn").queue_wait_ms is None  # posted by a client that did not say
+    # A sender's clock ahead of the worker's: no negative wait.
+    assert run(tmp_path, "burn", sent_at=time.time() + 60).queue_wait_ms == 0

@@ -54,3 +54,25 @@ def test_redactions_count_each_kind_once_per_place_it_was_cut():
     message = "a [REDACTED:github_token] b [REDACTED:github_token] [REDACTED:password]"
     content = {"text": "a [REDACTED:github_token] b [REDACTED:github_token]"}
     assert redactions(message, content, None) == {"github_token": 2, "password": 1}
+
+
+def test_the_queue_wait_is_the_delivery_s_and_the_cpu_time_the_try_s_that_ended_it():
+    figures = {"summary": "ok", "duration_ms": 2000.0, "queue_wait_ms": 12.5, "cpu_ms": 40.0}
+    events = [
+        _event("started", 1, worker="w1@host", attempt=1),
+        _event("retried", 2, worker="w1@host", attempt=1, reason="OSError: flaky"),
+        _event("finished", 3, worker="w1@host", attempt=2, status="ok", detail=figures),
+    ]
+    first, second = attempts(events)
+    assert (first["queue_wait_ms"], first["cpu_ms"]) == (12.5, None)  # a retry is not queued
+    assert (second["queue_wait_ms"], second["cpu_ms"]) == (None, 40.0)
+
+
+def test_an_end_without_figures_and_a_lost_delivery_show_none():
+    events = [
+        _event("started", 1, worker="w1@a", attempt=1),
+        _event("started", 9, worker="w2@b", attempt=2),
+        _event("finished", 10, worker="w2@b", attempt=2, status="ok", detail={"summary": "ok"}),
+    ]
+    for attempt in attempts(events):
+        assert attempt["queue_wait_ms"] is None and attempt["cpu_ms"] is None

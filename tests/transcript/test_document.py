@@ -4,15 +4,43 @@ totals; the same document however often it is built once the batch ended."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from runtime import transcript
+from runtime import Registry, Risk, ToolInput, memory_runtime, tool, transcript
 from runtime.errors import InvalidBatch
 from runtime.types import ApprovalRequested
 from tests.support.transcripts import valid
 from tests.transcript.conftest import KEY
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"
+BURNING = Registry()
+
+
+class Burn(ToolInput):
+    label: str
+    ms: int = 50
+
+
+def _burn(ms: int) -> None:
+    until = time.thread_time() + ms / 1000
+    while time.thread_time() < until:
+        pass
+
+
+@tool(risk=Risk.read, into=BURNING)
+def burn(args: Burn, ctx) -> str:
+    """Busy for `ms` of its thread's CPU time."""
+    _burn(args.ms)
+    return "burnt"
+
+
+@tool(risk=Risk.write, into=BURNING)
+def burn_write(args: Burn, ctx) -> str:
+    """Busy for `ms` of its thread's CPU time, as a side effect."""
+    _burn(args.ms)
+    return "burnt"
 
 
 def _approve_all(handle, by="bob"):
@@ -167,3 +195,23 @@ def test_the_seal_checks_out_and_any_edit_or_other_key_fails_it(rt, workspace):
         "the HMAC does not match: changed, or sealed under another key"
     ]
     assert transcript.verify({"schema": "x"}, KEY)
+
+
+def test_each_attempt_shows_its_queue_wait_and_cpu_time(tmp_path):
+    """A read, then two writes the worker hands on to each other as a chain:
+    each step is posted on its own, so each has its own queue wait."""
+    calls = [
+        {"id": "r", "name": "burn", "arguments": {"label": "r"}},
+        {"id": "w1", "name": "burn_write", "arguments": {"label": "w1"}},
+        {"id": "w2", "name": "burn_write", "arguments": {"label": "w2"}},
+    ]
+    with memory_runtime(BURNING, workspace=tmp_path) as rt:
+        handle = rt.submit(calls, mode="accept_edits", workspace=tmp_path)
+        assert [r.status.value for r in handle.results(timeout=30)] == ["ok"] * 3
+        document = valid(transcript.build(rt.ledger, handle.batch_id))
+        taken = {m.call_id: m for m in rt.transport.taken}
+    assert len(taken["w1"].then) == 1  # w2 went with w1 and was handed on
+    for call in document["calls"]:
+        [attempt] = call["attempts"]
+        assert attempt["cpu_ms"] >= 45, (call["id"], attempt)  # 50 ms, less the clock's rounding
+        assert attempt["queue_wait_ms"] >= 0, (call["id"], attempt)

@@ -90,3 +90,11 @@ def test_text_that_is_no_transcript_is_a_clear_error():
             transcript.parse(text)
     with pytest.raises(InvalidBatch, match="format"):
         transcript.render({}, "pdf")
+
+
+def test_markdown_and_html_show_each_attempt_s_queue_wait_and_cpu_time(sealed):
+    echo = sealed["calls"][0]
+    [attempt] = echo["attempts"]
+    shown = f"(queued {attempt['queue_wait_ms']:.0f} ms, {attempt['cpu_ms']:.0f} ms CPU)"
+    for format in ("md", "html"):
+        assert shown in transcript.render(sealed, format), format

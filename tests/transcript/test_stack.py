@@ -5,6 +5,7 @@ installed `toolrun` in subprocesses, as a user would."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -45,6 +46,33 @@ def turns(stack, user_settings, tmp_path_factory):
     return ids
 
 
+# A bash loop that burns CPU in bash itself, then bash's own account of it.
+BUSY = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; times"
+
+
+@pytest.fixture(scope="module")
+def shell_run(stack, user_settings, tmp_path_factory):
+    """One shell call, approved, on the stack's effects worker: its batch id
+    and the CPU milliseconds bash said it used (user and system)."""
+    space = tmp_path_factory.mktemp("transcript-shell")
+    rt = runtime_on(stack, user_settings)
+    try:
+        handle = rt.submit(
+            [{"id": "s1", "name": "shell", "arguments": {"command": BUSY}}],
+            workspace=space,
+            timeout=60,
+        )
+        for event in handle.stream(timeout=60):
+            if isinstance(event, ApprovalRequested):
+                handle.approve(event.call_id, by="bob")
+        [result] = handle.results(timeout=60)
+    finally:
+        rt.close()
+    assert result.ok, result.model_message
+    user, system = re.findall(r"(\d+)m([\d.]+)s", result.content["stdout"])[:2]
+    return handle.batch_id, sum(float(m) * 60_000 + float(s) * 1000 for m, s in (user, system))
+
+
 @pytest.fixture
 def env(stack, user_settings):
     return stack_env(stack, user_settings)
@@ -64,6 +92,8 @@ def test_the_cli_writes_each_turn_and_verifies_the_chain(turns, env, tmp_path, s
     assert [c["id"] for c in reads["calls"]] == ["r1", "e1"]
     workers = {a["worker"] for d in documents for c in d["calls"] for a in c["attempts"]}
     assert all(w and "@" in w for w in workers), workers  # celery workers' own names
+    for attempt in (a for d in documents for c in d["calls"] for a in c["attempts"]):
+        assert attempt["queue_wait_ms"] >= 0 and attempt["cpu_ms"] >= 0, attempt
     assert write["calls"][0]["approval"]["answered_by"] == "bob"
     assert write["calls"][0]["decision"]["effect"] == "ask"
     assert failed["calls"][0]["result"]["status"] == "error"
@@ -87,6 +117,17 @@ def test_a_removed_or_edited_turn_fails_verify(turns, env, tmp_path):
     done = toolrun("transcript", "verify", str(first), str(second), str(third), env=env)
     assert done.returncode == 1, done.stdout
     assert "digest does not match" in done.stdout and "not the one it followed" in done.stdout
+
+
+def test_a_shell_call_s_attempt_counts_bash_s_cpu_time(shell_run, env, tmp_path):
+    """The pool process waited for bash: bash's CPU time is the attempt's too."""
+    batch_id, bash_ms = shell_run
+    assert bash_ms >= 20, bash_ms  # the loop did burn CPU in bash, not in the worker
+    [call] = valid(json.loads(_export(batch_id, env, tmp_path).read_text()))["calls"]
+    [attempt] = call["attempts"]
+    assert "@" in attempt["worker"] and attempt["queue_wait_ms"] >= 0
+    # Both are the kernel's counts, printed to the millisecond: one of slack.
+    assert attempt["cpu_ms"] >= bash_ms - 1, (attempt, bash_ms)
 
 
 @pytest.mark.parametrize("format", ["jsonl", "md", "html"])

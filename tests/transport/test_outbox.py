@@ -26,3 +26,9 @@ def test_flower_sees_the_tool_and_redacted_arguments_only():
 def test_the_queue_is_the_one_asked_for():
     signed = message("c1", "nap", {"label": "x"}, workspace=Path("."))
     assert task_options(CallMessage.from_wire(signed), READS)["queue"] == READS
+
+
+def test_the_message_carries_the_time_it_was_posted():
+    signed = message("c1", "nap", {"label": "x"}, workspace=Path("."))
+    options = task_options(CallMessage.from_wire(signed), READS, sent_at=1764560000.25)
+    assert options["args"] == [{**signed, "sent_at": 1764560000.25}]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from runtime.transport.signing import FIELD, sign, verify
+from runtime.transport.signing import FIELD, genuine, sealed, sign, verify
+from runtime.types import CallMessage
 
 KEY = b"k" * 32
 MESSAGE = {
@@ -36,3 +37,11 @@ def test_unsigned_foreign_key_and_altered_messages_do_not_verify():
 
 def test_a_chain_s_next_steps_are_outside_the_signature_they_carry_their_own():
     assert verify({**signed(MESSAGE), "then": [signed({**MESSAGE, "call_id": "c2"})]}, KEY)
+
+
+def test_the_time_of_posting_is_outside_the_signature():
+    """The queue stamps `sent_at` after the client signed; a worker still runs it."""
+    assert verify({**signed(MESSAGE), "sent_at": 1764560000.25}, KEY)
+    data = CallMessage.from_wire({**MESSAGE, "mode": "auto", "workspace": ".", "position": 0})
+    sealed_message = sealed(data, KEY)
+    assert genuine(sealed_message.model_copy(update={"sent_at": 1764560000.25}), KEY)
