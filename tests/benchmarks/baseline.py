@@ -24,6 +24,7 @@ from celery import Celery
 
 READS_QUEUE, EFFECTS_QUEUE = "baseline.reads", "baseline.effects"
 URL_ENV, CONF_ENV = "BENCH_BASELINE_REDIS_URL", "BENCH_BASELINE_CONF"
+BROKER_ENV = "BENCH_BASELINE_BROKER_URL"  # Celery's broker, when not the Redis of the results
 # toolrun's settings that a hand-wired app would share; results and routing are the baseline's own.
 SHARED = (
     "task_serializer",
@@ -42,8 +43,8 @@ SHARED = (
 )
 
 
-def make_app(redis_url: str, conf: dict | None = None) -> Celery:
-    app = Celery("baseline", broker=redis_url, backend=redis_url)
+def make_app(redis_url: str, conf: dict | None = None, broker_url: str | None = None) -> Celery:
+    app = Celery("baseline", broker=broker_url or redis_url, backend=redis_url)
     app.conf.update(conf or {})
     app.conf.update(
         task_ignore_result=False,
@@ -59,7 +60,9 @@ def shared_conf(toolrun_app: Celery) -> dict:
 
 
 app = make_app(
-    os.environ.get(URL_ENV, "redis://127.0.0.1:6379/0"), json.loads(os.environ.get(CONF_ENV, "{}"))
+    os.environ.get(URL_ENV, "redis://127.0.0.1:6379/0"),
+    json.loads(os.environ.get(CONF_ENV, "{}")),
+    os.environ.get(BROKER_ENV) or None,
 )
 
 
@@ -80,7 +83,14 @@ def write() -> str:
 
 
 def start_worker(
-    home: Path, redis_url: str, conf: dict, queue: str, *, concurrency: int, index: int = 1
+    home: Path,
+    redis_url: str,
+    conf: dict,
+    queue: str,
+    *,
+    concurrency: int,
+    index: int = 1,
+    broker_url: str | None = None,
 ) -> dict:
     """Spawn a bare worker on `queue` with toolrun's pool for that kind of queue
     (prefork on both queues), without waiting for it."""
@@ -110,7 +120,7 @@ def start_worker(
         "INFO",
     ]
     env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLRUN_")}
-    env |= {URL_ENV: redis_url, CONF_ENV: json.dumps(conf)}
+    env |= {URL_ENV: redis_url, CONF_ENV: json.dumps(conf), BROKER_ENV: broker_url or ""}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     pid = spawn(argv, log=log, env=env)
     return {"name": name, "queue": queue, "pid": pid, "log": str(log), "pool": pool}

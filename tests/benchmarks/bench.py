@@ -83,6 +83,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
     parser.add_argument("--only", choices=["P1", "P7"], help="measure this figure alone")
     parser.add_argument(
+        "--broker",
+        help="Celery's broker for both sides, e.g. amqp://guest:guest@127.0.0.1:5672// "
+        "(default: the stack's Redis); measures P1 to P4 only",
+    )
+    parser.add_argument(
         "--trace", action="store_true", help="traces on, to an OTLP receiver in this process"
     )
     for name, (full, _, text) in SIZES.items():
@@ -123,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list[Figure], dict]:
     slots = options.reads_slots
-    with tracing(options, console) as otel, harness(home, slots, console, otel.env) as bench:
+    with (
+        tracing(options, console) as otel,
+        broker(options.broker) as broker_url,
+        harness(home, slots, console, otel.env, broker_url) as bench,
+    ):
         if options.only == "P7":
             return open_batches.figures(options, bench, console), _meta(options, bench, otel)
         if options.only == "P1":
@@ -132,6 +141,8 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
             found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()
             return found, _meta(options, bench, otel)
         found = compare.measure(options, bench.sides, console, bench.processes())
+        if options.broker:  # the broker's own figures: P1 to P4
+            return found, _meta(options, bench, otel)
         found.append(compare.peak_rss(options, bench, console))
         console.log("P5: two reads workers over one")
         found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))
@@ -140,6 +151,19 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found += gateway.measure(options, bench, console)
         found += open_batches.figures(options, bench, console)
         return found, _meta(options, bench, otel)
+
+
+@contextmanager
+def broker(url: str | None) -> Iterator[str | None]:
+    """`--broker`: RabbitMQ on a vhost of the bench's own, deleted afterwards
+    (the machine's RabbitMQ keeps nothing of it); another broker as given."""
+    if url is None or not url.startswith("amqp"):
+        yield url
+        return
+    from tests.support.rabbitmq import own_vhost
+
+    with own_vhost(url) as vhost_url:
+        yield vhost_url
 
 
 @dataclass
@@ -183,6 +207,7 @@ def _meta(options: argparse.Namespace, bench, otel: Tracing) -> dict[str, Any]:
         },
         "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
         "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)"
+        + (f"; broker {_shown(options.broker)} for both sides" if options.broker else "")
         + ("; toolrun's traces on (OTLP/HTTP, local receiver)" if otel.receiver else ""),
         "shared_celery_settings": bench.conf,
         "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",
@@ -212,6 +237,12 @@ def machine(runtime) -> dict[str, Any]:
         "commit": git("rev-parse", "--short", "HEAD"),
         "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
+
+
+def _shown(url: str) -> str:
+    """A broker URL without its password."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.rpartition('@')[2]}" if "@" in rest else url
 
 
 if __name__ == "__main__":

@@ -49,7 +49,13 @@ class Harness:
     def start_bare(self, queue: str, concurrency: int, index: int = 1) -> None:
         home, url = self.settings.home, self.record.redis_url
         worker = baseline.start_worker(
-            home, url, self.conf, queue, concurrency=concurrency, index=index
+            home,
+            url,
+            self.conf,
+            queue,
+            concurrency=concurrency,
+            index=index,
+            broker_url=self.settings.broker_url,
         )
         self.bare.append(worker)
         baseline.wait_for(baseline.app, [worker])
@@ -61,12 +67,21 @@ class Harness:
 
 
 @contextmanager
-def harness(home: Path, slots: int, console: Console, extra_env: dict[str, str] | None = None):
-    """The stack (its workers' environment plus `extra_env`), a client, the bare workers."""
+def harness(
+    home: Path,
+    slots: int,
+    console: Console,
+    extra_env: dict[str, str] | None = None,
+    broker_url: str | None = None,
+):
+    """The stack (its workers' environment plus `extra_env`), a client, the bare
+    workers; `broker_url`: Celery's broker for both sides (RabbitMQ, say), else
+    the stack's Redis."""
     settings = Settings(
         home=home,
         redis_url=None,
         database_url=None,
+        broker_url=broker_url,
         tool_modules=tools.MODULE,
         reads_concurrency=slots,
         effects_concurrency=1,
@@ -88,7 +103,9 @@ def harness(home: Path, slots: int, console: Console, extra_env: dict[str, str] 
         }
         runtime = Runtime(settings.model_copy(update=client))
         conf = baseline.shared_conf(runtime.app)
-        baseline.app.conf.update(broker_url=record.redis_url, result_backend=record.redis_url)
+        baseline.app.conf.update(
+            broker_url=broker_url or record.redis_url, result_backend=record.redis_url
+        )
         baseline.app.conf.update(conf)
         found = Harness(settings, record, runtime, figures.Sides(runtime, workspace), conf)
         found.start_bare(baseline.READS_QUEUE, slots)
