@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.stack.processes import log_tail
 from runtime.types import Status
 from tests.support.fault_tools import SHORT_SHELL_TIMEOUT
 from tests.support.faults import FaultStack
@@ -76,9 +77,18 @@ def group_members(pgid: int) -> list[int]:
     return found
 
 
-def first_session(workspace: Path) -> int:
+def effects_log(stack) -> str:
+    """What the effects worker said last: the story when a step does not start."""
+    worker = stack.workers("effects")[0]
+    return f"{worker['log']}:\n{log_tail(Path(worker['log']), lines=40)}"
+
+
+def first_session(stack, workspace: Path) -> int:
     path = workspace / "first.pgid"
-    return wait_for(lambda: path.exists() and path.read_text().strip(), what="first step running")
+    try:
+        return wait_for(lambda: path.exists() and path.read_text().strip(), what="first step")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the effects worker's log {effects_log(stack)}") from None
 
 
 class Lost:
@@ -89,7 +99,7 @@ class Lost:
         self.handle = runtime.submit(
             batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=90
         )
-        self.group = int(first_session(workspace))
+        self.group = int(first_session(stack, workspace))
         self.pool = int(stat(self.group)[1])  # the session's parent: the pool process
         assert self.pool in stack.pool_processes(stack.workers("effects")[0])
         request.addfinalizer(self.leave_nothing)
@@ -103,7 +113,10 @@ class Lost:
         lost_at = time.monotonic()
         self.results = self.handle.results(timeout=90)
         self.took = time.monotonic() - lost_at
-        self.log = (workspace / "steps.log").read_text().split()
+        steps = workspace / "steps.log"
+        told = [(r.call_id, r.status, r.model_message) for r in self.results]
+        assert steps.exists(), f"the second step never ran: {told}; {effects_log(stack)}"
+        self.log = steps.read_text().split()
         events = runtime.ledger.events(self.handle.batch_id, "first")
         self.ends = [e for e in events if e.kind == "finished"]
 
