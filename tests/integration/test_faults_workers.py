@@ -20,6 +20,9 @@ from tests.support.tools import marks, release
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 ALLOW = {"allow": ["bump", "slow_bump", "crash_effect", "hog", "held_write"]}
+# A busy machine may keep a rerun read running past the 3 s visibility timeout,
+# which delivers it once more: three deliveries leave room for that.
+MAX_DELIVERIES = 3
 
 
 def call(call_id: str, name: str, **arguments) -> dict:
@@ -32,7 +35,7 @@ def module_stack(request, tmp_path_factory, user_settings):
     with broker_for(getattr(request, "param", "redis")) as broker_url:
         home = tmp_path_factory.mktemp("faults-workers")
         with FaultStack(
-            home, user_settings=user_settings, max_deliveries=2, broker_url=broker_url
+            home, user_settings=user_settings, max_deliveries=MAX_DELIVERIES, broker_url=broker_url
         ) as stack:
             with stack.client() as runtime:
                 yield stack, runtime
@@ -90,7 +93,7 @@ def test_sigkill_of_a_reads_worker_mid_batch_reruns_its_reads(faulty, workspace,
     redelivered = {e.call_id for e in events if e.kind == "started" and e.attempt > 1}
     assert rerun <= redelivered, "a rerun read's start does not show its delivery"
     assert {results[c].worker for c in rerun} == {replacement["name"]}
-    assert all(results[c].attempts == 2 for c in rerun)
+    assert all(results[c].attempts >= 2 for c in rerun)  # more if it outlived the visibility
     assert [m["label"] for m in marks(workspace, "effects")] == ["w1"]
 
 
@@ -147,8 +150,9 @@ def test_a_tool_that_kills_its_prefork_process_costs_only_its_call(faulty, works
 
 def test_a_read_that_kills_its_pool_process_is_given_up_after_max_deliveries(faulty, workspace):
     """Reads run on prefork too: the tool kills only its pool process, the
-    worker requeues its message and replaces the process; the second delivery
-    kills that one too, and the third is refused. The worker itself lives."""
+    worker requeues its message and replaces the process; each delivery up to
+    `MAX_DELIVERIES` kills that one too, and the next is refused. The worker
+    itself lives."""
     stack, runtime = faulty
     batch = [
         *[call(f"r{i}", "nap", label=f"n{i}", seconds=0.2) for i in range(3)],
@@ -160,11 +164,12 @@ def test_a_read_that_kills_its_pool_process_is_given_up_after_max_deliveries(fau
         handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=ALLOW, timeout=50)
         results = by_id(handle.results(timeout=55))
     assert results["x"].status is Status.error, results["x"].model_message
-    assert "delivered 2 times" in results["x"].model_message
+    assert f"delivered {MAX_DELIVERIES} times" in results["x"].model_message
     assert all(results[c].ok for c in ("r0", "r1", "r2", "w1", "r9")), [
         (r.call_id, r.status, r.model_message) for r in results.values()
     ]
-    assert len([m for m in marks(workspace, "runs") if m["tool"] == "crash_read"]) == 2
+    crashes = [m for m in marks(workspace, "runs") if m["tool"] == "crash_read"]
+    assert len(crashes) == MAX_DELIVERIES
     assert supervisor.spawned == 0  # no worker died
     assert [m["label"] for m in marks(workspace, "effects")] == ["w1"]
 
