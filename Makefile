@@ -25,9 +25,12 @@ check: $(STAMP)
 	$(BIN)/ruff format --check runtime workers tests
 	$(BIN)/python -m pytest -q -m "not server" -n $(CHECK_WORKERS)
 
-# Everything, servers included (CI's command).
+# Everything, servers included (CI's command). Two test processes (TEST_WORKERS=0: one):
+# most tests wait on real workers and Redis rather than compute, and each file's tests
+# stay in one process, so a file's module-scoped stack is started once.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check runtime workers tests
