@@ -183,7 +183,8 @@ class Runtime:
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
         _check_name("conversation", conversation)
         _check_name("submitter", submitter)
-        policy = self.policies.policy_for(Path(batch.workspace), rules)
+        submitter = submitter or _principal()
+        policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
             known = self.ledger.batch(batch.id)
@@ -195,7 +196,7 @@ class Runtime:
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         run = BatchRun(batch, self.services)
         deadline = time.time() + (timeout or self.settings.batch_timeout)
-        columns = {"submitter": submitter or _principal(), "format": format}
+        columns = {"submitter": submitter, "format": format}
         if conversation is not None:
             columns |= _link(self.ledger, conversation)
         parent = tracing.traceparent(traceparent)

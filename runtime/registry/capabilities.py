@@ -43,6 +43,9 @@ class ToolOutput:
     message: str
     summary: str
     media: list[Any] = field(default_factory=list)  # `Media`: images and documents
+    # What the tool says it spent, by name ({"usd": 0.002, "api_calls": 3}): kept
+    # in the call's usage record (docs/architecture.md, "Usage and budgets").
+    spent: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,60 @@
+"""Budget counters in Redis, checked and added to in one step
+(docs/architecture.md, "Usage and budgets"): a Lua script reads every counter
+a call is held to and adds to them only if none would pass its limit, so two
+submitters or workers racing for the last unit cannot both have it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+
+from runtime.usage.budgets import Counter
+
+# KEYS: the counters; ARGV: per counter amount, limit, ttl, strict (1/0).
+# Returns {0, ""} when every counter took its amount, else {i, used} of the
+# first (1-based) that would pass its limit, and nothing was added.
+SPEND = """
+for i = 1, #KEYS do
+  local used = tonumber(redis.call('GET', KEYS[i]) or '0')
+  local amount, limit = tonumber(ARGV[4*i-3]), tonumber(ARGV[4*i-2])
+  if used + amount > limit or (amount == 0 and ARGV[4*i] == '1' and used >= limit) then
+    return {i, tostring(used)}
+  end
+end
+for i = 1, #KEYS do
+  if tonumber(ARGV[4*i-3]) ~= 0 then redis.call('INCRBYFLOAT', KEYS[i], ARGV[4*i-3]) end
+  if redis.call('TTL', KEYS[i]) < 0 then redis.call('EXPIRE', KEYS[i], ARGV[4*i-1]) end
+end
+return {0, ''}
+"""
+
+
+class Allowances:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._spend = client.register_script(SPEND)
+
+    def spend(self, counters: Sequence[Counter]) -> tuple[int, float] | None:
+        """Add each counter's amount, or nothing: (index, used) of the first
+        counter that would pass its limit."""
+        if not counters:
+            return None
+        args: list[str | float | int] = []
+        for c in counters:
+            args += [repr(c.amount), repr(c.limit), c.ttl, int(c.strict)]
+        index, used = self._spend(keys=[c.key for c in counters], args=args)
+        return None if int(index) == 0 else (int(index) - 1, float(used))
+
+    def charge(self, counters: Sequence[Counter]) -> None:
+        """Add what a call spent, whatever the limits say: it has run."""
+        if not counters:
+            return
+        with self.client.pipeline(transaction=True) as pipe:
+            for c in counters:
+                pipe.incrbyfloat(c.key, c.amount)
+                pipe.expire(c.key, c.ttl, nx=True)
+            pipe.execute()
+
+    def used(self, key: str) -> float:
+        return float(self.client.get(key) or 0)
