@@ -193,6 +193,9 @@ class CallMessage(BaseModel):
     # The W3C trace context the batch was submitted under (runtime/tracing.py);
     # signed like the rest, and left out of the signature while None.
     traceparent: str | None = None
+    # How long an approved call waited for its answer (ms): part of its usage,
+    # signed like the rest, and left out of the signature while None.
+    approval_ms: float | None = None
     # When the queue posted it (epoch seconds): set at each posting, a chain's
     # next step's when it is handed on; outside the signature, as `then` is.
     sent_at: float | None = None

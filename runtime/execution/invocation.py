@@ -154,6 +154,7 @@ def _usage(meta: dict[str, Any], outcome: dict[str, Any], tool: str, message: Ca
         wall_ms=wall,
         cpu_ms=None if abandoned else round(outcome["cpu_total"] * 1000, 3),
         queue_ms=meta["queue_wait_ms"],
+        approval_ms=message.approval_ms,
         reported=_reported(value),
         price_per_call=price.per_call if price else None,
         price_per_second=price.per_second if price else None,
