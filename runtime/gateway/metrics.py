@@ -22,6 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
+from runtime.gateway import usage_metrics
 from runtime.ledger.approvals import Approvals
 from runtime.transport import broker
 from runtime.transport.names import QUEUES
@@ -111,6 +112,8 @@ class Metrics:
             self.registry.register(
                 Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app)
             )
+        if runtime is not None:
+            self.registry.register(usage_metrics.Usage(runtime.ledger))
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

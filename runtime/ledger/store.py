@@ -306,6 +306,10 @@ class Ledger:
         `submitter`: that gateway key's or principal's only."""
         return self._read(usage.rollup, by, since=since, submitter=submitter)
 
+    def usage_totals(self) -> list[dict[str, Any]]:
+        """Every call's usage summed by tool, submitter and status."""
+        return self._read(usage.totals)
+
     def batch_usage(self, batch_id: str) -> dict[str, Any]:
         """A batch's usage: its calls summed, and its model's tokens."""
         return self._read(usage.batch_total, batch_id)

@@ -144,3 +144,31 @@ def batch_total(connection: Connection, batch_id: str) -> dict[str, Any]:
         total.pop("batch", None)
         return total
     return {"calls": 0, "ran": 0, "ok": 0, **dict.fromkeys(FIGURES, 0.0), "reported": {}}
+
+
+def totals(connection: Connection) -> list[dict[str, Any]]:
+    """Every call ever ended, by tool, submitter and status: calls, worker
+    seconds and money (Prometheus counters read them at each scrape)."""
+    query = (
+        select(
+            USAGE.c.tool,
+            BATCHES.c.submitter,
+            USAGE.c.status,
+            func.count().label("calls"),
+            func.sum(USAGE.c.wall_ms).label("wall_ms"),
+            func.sum(USAGE.c.cost).label("cost"),
+        )
+        .select_from(USAGE.join(BATCHES, BATCHES.c.id == USAGE.c.batch_id))
+        .group_by(USAGE.c.tool, BATCHES.c.submitter, USAGE.c.status)
+    )
+    return [
+        {
+            "tool": row.tool,
+            "key": row.submitter or "",
+            "status": row.status,
+            "calls": row.calls,
+            "worker_seconds": _seconds(row.wall_ms),
+            "cost": row.cost or 0.0,
+        }
+        for row in connection.execute(query).all()
+    ]
