@@ -173,7 +173,9 @@ def _result(result: ToolResult | None, row: CallRow) -> dict[str, Any] | None:
     if result is None:
         return None
     message = result.model_message
+    usage = {"usage": result.usage.model_dump(mode="json")} if result.usage else {}
     return {
+        **usage,
         "status": result.status.value,
         "summary": result.summary,
         "model_message": message,
