@@ -113,7 +113,7 @@ class Counter(BaseModel):
 
 
 class Overrun(BaseModel):
-    """A budget a call would pass: what the model and the ledger are told."""
+    """A budget the call would go past, as the model and the ledger are told it."""
 
     budget: Budget
     used: float
