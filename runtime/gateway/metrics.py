@@ -100,6 +100,7 @@ def cluster_registry(runtime) -> CollectorRegistry:
     """A registry holding only the cluster's figures (`toolrun metrics`)."""
     registry = CollectorRegistry()
     registry.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
+    registry.register(usage_metrics.Usage(runtime.ledger))
     return registry
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import redis
 
+from runtime.transport.names import budget_key
 from runtime.usage.budgets import Counter
 
 # KEYS: the counters; ARGV: per counter amount, limit, ttl, strict (1/0).
@@ -28,12 +29,22 @@ for i = 1, #KEYS do
 end
 return {0, ''}
 """
+# What calls that ran spent: KEYS the counters; ARGV per counter amount, ttl.
+# (EXPIRE's NX needs Redis 7; the embedded stack may run an older one.)
+CHARGE = """
+for i = 1, #KEYS do
+  redis.call('INCRBYFLOAT', KEYS[i], ARGV[2*i-1])
+  if redis.call('TTL', KEYS[i]) < 0 then redis.call('EXPIRE', KEYS[i], ARGV[2*i]) end
+end
+return 0
+"""
 
 
 class Allowances:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._spend = client.register_script(SPEND)
+        self._charge = client.register_script(CHARGE)
 
     def spend(self, counters: Sequence[Counter]) -> tuple[int, float] | None:
         """Add each counter's amount, or nothing: (index, used) of the first
@@ -43,18 +54,15 @@ class Allowances:
         args: list[str | float | int] = []
         for c in counters:
             args += [repr(c.amount), repr(c.limit), c.ttl, int(c.strict)]
-        index, used = self._spend(keys=[c.key for c in counters], args=args)
+        keys = [budget_key(c.key) for c in counters]
+        index, used = self._spend(keys=keys, args=args)
         return None if int(index) == 0 else (int(index) - 1, float(used))
 
     def charge(self, counters: Sequence[Counter]) -> None:
         """Add what a call spent, whatever the limits say: it has run."""
         if not counters:
             return
-        with self.client.pipeline(transaction=True) as pipe:
-            for c in counters:
-                pipe.incrbyfloat(c.key, c.amount)
-                pipe.expire(c.key, c.ttl, nx=True)
-            pipe.execute()
-
-    def used(self, key: str) -> float:
-        return float(self.client.get(key) or 0)
+        args: list[str | int] = []
+        for c in counters:
+            args += [repr(c.amount), c.ttl]
+        self._charge(keys=[budget_key(c.key) for c in counters], args=args)

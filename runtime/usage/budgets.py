@@ -30,7 +30,6 @@ from runtime.errors import ConfigurationError
 Measure = Literal["calls", "worker_seconds", "money"]
 MEASURES: tuple[Measure, ...] = ("calls", "worker_seconds", "money")
 BATCH_TTL = 2 * 24 * 3600  # how long a batch's counters live: longer than any batch
-KEY_PREFIX = "toolrun:budget:"
 
 
 class Budget(BaseModel):
@@ -99,7 +98,8 @@ class Price(BaseModel):
 
 
 class Counter(BaseModel):
-    """One budget's counter in Redis for one call: the amount to add, the
+    """One budget's counter for one call (`key` names it; the transport
+    spells its Redis key, `transport/names.py`): the amount to add, the
     limit, how long the key lives, and whether being at the limit already
     refuses (`strict`) or only passing it does."""
 
@@ -247,7 +247,7 @@ class Spending:
     def key(self, budget: Budget, batch_id: str, now: datetime) -> str:
         source = hashlib.sha256(budget.source.encode()).hexdigest()[:8]
         window, scope = budget.window_of(now)[0], budget.scope(self.principal, batch_id)
-        return f"{KEY_PREFIX}{source}:{budget.name}:{scope}:{window}"
+        return f"{source}:{budget.name}:{scope}:{window}"  # Redis's key: `names.budget_key`
 
 
 def _ttl(budget: Budget, now: datetime) -> int:

@@ -51,9 +51,7 @@ def test_a_key_sees_its_own_usage_and_an_admin_every_keys(gateway, keys, space):
         assert one.json()["rows"][0]["calls"] == rows[0]["calls"]
 
 
-def test_metrics_count_calls_worker_seconds_and_spend_by_tool_key_and_status(
-    gateway, keys, space
-):
+def test_metrics_count_calls_worker_seconds_and_spend_by_tool_key_and_status(gateway, keys, space):
     with gateway.client(keys["submitter"]) as alice:
         batch_id = run(alice, space, 2)
         who = f"key:{alice.get(f'/v1/batches/{batch_id}').json()['submitted_by']}"

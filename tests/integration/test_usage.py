@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from runtime import adapters
+from runtime.transport.names import budget_key
 from runtime.types import Status
-from runtime.usage.budgets import KEY_PREFIX
 from tests.conftest import runtime_on
 from tests.support.cli import stack_env, toolrun
 from tests.support.faults import FaultStack
@@ -64,7 +64,7 @@ def test_a_budget_refuses_the_call_that_would_pass_it_and_says_so(budgeted, work
     assert [(e.rule, e.source) for e in rows] == [("budget:daily", str(policy))]
     # The counter is Redis's, and holds the calls that ran.
     client = redis.Redis.from_url(stack.redis_url)
-    (key,) = client.keys(f"{KEY_PREFIX}*:daily:{who}:*")
+    (key,) = client.keys(budget_key(f"*:daily:{who}:*"))
     assert float(client.get(key)) == 4
     # Every provider dialect hands the model the refusal as an error it can read.
     (block,) = [b for b in adapters.reply("anthropic", [refused])["content"]]
@@ -92,6 +92,39 @@ def test_a_budget_refuses_the_call_that_would_pass_it_and_says_so(budgeted, work
         "usage", "--by", "day", "--key", who, env=stack_env(stack, rt.settings.user_settings_file)
     )
     assert table.returncode == 0 and "usage by day" in table.stdout
+
+
+def test_a_worker_refuses_a_call_once_the_time_spent_since_its_admission_runs_a_budget_out(
+    stack, user_settings, tmp_path, workspace
+):
+    """Every call passes admission (nothing spent yet); the worker adds the
+    first one's worker-seconds and their money in Redis, and refuses the next
+    right before it would run."""
+    policy = tmp_path / "org.json"
+    budgets = [
+        {"name": "turn", "per": "batch", "worker_seconds": 0.5},
+        {"name": "spend", "per": "batch", "money": 100},
+    ]
+    prices = {"slow_write": {"per_second": 2.0}}
+    policy.write_text(json.dumps({"limits": {"budget": budgets}, "prices": prices}))
+    rt = runtime_on(stack, user_settings, policy_file=policy)
+    try:
+        calls = [
+            {"id": f"w{i}", "name": "slow_write", "arguments": {"label": "t", "seconds": 0.6}}
+            for i in range(3)
+        ]
+        handle = rt.submit(calls, mode="bypass", workspace=workspace, on_error="continue")
+        results = handle.results(timeout=60)
+    finally:
+        rt.close()
+    assert [r.status for r in results] == [Status.ok, Status.over_budget, Status.over_budget]
+    assert "budget 'turn' (0.5 worker-seconds per batch" in results[1].model_message
+    client = redis.Redis.from_url(stack.redis_url)
+    spent = {
+        key.decode().split(":")[3]: float(client.get(key))
+        for key in client.keys(budget_key(f"*:{handle.batch_id}:batch"))
+    }
+    assert spent["turn"] >= 0.6 and spent["spend"] == pytest.approx(2 * spent["turn"], rel=1e-6)
 
 
 def test_two_submitters_racing_for_a_budgets_last_calls_cannot_both_have_them(budgeted, workspace):
