@@ -100,8 +100,13 @@ def cluster_registry(runtime) -> CollectorRegistry:
     """A registry holding only the cluster's figures (`toolrun metrics`)."""
     registry = CollectorRegistry()
     registry.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
-    registry.register(usage_metrics.Usage(runtime.ledger))
+    registry.register(_usage(runtime))
     return registry
+
+
+def _usage(runtime) -> usage_metrics.Usage:
+    files = (runtime.policies.org, runtime.policies.user)
+    return usage_metrics.Usage(runtime.ledger, runtime.transport, files)
 
 
 class Metrics:
@@ -114,7 +119,7 @@ class Metrics:
                 Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app)
             )
         if runtime is not None:
-            self.registry.register(usage_metrics.Usage(runtime.ledger))
+            self.registry.register(_usage(runtime))
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

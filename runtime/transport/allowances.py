@@ -58,6 +58,18 @@ class Allowances:
         index, used = self._spend(keys=keys, args=args)
         return None if int(index) == 0 else (int(index) - 1, float(used))
 
+    def standing(self) -> dict[str, float]:
+        """What each submitter's budget counter holds now (`Counter.key` ->
+        used); a batch's are left out: they end with it."""
+        keys = [
+            k
+            for k in self.client.scan_iter(match=budget_key("*"), count=500)
+            if not k.endswith(b":batch")
+        ]
+        values = self.client.mget(keys) if keys else []
+        prefix = len(budget_key(""))
+        return {k.decode()[prefix:]: float(v or 0) for k, v in zip(keys, values, strict=True)}
+
     def charge(self, counters: Sequence[Counter]) -> None:
         """Add what a call spent, whatever the limits say: it has run."""
         if not counters:

@@ -330,6 +330,11 @@ class RedisState:
         with reaching("counting a call's spending"):
             self._allowances.charge(counters)
 
+    def budgets_used(self) -> dict[str, float]:
+        """Each submitter's budget counter now: for `/metrics`."""
+        with reaching("reading the budgets"):
+            return self._allowances.standing()
+
     def close(self) -> None:
         if self._listener is not None:
             self._listener.close()

@@ -37,7 +37,7 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     per: Literal["key", "principal", "batch"]
     window: Literal["day", "month"] | None = None
     calls: int | None = Field(default=None, ge=0)
@@ -245,9 +245,14 @@ class Spending:
         return Overrun(budget=budget, used=used, resets_at=budget.window_of(now)[1])
 
     def key(self, budget: Budget, batch_id: str, now: datetime) -> str:
-        source = hashlib.sha256(budget.source.encode()).hexdigest()[:8]
+        source = source_tag(budget.source)
         window, scope = budget.window_of(now)[0], budget.scope(self.principal, batch_id)
         return f"{source}:{budget.name}:{scope}:{window}"  # Redis's key: `names.budget_key`
+
+
+def source_tag(source: str) -> str:
+    """What names a budget's file in its counters' keys."""
+    return hashlib.sha256(source.encode()).hexdigest()[:8]
 
 
 def _ttl(budget: Budget, now: datetime) -> int:

@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from runtime import adapters
+from runtime.gateway.metrics import Metrics
 from runtime.transport.names import budget_key
 from runtime.types import Status
 from tests.conftest import runtime_on
@@ -88,6 +89,11 @@ def test_a_budget_refuses_the_call_that_would_pass_it_and_says_so(budgeted, work
     (row,) = json.loads(found.stdout)
     assert (row["tool"], row["calls"], row["ran"], row["ok"]) == ("echo", 5, 4, 4)
     assert row["worker_seconds"] > 0 and row["cost"] >= 4 * 0.002
+    # /metrics says what each submitter has used and has left of the budget now.
+    text = Metrics(rt).text().decode()
+    labels = f'budget="daily",key="{who}",measure="calls",window="{key.decode()[-10:]}"'
+    assert f"toolrun_budget_used{{{labels}}} 4.0" in text, text
+    assert f"toolrun_budget_remaining{{{labels}}} 0.0" in text
     table = toolrun(
         "usage", "--by", "day", "--key", who, env=stack_env(stack, rt.settings.user_settings_file)
     )
