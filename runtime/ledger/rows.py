@@ -147,17 +147,19 @@ class CallEnd:
             "new_started_at": started_at,
         }
 
-    def write(self, connection: Connection | Session) -> bool:
-        """The end row, if the call has none yet, then the events and the call
-        row (if there is one: a call never recorded keeps its events alone).
-        False, writing nothing, if another reporter ended the call first."""
+    def write(self, connection: Connection | Session, *, usage: bool = True) -> bool:
+        """The end row, if the call has none yet, then the events, the call
+        row (if there is one: a call never recorded keeps its events alone)
+        and (`usage`) the usage row. False, writing nothing, if another
+        reporter ended the call first."""
         if self.unclaimed and not _pending(connection, self.batch_id, self.call_id):
             return False
         if not claim_end(connection, self.end):
             return False
         connection.execute(insert(EVENTS), self.events)
         connection.execute(END_CALL, self.values)
-        connection.execute(insert(USAGE), self.usage)
+        if usage:
+            connection.execute(insert(USAGE), self.usage)
         return True
 
 
@@ -204,7 +206,11 @@ def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
     """Several ends in the caller's transaction, each batch's lock taken first;
     for each, whether it ended its call (False: the call had ended already)."""
     lock_batches(connection, {end.batch_id for end in ends})
-    return [end.write(connection) for end in ends]
+    ended = [end.write(connection, usage=False) for end in ends]
+    usage = [end.usage for end, first in zip(ends, ended, strict=True) if first]
+    if usage:  # one statement for the group's usage rows
+        connection.execute(insert(USAGE), usage)
+    return ended
 
 
 def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
