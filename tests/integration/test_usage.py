@@ -17,6 +17,7 @@ import redis
 
 from runtime import adapters
 from runtime.gateway.metrics import Metrics
+from runtime.transcript import render
 from runtime.transport.names import budget_key
 from runtime.types import Status
 from tests.conftest import runtime_on
@@ -168,6 +169,8 @@ def test_tokens_of_a_provider_response_are_kept_with_its_batch(runtime, workspac
     assert (total["input_tokens"], total["output_tokens"]) == (1200, 80)
     transcript = runtime.transcript(handle.batch_id)
     assert transcript["totals"]["usage"]["model"] == "claude-test"
+    text = render(transcript, "md")
+    assert "tokens 1200 in / 80 out (claude-test)" in text, text
     (row,) = runtime.ledger.usage("key", submitter=who)
     assert (row["input_tokens"], row["output_tokens"], row["calls"]) == (1200, 80, 1)
 
