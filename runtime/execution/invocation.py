@@ -111,7 +111,7 @@ def invoke(
         "queue_wait_ms": queued,
         "cpu_ms": outcome.get("cpu_ms"),  # None: a thread abandoned at its timeout runs on
     }
-    meta["usage"] = _usage(meta, outcome, spec.name, message)
+    meta["usage"] = _usage(meta, outcome, spec.name, message, context.spent)
     call_id, name = message.call_id, spec.name
     if overran or isinstance(outcome.get("error"), CallTimedOut):
         return time_limits.overran(call_id, name, timeout, read=spec.risk is Risk.read, **meta)
@@ -142,7 +142,13 @@ def invoke(
         )
 
 
-def _usage(meta: dict[str, Any], outcome: dict[str, Any], tool: str, message: CallMessage) -> Usage:
+def _usage(
+    meta: dict[str, Any],
+    outcome: dict[str, Any],
+    tool: str,
+    message: CallMessage,
+    reported: dict[str, Any],
+) -> Usage:
     """What the call cost (docs/architecture.md, "Usage and budgets"): every
     try's CPU (None once a thread was abandoned: it runs on), the wall time on
     the worker, the tool's own report, and its price by the batch's table."""
@@ -155,21 +161,22 @@ def _usage(meta: dict[str, Any], outcome: dict[str, Any], tool: str, message: Ca
         cpu_ms=None if abandoned else round(outcome["cpu_total"] * 1000, 3),
         queue_ms=meta["queue_wait_ms"],
         approval_ms=message.approval_ms,
-        reported=_reported(value),
+        reported=_reported(reported, value),
         price_per_call=price.per_call if price else None,
         price_per_second=price.per_second if price else None,
         cost=spending.cost(tool, wall / 1000),
     )
 
 
-def _reported(value: Any) -> dict[str, float]:
-    """A tool's own report of what it spent: its numbers only."""
-    spent = value.spent if isinstance(value, ToolOutput) else {}
-    return {
-        str(name): float(amount)
-        for name, amount in (spent.items() if isinstance(spent, dict) else ())
-        if isinstance(amount, int | float) and not isinstance(amount, bool)
-    }
+def _reported(during: dict[str, Any], value: Any) -> dict[str, float]:
+    """A tool's own report of what it spent (`ctx.spend`, then its output's
+    `spent`), summed by name: its numbers only."""
+    found: dict[str, float] = {}
+    for spent in (during, value.spent if isinstance(value, ToolOutput) else {}):
+        for name, amount in spent.items() if isinstance(spent, dict) else ():
+            if isinstance(amount, int | float) and not isinstance(amount, bool):
+                found[str(name)] = found.get(str(name), 0.0) + float(amount)
+    return found
 
 
 # A thread's own usage (Linux); elsewhere the process's.

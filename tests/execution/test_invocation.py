@@ -233,7 +233,22 @@ def test_queue_wait_runs_from_the_posting_to_the_tool_s_start(tmp_path):
 
 @tool(risk=Risk.write, into=TOOLS)
 def reported_write(args: Times, ctx) -> ToolOutput:
+    ctx.spend(credits=1)
     return ToolOutput(content=None, message="done", summary="done", spent={"credits": 3, "x": "n"})
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def spend_then_fail(args: Times, ctx) -> ToolOutput:
+    ctx.spend(usd=0.25)
+    ctx.spend(usd=0.5, calls=1)
+    raise RuntimeError("upstream refused")
+
+
+def test_what_a_tool_reported_spending_stays_in_its_usage_when_it_then_fails(tmp_path):
+    result = run(tmp_path, "spend_then_fail")
+    assert result.status is Status.error
+    assert result.usage.reported == {"usd": 0.75, "calls": 1.0}
+    assert result.usage.wall_ms == result.duration_ms and result.usage.cpu_ms is not None
 
 
 def test_a_calls_usage_counts_its_wait_for_an_approval_and_what_the_tool_reported(tmp_path):
@@ -253,5 +268,5 @@ def test_a_calls_usage_counts_its_wait_for_an_approval_and_what_the_tool_reporte
     assert result.ok
     assert result.usage.approval_ms >= 300
     assert result.usage.wall_ms >= 0 and result.usage.cpu_ms >= 0
-    assert result.usage.reported == {"credits": 3.0}
+    assert result.usage.reported == {"credits": 4.0}  # ctx.spend's and the output's
     assert result.usage.cost is None  # no price table
