@@ -93,4 +93,4 @@ def test_time_spent_since_admission_refuses_a_call_right_before_it_runs(tmp_path
         assert handle.usage()["worker_seconds"] >= 0.3
         rows = [(e.rule, e.source, e.effect) for e in rt.ledger.events(handle.batch_id, "c1")]
         assert rows[0] == ("mode:bypass", "mode", "allow")  # admitted,
-        assert rows[-1] == ("budget:turn", str(settings.policy_file), "deny")  # refused on the worker
+        assert rows[-1] == ("budget:turn", str(settings.policy_file), "deny")  # then refused
