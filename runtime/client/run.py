@@ -151,12 +151,7 @@ class BatchRun:
             for call in batch.calls
         ]
         spending = Spending.from_snapshot(policy.spending)  # "Usage and budgets"
-        admissions = [
-            allowance.hold(a, spending, services.transport, batch.id)
-            if isinstance(a, Admitted)
-            else a
-            for a in admissions
-        ]
+        admissions = allowance.hold(admissions, spending, services.transport, batch.id)
         reply_to = getattr(services.transport, "reply_to", None)
         signer = Signer(
             services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent

@@ -19,39 +19,51 @@ from runtime.ledger.tables import EventKind
 from runtime.results import endings
 from runtime.transport.base import BatchState
 from runtime.types import ToolResult
-from runtime.usage.budgets import Spending
+from runtime.usage.budgets import Budget, Spending
 
 log = logging.getLogger("toolrun.budgets")
 
 
 def hold(
-    admitted: Admitted,
+    admissions: list[Admitted | Refused],
     spending: Spending,
     state: BatchState | None,
     batch_id: str,
     *,
     to_run: bool = False,
-) -> Admitted | Refused:
-    """`admitted`, or a `Refused` ending it `over_budget` if it would pass a
-    budget. At admission its call and per-call price are counted now."""
+) -> list[Admitted | Refused]:
+    """Each admitted call as it was, or a `Refused` ending it `over_budget`
+    if it would pass a budget; refusals stay as they are. At admission each
+    call's count and per-call price are added now, in the batch's order, in
+    one round trip to the state."""
     if state is None or not spending.budgets:
-        return admitted
+        return admissions
     now = datetime.now(UTC)
-    budgets, counters = spending.counters(admitted.spec.name, batch_id, now, to_run=to_run)
+    held = [
+        (i, *spending.counters(a.spec.name, batch_id, now, to_run=to_run))
+        for i, a in enumerate(admissions)
+        if isinstance(a, Admitted)
+    ]
     try:
-        passed = state.spend(counters)
+        answers = state.spend([counters for _, _, counters in held])
     except StateUnavailable as error:
-        log.warning("budgets of %s not checked: %s", admitted.call.id, error)
-        return admitted
-    if passed is None:
-        return admitted
-    index, used = passed
-    overrun = spending.overrun(budgets[index], used, now)
+        log.warning("budgets of batch %s not checked: %s", batch_id, error)
+        return admissions
+    out = list(admissions)
+    for (i, budgets, _), passed in zip(held, answers, strict=True):
+        if passed is not None:
+            out[i] = _refused(out[i], spending, budgets[passed[0]], passed[1], now)
+    return out
+
+
+def _refused(
+    admitted: Admitted, spending: Spending, budget: Budget, used: float, now: datetime
+) -> Refused:
+    overrun = spending.overrun(budget, used, now)
     message = overrun.message(now)
     result = endings.over_budget(
         admitted.call.id, admitted.spec.name, message, overrun.content(now)
     )
-    budget = budgets[index]
     decision = Decision.deny(message, rule=f"budget:{budget.name}", source=budget.source)
     return Refused(admitted.call, admitted.spec, result, EventKind.decision, decision)
 

@@ -86,7 +86,7 @@ def execute(
     )
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
-        admission = allowance.hold(admission, spending, state, message.batch_id, to_run=True)
+        (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
     claimed = admission.spec.risk is not Risk.read and not admission.spec.idempotent

@@ -46,17 +46,25 @@ class Allowances:
         self._spend = client.register_script(SPEND)
         self._charge = client.register_script(CHARGE)
 
-    def spend(self, counters: Sequence[Counter]) -> tuple[int, float] | None:
-        """Add each counter's amount, or nothing: (index, used) of the first
-        counter that would pass its limit."""
-        if not counters:
-            return None
-        args: list[str | float | int] = []
-        for c in counters:
-            args += [repr(c.amount), repr(c.limit), c.ttl, int(c.strict)]
-        keys = [budget_key(c.key) for c in counters]
-        index, used = self._spend(keys=keys, args=args)
-        return None if int(index) == 0 else (int(index) - 1, float(used))
+    def spend(self, calls: Sequence[Sequence[Counter]]) -> list[tuple[int, float] | None]:
+        """For each call, in order, add each of its counters' amount, or
+        nothing: (index, used) of the first counter that would pass its limit.
+        One round trip for them all; each call's step is atomic on its own."""
+        found: list[tuple[int, float] | None] = [None] * len(calls)
+        asked = [i for i, counters in enumerate(calls) if counters]
+        if not asked:
+            return found
+        with self.client.pipeline(transaction=False) as pipe:
+            for i in asked:
+                args: list[str | float | int] = []
+                for c in calls[i]:
+                    args += [repr(c.amount), repr(c.limit), c.ttl, int(c.strict)]
+                keys = [budget_key(c.key) for c in calls[i]]
+                self._spend(keys=keys, args=args, client=pipe)
+            answers = pipe.execute()
+        for i, (index, used) in zip(asked, answers, strict=True):
+            found[i] = None if int(index) == 0 else (int(index) - 1, float(used))
+        return found
 
     def standing(self) -> dict[str, float]:
         """What each submitter's budget counter holds now (`Counter.key` ->

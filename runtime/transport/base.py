@@ -190,9 +190,10 @@ class BatchState(Protocol):
         ...
 
     # Budgets: counters checked and added to in one step ("Usage and budgets").
-    def spend(self, counters: list[Counter]) -> tuple[int, float] | None:
-        """Add each counter's amount unless one would pass its limit: then
-        add nothing and return (its index, what it had used)."""
+    def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
+        """For each call in order, add each of its counters' amount unless one
+        would pass its limit: then add nothing for that call, and say (that
+        counter's index, what it had used)."""
         ...
 
     def charge(self, counters: list[Counter]) -> None:

@@ -322,9 +322,9 @@ class RedisState:
             return None
 
     # Budgets (docs/architecture.md, "Usage and budgets").
-    def spend(self, counters: list[Counter]) -> tuple[int, float] | None:
+    def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
         with reaching("checking a budget"):
-            return self._allowances.spend(counters)
+            return self._allowances.spend(calls)
 
     def charge(self, counters: list[Counter]) -> None:
         with reaching("counting a call's spending"):

@@ -165,14 +165,17 @@ class MemoryTransport:
             self._changed.notify_all()
         self._arrived(batch_id)
 
-    def spend(self, counters: list[Counter]) -> tuple[int, float] | None:
+    def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
         with self._changed:
-            for index, c in enumerate(counters):
-                used = self._spent[c.key]
-                if used + c.amount > c.limit or (c.amount == 0 and c.strict and used >= c.limit):
-                    return index, used
-            for c in counters:
-                self._spent[c.key] += c.amount
+            return [self._spend(counters) for counters in calls]
+
+    def _spend(self, counters: list[Counter]) -> tuple[int, float] | None:
+        for index, c in enumerate(counters):
+            used = self._spent[c.key]
+            if used + c.amount > c.limit or (c.amount == 0 and c.strict and used >= c.limit):
+                return index, used
+        for c in counters:
+            self._spent[c.key] += c.amount
         return None
 
     def charge(self, counters: list[Counter]) -> None:
