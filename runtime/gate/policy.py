@@ -32,6 +32,7 @@ from runtime.gate.decision import Effect
 from runtime.gate.rules import Level, Rule, parse
 from runtime.settings import Settings
 from runtime.usage import budgets as spend
+from runtime.usage import reading
 
 PROJECT_FILE = Path(".toolrun") / "settings.json"
 KEYS = {
@@ -191,17 +192,17 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
             InternalHosts.parse(data["internal_hosts"])
         except ValueError as error:
             raise ConfigurationError(f"{path}: {error}") from None
-    spend.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
-    spend.read_prices(data, str(path))
+    reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
+    reading.read_prices(data, str(path))
     return data
 
 
 def _spending(*files: dict[str, Any]) -> dict[str, Any] | None:
     """Every file's budgets (each one only tightens) and the org file's prices."""
     budgets = tuple(
-        b for data in files for b in spend.read_budgets(data, data.get("_source", "settings"))
+        b for data in files for b in reading.read_budgets(data, data.get("_source", "settings"))
     )
-    prices = spend.read_prices(files[0], files[0].get("_source", "org"))
+    prices = reading.read_prices(files[0], files[0].get("_source", "org"))
     spending = spend.Spending(budgets, prices)
     return spending.snapshot() if spending else None
 

@@ -16,7 +16,8 @@ from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.ledger.store import Ledger
-from runtime.usage.budgets import Budget, read_budgets, source_tag
+from runtime.usage.budgets import Budget, source_tag
+from runtime.usage.reading import read_budgets
 
 log = logging.getLogger("toolrun.metrics")
 LABELS = ["tool", "key", "status"]

@@ -23,9 +23,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from runtime.errors import ConfigurationError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Measure = Literal["calls", "worker_seconds", "money"]
 MEASURES: tuple[Measure, ...] = ("calls", "worker_seconds", "money")
@@ -268,52 +266,3 @@ def _amount(measure: str, value: float) -> str:
     if measure == "worker_seconds":
         return f"{value:g} worker-seconds"
     return f"{value:g} money"
-
-
-def read_budgets(data: dict[str, Any], source: str) -> tuple[Budget, ...]:
-    """The `limits.budget` entries of a settings file, each checked; a bad one is
-    a `ConfigurationError` naming the file and the entry."""
-    limits = data.get("limits")
-    entries = limits.get("budget", []) if isinstance(limits, dict) else []
-    if not isinstance(entries, list):
-        raise ConfigurationError(f"{source}: limits.budget must be a list of budgets")
-    budgets, names = [], set()
-    for index, entry in enumerate(entries):
-        where = f"{source}: limits.budget[{index}]"
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            where += f" ({entry['name']})"
-        if not isinstance(entry, dict) or "source" in entry:
-            raise ConfigurationError(
-                f"{where}: a budget is an object of name, per, window, "
-                "and one of calls, worker_seconds, money"
-            )
-        try:
-            budget = Budget.model_validate({**entry, "source": source})
-        except ValidationError as error:
-            raise ConfigurationError(f"{where}: {_problems(error)}") from None
-        if budget.name in names:
-            raise ConfigurationError(f"{where}: another budget of this file has its name")
-        names.add(budget.name)
-        budgets.append(budget)
-    return tuple(budgets)
-
-
-def read_prices(data: dict[str, Any], source: str) -> dict[str, Price]:
-    """The `prices` section (org file only): tool name (or `*`) -> price."""
-    entries = data.get("prices", {})
-    if not isinstance(entries, dict):
-        raise ConfigurationError(f"{source}: prices must be an object of tool name -> price")
-    prices = {}
-    for tool, entry in entries.items():
-        try:
-            prices[tool] = Price.model_validate(entry)
-        except ValidationError as error:
-            raise ConfigurationError(f"{source}: prices.{tool}: {_problems(error)}") from None
-    return prices
-
-
-def _problems(error: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}"
-        for e in error.errors(include_url=False)
-    )
