@@ -41,6 +41,7 @@ from runtime.types import (
     Status,
     ToolCall,
     ToolResult,
+    Usage,
 )
 
 # Loaded on first use: the client pulls in Celery, Redis and the ledger, and
@@ -102,6 +103,7 @@ __all__ = [
     "ToolResult",
     "ToolrunError",
     "UnsupportedArgument",
+    "Usage",
     "adapters",
     "memory_runtime",
     "registry",

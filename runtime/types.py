@@ -49,6 +49,9 @@ class Status(StrEnum):
     timeout = "timeout"
     cancelled = "cancelled"
     outcome_unknown = "outcome_unknown"
+    # A budget of the policy's `limits.budget` would be passed: the call did not
+    # run (docs/architecture.md, "Usage and budgets").
+    over_budget = "over_budget"
 
 
 OnError = Literal["stop", "continue"]
@@ -107,6 +110,26 @@ class Media(BaseModel):
         return len(self.data) * 3 // 4 - self.data[-2:].count("=")
 
 
+class Usage(BaseModel):
+    """What one call cost (docs/architecture.md, "Usage and budgets"): measured
+    on the worker around the tool (wall and CPU time, children included), the
+    queue wait before it, what the tool said it spent, and its price by the
+    org policy's price table. None where not measured or not priced."""
+
+    wall_ms: float | None = None
+    cpu_ms: float | None = None
+    queue_ms: float | None = None
+    approval_ms: float | None = None
+    reported: dict[str, float] = Field(default_factory=dict)  # the tool's own (`ToolOutput.spent`)
+    price_per_call: float | None = None
+    price_per_second: float | None = None
+    cost: float | None = None  # per call + per worker-second × wall seconds
+
+    @property
+    def worker_seconds(self) -> float:
+        return (self.wall_ms or 0.0) / 1000
+
+
 class ToolResult(BaseModel):
     """The one normalized result every call gets, whatever happened to it."""
 
@@ -126,6 +149,7 @@ class ToolResult(BaseModel):
     cpu_ms: float | None = None
     worker: str | None = None
     attempts: int = 0
+    usage: Usage | None = None  # set when a worker ran the tool
 
     @property
     def ok(self) -> bool:
@@ -169,6 +193,9 @@ class CallMessage(BaseModel):
     # The W3C trace context the batch was submitted under (runtime/tracing.py);
     # signed like the rest, and left out of the signature while None.
     traceparent: str | None = None
+    # How long an approved call waited for its answer (ms): part of its usage,
+    # signed like the rest, and left out of the signature while None.
+    approval_ms: float | None = None
     # When the queue posted it (epoch seconds): set at each posting, a chain's
     # next step's when it is handed on; outside the signature, as `then` is.
     sent_at: float | None = None

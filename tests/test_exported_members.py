@@ -40,6 +40,7 @@ EXPORTED = [
     "ToolResult",
     "ToolrunError",
     "UnsupportedArgument",
+    "Usage",
     "adapters",
     "memory_runtime",
     "registry",

@@ -28,7 +28,7 @@ LAYERS = [
     {"types"},
     {"errors"},
     {"settings", "workspace", "sessions"},
-    {"config"},
+    {"config", "usage"},
     {"redaction"},
     {"registry"},
     {"results"},

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from runtime.adapters import anthropic, mcp, openai
-from runtime.adapters.common import description, plain, require, result_text
+from runtime.adapters.common import description, model_usage, plain, require, result_text
 from runtime.errors import InvalidBatch
 from runtime.gate.permissions import offered
 from runtime.gate.policy import Policy, PolicySources
@@ -66,6 +66,8 @@ class ModelTurn:
 
     format: Format
     calls: list[ToolCall]
+    # The model and its tokens, when the message is a whole response carrying `usage`.
+    usage: dict[str, Any] | None = None
 
 
 def parse(message: Any, format: Format | None = None) -> ModelTurn:
@@ -81,7 +83,7 @@ def parse(message: Any, format: Format | None = None) -> ModelTurn:
         "openai": openai.chat_calls,
         "responses": openai.responses_calls,
     }[chosen]
-    return ModelTurn(chosen, reader(data))
+    return ModelTurn(chosen, reader(data), model_usage(data))
 
 
 def reply(

@@ -60,3 +60,23 @@ def description(spec: CapabilitySpec) -> str:
 def require(condition: bool, message: str) -> None:
     if not condition:
         raise InvalidBatch(message)
+
+
+def model_usage(data: Any) -> dict[str, Any] | None:
+    """The model's tokens of a provider response that carries `usage` (an
+    Anthropic message, a chat completion, a Responses response), and its model;
+    None for a bare message or item list (docs/architecture.md, "Usage and budgets")."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return None
+
+    def count(*names: str) -> int | None:
+        found = next((usage[n] for n in names if isinstance(usage.get(n), int)), None)
+        return None if isinstance(found, bool) else found
+
+    model = data.get("model")
+    return {
+        "model": model[:200] if isinstance(model, str) else None,
+        "input_tokens": count("input_tokens", "prompt_tokens"),
+        "output_tokens": count("output_tokens", "completion_tokens"),
+    }

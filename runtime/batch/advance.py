@@ -393,8 +393,14 @@ class Advancer:
             reply_to=plan.reply_to,
             traceparent=plan.traceparent,
         )
+        waited = None
+        if row.answered_at is not None:  # the call's usage counts its wait for the answer
+            waited = round((row.answered_at - row.requested_at).total_seconds() * 1000, 3)
         message = signer.message(
-            admitted, admitted.decision.source.removeprefix("approval:"), stage=(stage, size, last)
+            admitted,
+            admitted.decision.source.removeprefix("approval:"),
+            stage=(stage, size, last),
+            approval_ms=waited,
         )
         self.queue.post([message], parallel=plan.calls[call_id].read)
         return False

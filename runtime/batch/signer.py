@@ -33,6 +33,7 @@ class Signer:
         admission: Admitted,
         approved_by: str | None = None,
         stage: tuple[int, int, bool] | None = None,
+        approval_ms: float | None = None,
     ) -> CallMessage:
         """One call's signed task message; `stage`: (index, calls in it, last)."""
         call, spec, batch = admission.call, admission.spec, self.batch
@@ -54,5 +55,6 @@ class Signer:
             stage_size=size,
             last_stage=last,
             traceparent=self.traceparent,
+            approval_ms=approval_ms,
         )
         return signing.sealed(message, self.key)

@@ -102,6 +102,13 @@ class BatchHandle:
         still waiting for approval: a batch's state without waiting."""
         return self._events.so_far()
 
+    def usage(self) -> dict[str, Any]:
+        """What the batch has cost so far, from the ledger (docs/architecture.md,
+        "Usage and budgets"): calls, worker, CPU, queue and approval seconds,
+        money by the price table, what tools reported, the model's tokens.
+        Each result's own is `result.usage`."""
+        return self._run.services.approvals.ledger.batch_usage(self.batch_id)
+
     # The provider dialect of `Runtime.submit_message`; None for `submit`.
     format: adapters.Format | None = None
 
@@ -213,6 +220,10 @@ class AsyncBatchHandle:
                 await self._end_now()
                 await self._settled.wait()
         return self.handle.results()
+
+    async def usage(self) -> dict[str, Any]:
+        """`BatchHandle.usage`, read off the event loop."""
+        return await self._loop.run_in_executor(self._offload, self.handle.usage)
 
 
 def answer(services: Services, batch_id: str, call_id: str, **answer: Any) -> bool:

@@ -26,6 +26,7 @@ from runtime.batch.signer import Signer
 from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
 from runtime.errors import KeyConflict, LedgerUnavailable, StateUnavailable
+from runtime.execution import allowance
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
@@ -34,6 +35,7 @@ from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import Inbox, Transport
 from runtime.types import ApprovalRequested, Batch, Risk, Status, ToolResult
+from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.batch")
 DEADLINE_GRACE = 2.0  # seconds past the deadline before a follower ends the batch itself
@@ -148,6 +150,8 @@ class BatchRun:
             )
             for call in batch.calls
         ]
+        spending = Spending.from_snapshot(policy.spending)  # "Usage and budgets"
+        admissions = allowance.hold(admissions, spending, services.transport, batch.id)
         reply_to = getattr(services.transport, "reply_to", None)
         signer = Signer(
             services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent

@@ -179,11 +179,13 @@ class Runtime:
         submitter: str | None = None,
         traceparent: str | None = None,
         format: adapters.Format | None = None,
+        model_usage: dict[str, Any] | None = None,
     ) -> BatchHandle:
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
         _check_name("conversation", conversation)
         _check_name("submitter", submitter)
-        policy = self.policies.policy_for(Path(batch.workspace), rules)
+        submitter = submitter or _principal()
+        policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
             known = self.ledger.batch(batch.id)
@@ -195,7 +197,7 @@ class Runtime:
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         run = BatchRun(batch, self.services)
         deadline = time.time() + (timeout or self.settings.batch_timeout)
-        columns = {"submitter": submitter or _principal(), "format": format}
+        columns = {"submitter": submitter, "format": format, **(model_usage or {})}
         if conversation is not None:
             columns |= _link(self.ledger, conversation)
         parent = tracing.traceparent(traceparent)
@@ -283,7 +285,9 @@ class Runtime:
         (an Anthropic assistant message or its content list, an OpenAI chat
         message, Responses output items; an SDK object or its JSON), with
         `submit`'s options. `format` is detected when not given; the handle's
-        `reply()` answers in the same dialect. No tool calls is `InvalidBatch`."""
+        `reply()` answers in the same dialect. No tool calls is `InvalidBatch`.
+        A whole response that carries `usage` has its model's tokens kept with
+        the batch (docs/architecture.md, "Usage and budgets")."""
         turn = adapters.parse(message, format)
         if not turn.calls:
             raise InvalidBatch("the message holds no tool calls to run")
@@ -291,7 +295,7 @@ class Runtime:
             calls = json.dumps([c.model_dump(mode="json") for c in turn.calls], sort_keys=True)
             where = Path(options.get("workspace") or ".").resolve()
             options["key"] = f"{turn.format}:{where}:{hashlib.sha256(calls.encode()).hexdigest()}"
-        handle = self._submit(turn.calls, format=turn.format, **options)
+        handle = self._submit(turn.calls, format=turn.format, model_usage=turn.usage, **options)
         handle.format = turn.format
         return handle
 

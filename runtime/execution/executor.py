@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
+from runtime.execution import allowance
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
@@ -32,6 +33,7 @@ from runtime.settings import Settings
 from runtime.transport import signing
 from runtime.transport.base import BatchState, Look
 from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
+from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.executor")
 
@@ -82,11 +84,17 @@ def execute(
         approved_by=message.approved_by,
         to_run=True,
     )
+    spending = Spending.from_snapshot(message.policy.get("usage"))
+    if not isinstance(admission, Refused):  # time or money may have run out since admission
+        (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
-    if admission.spec.risk is not Risk.read and not admission.spec.idempotent:
-        return _claimed(admission, message, ledger, settings, worker, state)
-    return _at_least_once(admission, message, ledger, settings, worker, state)
+    claimed = admission.spec.risk is not Risk.read and not admission.spec.idempotent
+    run = _claimed if claimed else _at_least_once
+    outcome = run(admission, message, ledger, settings, worker, state)
+    if outcome.ended is not False:  # this delivery ran it: count what it spent
+        allowance.charge(outcome.result, spending, state, message.batch_id)
+    return outcome
 
 
 def _at_least_once(

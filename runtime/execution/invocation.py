@@ -46,10 +46,11 @@ from runtime.errors import CallTimedOut, ToolError
 from runtime.execution import time_limits
 from runtime.gate.admission import Admitted
 from runtime.redaction import redactor_for
-from runtime.registry.capabilities import CapabilitySpec, ToolContext
+from runtime.registry.capabilities import CapabilitySpec, ToolContext, ToolOutput
 from runtime.results import formatter as results
 from runtime.settings import Settings
-from runtime.types import CallMessage, Risk, Status, ToolResult
+from runtime.types import CallMessage, Risk, Status, ToolResult, Usage
+from runtime.usage.budgets import Spending
 
 
 def invoke(
@@ -74,7 +75,7 @@ def invoke(
         internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
     )
     timeout = spec.timeout or settings.default_timeout
-    outcome: dict[str, Any] = {"tries": 1}
+    outcome: dict[str, Any] = {"tries": 1, "cpu_total": 0.0}
     alarmed = _alarm_free()
     who = resource.RUSAGE_SELF if alarmed else THREAD
 
@@ -84,7 +85,9 @@ def invoke(
         try:
             return spec.execute(arguments, context)
         finally:
-            outcome["cpu_ms"] = round((_cpu_seconds(who) - begin) * 1000, 3)
+            spent = _cpu_seconds(who) - begin
+            outcome["cpu_ms"] = round(spent * 1000, 3)
+            outcome["cpu_total"] += spent
 
     def target() -> None:
         try:
@@ -108,6 +111,7 @@ def invoke(
         "queue_wait_ms": queued,
         "cpu_ms": outcome.get("cpu_ms"),  # None: a thread abandoned at its timeout runs on
     }
+    meta["usage"] = _usage(meta, outcome, spec.name, message, context.spent)
     call_id, name = message.call_id, spec.name
     if overran or isinstance(outcome.get("error"), CallTimedOut):
         return time_limits.overran(call_id, name, timeout, read=spec.risk is Risk.read, **meta)
@@ -136,6 +140,43 @@ def invoke(
         return results.failure(
             call_id, name, Status.error, text, kind="format", redactor=redactor, **meta
         )
+
+
+def _usage(
+    meta: dict[str, Any],
+    outcome: dict[str, Any],
+    tool: str,
+    message: CallMessage,
+    reported: dict[str, Any],
+) -> Usage:
+    """What the call cost (docs/architecture.md, "Usage and budgets"): every
+    try's CPU (None once a thread was abandoned: it runs on), the wall time on
+    the worker, the tool's own report, and its price by the batch's table."""
+    spending = Spending.from_snapshot(message.policy.get("usage"))
+    price, wall = spending.price(tool), meta["duration_ms"]
+    value = outcome.get("value")
+    abandoned = "cpu_ms" not in outcome
+    return Usage(
+        wall_ms=wall,
+        cpu_ms=None if abandoned else round(outcome["cpu_total"] * 1000, 3),
+        queue_ms=meta["queue_wait_ms"],
+        approval_ms=message.approval_ms,
+        reported=_reported(reported, value),
+        price_per_call=price.per_call if price else None,
+        price_per_second=price.per_second if price else None,
+        cost=spending.cost(tool, wall / 1000),
+    )
+
+
+def _reported(during: dict[str, Any], value: Any) -> dict[str, float]:
+    """A tool's own report of what it spent (`ctx.spend`, then its output's
+    `spent`), summed by name: its numbers only."""
+    found: dict[str, float] = {}
+    for spent in (during, value.spent if isinstance(value, ToolOutput) else {}):
+        for name, amount in spent.items() if isinstance(spent, dict) else ():
+            if isinstance(amount, int | float) and not isinstance(amount, bool):
+                found[str(name)] = found.get(str(name), 0.0) + float(amount)
+    return found
 
 
 # A thread's own usage (Linux); elsewhere the process's.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,21 @@ from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
 from runtime.gate.rules import Level, Rule, parse
 from runtime.settings import Settings
+from runtime.usage import budgets as spend
+from runtime.usage import reading
 
 PROJECT_FILE = Path(".toolrun") / "settings.json"
 KEYS = {
-    Level.org: {"permissions", "trusted_workspaces", "workspace_roots", "internal_hosts"},
-    Level.user: {"permissions", "trusted_workspaces"},
-    Level.project: {"permissions"},
+    Level.org: {
+        "permissions",
+        "trusted_workspaces",
+        "workspace_roots",
+        "internal_hosts",
+        "limits",
+        "prices",
+    },
+    Level.user: {"permissions", "trusted_workspaces", "limits"},
+    Level.project: {"permissions", "limits"},
 }
 
 
@@ -48,13 +57,18 @@ class Policy:
     workspace: str
     version: str
     internal_hosts: tuple[str, ...] = ()
+    # Budgets and prices (runtime/usage/budgets.py, `Spending.snapshot`), and
+    # the submitter they are counted for; None: the policy has none.
+    spending: dict[str, Any] | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The policy as JSON, carried (signed) in every task message so the
         worker checks against exactly what the batch was submitted under."""
         internal = {"internal_hosts": list(self.internal_hosts)} if self.internal_hosts else {}
+        usage = {"usage": self.spending} if self.spending else {}
         return {
             **internal,
+            **usage,
             "rules": [
                 {
                     "text": r.text,
@@ -70,6 +84,12 @@ class Policy:
             "version": self.version,
         }
 
+    def counted_for(self, principal: str) -> Policy:
+        """The policy with the submitter its budgets are counted for."""
+        if not self.spending:
+            return self
+        return replace(self, spending={**self.spending, "principal": principal})
+
     @classmethod
     def from_snapshot(cls, data: dict[str, Any]) -> Policy:
         rules = tuple(
@@ -78,7 +98,15 @@ class Policy:
         )
         roots = tuple(data["roots"]) if data["roots"] is not None else None
         internal = tuple(data.get("internal_hosts", ()))
-        return cls(rules, data["trusted"], roots, data["workspace"], data["version"], internal)
+        return cls(
+            rules,
+            data["trusted"],
+            roots,
+            data["workspace"],
+            data["version"],
+            internal,
+            data.get("usage"),
+        )
 
 
 class PolicySources:
@@ -108,12 +136,14 @@ class PolicySources:
         ]
         roots = self.org.get("workspace_roots")
         internal = tuple(self.org.get("internal_hosts", ()))
+        spending = _spending(self.org, project, self.user)
         body = {
             "rules": [r.as_dict() for r in rules],
             "trusted": trusted,
             "roots": roots,
             "workspace": str(workspace),
             **({"internal_hosts": list(internal)} if internal else {}),  # older versions stay
+            **({"usage": spending} if spending else {}),
         }
         version = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         return Policy(
@@ -123,6 +153,7 @@ class PolicySources:
             str(workspace),
             version,
             internal,
+            spending,
         )
 
 
@@ -161,7 +192,19 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
             InternalHosts.parse(data["internal_hosts"])
         except ValueError as error:
             raise ConfigurationError(f"{path}: {error}") from None
+    reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
+    reading.read_prices(data, str(path))
     return data
+
+
+def _spending(*files: dict[str, Any]) -> dict[str, Any] | None:
+    """Every file's budgets (each one only tightens) and the org file's prices."""
+    budgets = tuple(
+        b for data in files for b in reading.read_budgets(data, data.get("_source", "settings"))
+    )
+    prices = reading.read_prices(files[0], files[0].get("_source", "org"))
+    spending = spend.Spending(budgets, prices)
+    return spending.snapshot() if spending else None
 
 
 def _rules(data: dict[str, Any], level: Level) -> list[Rule]:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from runtime.client import Runtime
-from runtime.gateway import approvals, batches, problems, service
+from runtime.gateway import approvals, batches, problems, service, usage
 from runtime.gateway.auth import Standing
 from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.cursors import Cursors
@@ -78,7 +78,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     )
     app.state.gateway = gateway
     problems.install(app, redactor)
-    for router in (batches.router, approvals.router, service.router):
+    for router in (batches.router, approvals.router, service.router, usage.router):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=settings.gateway_max_body_bytes)
     app.add_middleware(CountRequests, metrics=gateway.metrics)

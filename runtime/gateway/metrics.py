@@ -22,6 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
+from runtime.gateway import usage_metrics
 from runtime.ledger.approvals import Approvals
 from runtime.transport import broker
 from runtime.transport.names import QUEUES
@@ -99,7 +100,13 @@ def cluster_registry(runtime) -> CollectorRegistry:
     """A registry holding only the cluster's figures (`toolrun metrics`)."""
     registry = CollectorRegistry()
     registry.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
+    registry.register(_usage(runtime))
     return registry
+
+
+def _usage(runtime) -> usage_metrics.Usage:
+    files = (runtime.policies.org, runtime.policies.user)
+    return usage_metrics.Usage(runtime.ledger, runtime.transport, files)
 
 
 class Metrics:
@@ -111,6 +118,8 @@ class Metrics:
             self.registry.register(
                 Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app)
             )
+        if runtime is not None:
+            self.registry.register(_usage(runtime))
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

@@ -24,6 +24,7 @@ from runtime.ledger.tables import (
     EndRow,
     EventKind,
     EventRow,
+    UsageRow,
     utc_now,
 )
 from runtime.redaction import BUILT_IN, Redactor
@@ -32,7 +33,7 @@ from runtime.results.formatter import ledger_summary
 from runtime.types import Batch, ToolResult
 
 BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__
-ENDS = EndRow.__table__
+ENDS, USAGE = EndRow.__table__, UsageRow.__table__
 
 
 def text(value: Any, redactor: Redactor = BUILT_IN) -> str | None:
@@ -119,6 +120,7 @@ class CallEnd:
             "result": result.model_dump(mode="json"),
             "at": row["at"],
         }
+        self.usage = usage_fields(batch_id, result, row["at"], redactor)
         if started_at is not None:
             retries = list(retries)  # each one an attempt more than the start's
             start = event_fields(
@@ -145,17 +147,41 @@ class CallEnd:
             "new_started_at": started_at,
         }
 
-    def write(self, connection: Connection | Session) -> bool:
-        """The end row, if the call has none yet, then the events and the call
-        row (if there is one: a call never recorded keeps its events alone).
-        False, writing nothing, if another reporter ended the call first."""
+    def write(self, connection: Connection | Session, *, usage: bool = True) -> bool:
+        """The end row, if the call has none yet, then the events, the call
+        row (if there is one: a call never recorded keeps its events alone)
+        and (`usage`) the usage row. False, writing nothing, if another
+        reporter ended the call first."""
         if self.unclaimed and not _pending(connection, self.batch_id, self.call_id):
             return False
         if not claim_end(connection, self.end):
             return False
         connection.execute(insert(EVENTS), self.events)
         connection.execute(END_CALL, self.values)
+        if usage:
+            connection.execute(insert(USAGE), self.usage)
         return True
+
+
+def usage_fields(
+    batch_id: str, result: ToolResult, at: datetime, redactor: Redactor = BUILT_IN
+) -> dict[str, Any]:
+    """A call's usage row (docs/architecture.md, "Usage and budgets"): its
+    figures when a worker ran it, else only that it ended, and how."""
+    usage = result.usage
+    return {
+        "batch_id": batch_id,
+        "call_id": result.call_id,
+        "tool": text(result.tool, redactor),
+        "status": result.status.value,
+        "at": at,
+        "wall_ms": usage.wall_ms if usage else None,
+        "cpu_ms": usage.cpu_ms if usage else None,
+        "queue_ms": usage.queue_ms if usage else None,
+        "approval_ms": usage.approval_ms if usage else None,
+        "cost": usage.cost if usage else None,
+        "reported": scrub(usage.reported, redactor) if usage and usage.reported else None,
+    }
 
 
 def _pending(connection: Connection | Session, batch_id: str, call_id: str) -> bool:
@@ -180,7 +206,11 @@ def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
     """Several ends in the caller's transaction, each batch's lock taken first;
     for each, whether it ended its call (False: the call had ended already)."""
     lock_batches(connection, {end.batch_id for end in ends})
-    return [end.write(connection) for end in ends]
+    ended = [end.write(connection, usage=False) for end in ends]
+    usage = [end.usage for end, first in zip(ends, ended, strict=True) if first]
+    if usage:  # one statement for the group's usage rows
+        connection.execute(insert(USAGE), usage)
+    return ended
 
 
 def lock_batches(connection: Connection, batch_ids: set[str]) -> None:

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
-from runtime.ledger import batches, claims, records, schema
+from runtime.ledger import batches, claims, records, schema, usage
 from runtime.ledger import engine as ledger_engine
 from runtime.ledger.buffer import LedgerBuffer
 from runtime.ledger.claims import Begun
@@ -294,6 +294,25 @@ class Ledger:
             query = query.where(EventRow.call_id == call_id)
         query = query.order_by(EventRow.id)
         return self._run(lambda session: list(session.exec(query).all()), write=False)
+
+    def usage(
+        self,
+        by: usage.By,
+        *,
+        since: datetime | None = None,
+        submitter: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Usage rolled up by `by` (docs/architecture.md, "Usage and budgets");
+        `submitter`: that gateway key's or principal's only."""
+        return self._read(usage.rollup, by, since=since, submitter=submitter)
+
+    def usage_totals(self) -> list[dict[str, Any]]:
+        """Every call's usage summed by tool, submitter and status."""
+        return self._read(usage.totals)
+
+    def batch_usage(self, batch_id: str) -> dict[str, Any]:
+        """A batch's usage: its calls summed, and its model's tokens."""
+        return self._read(usage.batch_total, batch_id)
 
     def close(self) -> None:
         self._engine.dispose()

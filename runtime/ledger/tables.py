@@ -81,6 +81,11 @@ class BatchRow(SQLModel, table=True):
     # and that turn's transcript digest (None if it had not ended then).
     previous_batch: str | None = None
     previous_digest: str | None = None
+    # The model's tokens of the turn, from a provider response's `usage` given to
+    # `submit_message` (docs/architecture.md, "Usage and budgets").
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
 
 class CallRow(SQLModel, table=True):
@@ -210,6 +215,26 @@ class BatchOwnerRow(SQLModel, table=True):
     at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
+class UsageRow(SQLModel, table=True):
+    """What one call cost, written with its end (docs/architecture.md, "Usage
+    and budgets"): every call has one, those no worker ran with no figures.
+    Rolled up per batch, submitter, tool, workspace and day with `toolrun_batch`."""
+
+    __tablename__ = "toolrun_usage"
+
+    batch_id: str = Field(primary_key=True)
+    call_id: str = Field(primary_key=True)
+    tool: str = Field(index=True)
+    status: str
+    at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime, index=True)
+    wall_ms: float | None = None  # on the worker: worker-seconds are these
+    cpu_ms: float | None = None  # the tool's process and its children
+    queue_ms: float | None = None
+    approval_ms: float | None = None
+    cost: float | None = None  # by the price table the batch was submitted under
+    reported: Any = _json_column()  # what the tool said it spent ({"usd": 0.01})
+
+
 TABLES = [
     BatchRow.__table__,
     CallRow.__table__,
@@ -219,6 +244,7 @@ TABLES = [
     PlanRow.__table__,
     ApiKeyRow.__table__,
     BatchOwnerRow.__table__,
+    UsageRow.__table__,
 ]
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {

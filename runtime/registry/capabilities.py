@@ -43,6 +43,9 @@ class ToolOutput:
     message: str
     summary: str
     media: list[Any] = field(default_factory=list)  # `Media`: images and documents
+    # What the tool says it spent, by name ({"usd": 0.002, "api_calls": 3}): kept
+    # in the call's usage record (docs/architecture.md, "Usage and budgets").
+    spent: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,15 @@ class ToolContext:
     # Internal hosts and ranges the org policy lets a network tool reach
     # (docs/architecture.md, "Internal addresses"); none by default.
     internal_hosts: tuple[str, ...] = ()
+    # What the tool has reported spending so far (`spend`), kept in its usage
+    # record even if it then fails (docs/architecture.md, "Usage and budgets").
+    spent: dict[str, float] = field(default_factory=dict)
+
+    def spend(self, **amounts: float) -> None:
+        """Report what the call spent (`ctx.spend(usd=0.002, api_calls=1)`),
+        added to what it reported before; a `ToolOutput.spent` adds to it too."""
+        for name, amount in amounts.items():
+            self.spent[name] = self.spent.get(name, 0.0) + amount
 
     def resolve(self, path: str) -> Path:
         """`path` made absolute inside the workspace, or `PathOutsideWorkspace`."""

@@ -46,6 +46,12 @@ def denied(call_id: str, tool: str, reason: str, **meta: Any) -> ToolResult:
     return failure(call_id, tool, Status.denied, f"denied: {reason}", **meta)
 
 
+def over_budget(call_id: str, tool: str, message: str, content: dict[str, Any]) -> ToolResult:
+    """A budget this call would pass (runtime/usage/budgets.py, `Overrun`):
+    which one, what is left, when it resets."""
+    return failure(call_id, tool, Status.over_budget, message, kind="over_budget", content=content)
+
+
 def awaiting_approval(call_id: str, tool: str, reason: str) -> ToolResult:
     """A notice, not an end: the call's final result follows."""
     return failure(call_id, tool, Status.awaiting_approval, f"awaiting approval: {reason}")

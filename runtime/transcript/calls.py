@@ -158,6 +158,22 @@ def costs(attempt: dict[str, Any]) -> str:
     )
 
 
+def spent(totals: dict[str, Any]) -> list[str]:
+    """The batch's usage as one line ("usage: 1.20 worker-s, 0.31 s CPU, cost
+    0.012, tokens 1200 in / 80 out"), or none when it has none."""
+    usage = totals.get("usage")
+    if not usage:
+        return []
+    parts = [f"{usage['worker_seconds']:.2f} worker-s", f"{usage['cpu_seconds']:.2f} s CPU"]
+    if usage.get("cost") is not None:
+        parts.append(f"cost {usage['cost']:g}")
+    if usage.get("input_tokens") is not None or usage.get("output_tokens") is not None:
+        given, taken = usage.get("input_tokens") or 0, usage.get("output_tokens") or 0
+        tokens = f"tokens {given} in / {taken} out"
+        parts.append(tokens + (f" ({usage['model']})" if usage.get("model") else ""))
+    return ["usage: " + ", ".join(parts)]
+
+
 def _attempt(number: int, worker: str | None, at: datetime) -> dict[str, Any]:
     return {
         "attempt": number,
@@ -173,7 +189,9 @@ def _result(result: ToolResult | None, row: CallRow) -> dict[str, Any] | None:
     if result is None:
         return None
     message = result.model_message
+    usage = {"usage": result.usage.model_dump(mode="json")} if result.usage else {}
     return {
+        **usage,
         "status": result.status.value,
         "summary": result.summary,
         "model_message": message,

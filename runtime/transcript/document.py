@@ -112,4 +112,24 @@ def _totals(found: list[dict[str, Any]], row: BatchRow, last) -> dict[str, Any]:
         "wall_ms": round(sum(a["wall_ms"] or 0 for a in attempts), 3),
         "elapsed_ms": parts.millis(row.created_at, last),
         "redactions": dict(sorted(redacted.items())),
+        **_usage(found, row),
+    }
+
+
+def _usage(found: list[dict[str, Any]], row: BatchRow) -> dict[str, Any]:
+    """The batch's usage (docs/architecture.md, "Usage and budgets"); left out
+    when nothing was measured, so an older batch's transcript stays as it was."""
+    used = [c["result"]["usage"] for c in found if c["result"] and "usage" in c["result"]]
+    if not used and row.input_tokens is None and row.output_tokens is None:
+        return {}
+    costs = [u["cost"] for u in used if u.get("cost") is not None]
+    return {
+        "usage": {
+            "worker_seconds": round(sum(u.get("wall_ms") or 0 for u in used) / 1000, 6),
+            "cpu_seconds": round(sum(u.get("cpu_ms") or 0 for u in used) / 1000, 6),
+            "cost": round(sum(costs), 9) if costs else None,
+            "model": row.model,
+            "input_tokens": row.input_tokens,
+            "output_tokens": row.output_tokens,
+        }
     }

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from runtime.transcript import changes
-from runtime.transcript.calls import costs
+from runtime.transcript.calls import costs, spent
 
 FENCE_LIMIT = 4000  # characters of a model message or a reply shown; the JSON has all
 
@@ -170,6 +170,7 @@ def _totals(totals: dict[str, Any]) -> list[str]:
         f"- {totals['approvals']} approval(s) asked, {totals['approvals_given']} given",
         f"- redacted: {redacted}",
         f"- elapsed: {'—' if elapsed is None else f'{elapsed / 1000:.2f} s'}",
+        *(f"- {line}" for line in spent(totals)),
     ]
 
 

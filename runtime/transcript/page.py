@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 
 from runtime.transcript import changes
-from runtime.transcript.calls import costs
+from runtime.transcript.calls import costs, spent
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1d2330}
@@ -236,5 +236,6 @@ def _totals(totals: dict[str, Any]) -> str:
         f"{totals['approvals']} approval(s) asked, {totals['approvals_given']} given",
         f"redacted: {redacted}",
         f"elapsed: {'—' if elapsed is None else f'{elapsed / 1000:.2f} s'}",
+        *(escape(line) for line in spent(totals)),
     ]
     return "<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"

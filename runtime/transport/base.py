@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.types import CallMessage, ToolResult
+from runtime.usage.budgets import Counter
 
 
 class Inbox(Protocol):
@@ -186,6 +187,17 @@ class BatchState(Protocol):
     def lost(self, holder: str) -> bool:
         """True once after the state lost what it held (a restart without its
         append-only file): every open batch must be looked at."""
+        ...
+
+    # Budgets: counters checked and added to in one step ("Usage and budgets").
+    def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
+        """For each call in order, add each of its counters' amount unless one
+        would pass its limit: then add nothing for that call, and say (that
+        counter's index, what it had used)."""
+        ...
+
+    def charge(self, counters: list[Counter]) -> None:
+        """Add what a call that ran spent."""
         ...
 
     def close(self) -> None: ...

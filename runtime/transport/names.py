@@ -96,3 +96,9 @@ def queue_lists(queue: str) -> list[str]:
     """The broker's lists of one queue: kombu's Redis transport keeps a list per
     priority step (0, 3, 6, 9), the first under the queue's own name."""
     return [queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))]
+
+
+def budget_key(counter: str) -> str:
+    """A budget's counter in one window (`usage.budgets.Counter.key`: the
+    file, the budget, the submitter or batch, the window), expiring after it."""
+    return f"toolrun:budget:{counter}"

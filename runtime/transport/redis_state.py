@@ -22,6 +22,7 @@ import tenacity
 
 from runtime.errors import StateUnavailable
 from runtime.transport import tallies
+from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Look
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
@@ -43,6 +44,7 @@ from runtime.transport.names import (
     stages_key,
 )
 from runtime.types import ToolResult
+from runtime.usage.budgets import Counter
 
 # Leases of running calls: KEYS = the leases' set, then each call's results hash;
 # ARGV = the new expiry, then each call's member and id.
@@ -87,6 +89,7 @@ class RedisState:
         self._renew = client.register_script(RENEW)
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
+        self._allowances = Allowances(client)
 
     @property
     def listener(self) -> Listener:
@@ -317,6 +320,20 @@ class RedisState:
             return str(self.client.info("server")["run_id"])
         except (redis.ResponseError, KeyError):
             return None
+
+    # Budgets (docs/architecture.md, "Usage and budgets").
+    def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
+        with reaching("checking a budget"):
+            return self._allowances.spend(calls)
+
+    def charge(self, counters: list[Counter]) -> None:
+        with reaching("counting a call's spending"):
+            self._allowances.charge(counters)
+
+    def budgets_used(self) -> dict[str, float]:
+        """Each submitter's budget counter now: for `/metrics`."""
+        with reaching("reading the budgets"):
+            return self._allowances.standing()
 
     def close(self) -> None:
         if self._listener is not None:

@@ -17,7 +17,8 @@ from runtime.types import CallMessage
 
 FIELD = "signature"
 UNSIGNED = (FIELD, "then", "sent_at")  # a chain's next steps, and the time of posting
-OPTIONAL = ("traceparent",)  # covered when set; a message without one signs as before it existed
+# Covered when set; a message without one signs as before it existed.
+OPTIONAL = ("traceparent", "approval_ms")
 
 
 def canonical(data: dict[str, Any]) -> bytes:

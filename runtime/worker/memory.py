@@ -32,6 +32,7 @@ from runtime.settings import Settings
 from runtime.transport import chain
 from runtime.transport.base import Look
 from runtime.types import CallMessage, ToolResult
+from runtime.usage.budgets import Counter
 from runtime.worker.sweeper import start_sweeping
 from runtime.worker.worker import Worker
 
@@ -76,6 +77,7 @@ class MemoryTransport:
         self._handed_on: set[tuple[str, str]] = set()
         self._held: set[tuple[str, str]] = set()
         self._records: dict[str, str] = {}
+        self._spent: dict[str, float] = defaultdict(float)  # budget counters (no expiry here)
         self._sweeper: str | None = None
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
@@ -162,6 +164,24 @@ class MemoryTransport:
             self._cancelled.setdefault(batch_id, by)
             self._changed.notify_all()
         self._arrived(batch_id)
+
+    def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
+        with self._changed:
+            return [self._spend(counters) for counters in calls]
+
+    def _spend(self, counters: list[Counter]) -> tuple[int, float] | None:
+        for index, c in enumerate(counters):
+            used = self._spent[c.key]
+            if used + c.amount > c.limit or (c.amount == 0 and c.strict and used >= c.limit):
+                return index, used
+        for c in counters:
+            self._spent[c.key] += c.amount
+        return None
+
+    def charge(self, counters: list[Counter]) -> None:
+        with self._changed:
+            for c in counters:
+                self._spent[c.key] += c.amount
 
     def close(self) -> None:
         self._closed.set()

@@ -17,7 +17,8 @@ from runtime.gate.admission import Admitted
 from runtime.gate.decision import Decision
 from runtime.registry.capabilities import Registry, ToolInput, ToolOutput, tool
 from runtime.settings import Settings
-from runtime.types import CallMessage, Mode, Risk, Status, ToolCall
+from runtime.testing import memory_runtime
+from runtime.types import ApprovalRequested, CallMessage, Mode, Risk, Status, ToolCall
 
 TOOLS = Registry()
 
@@ -228,3 +229,44 @@ def test_queue_wait_runs_from_the_posting_to_the_tool_s_start(tmp_path):
     assert run(tmp_path, "burn").queue_wait_ms is None  # posted by a client that did not say
     # A sender's clock ahead of the worker's: no negative wait.
     assert run(tmp_path, "burn", sent_at=time.time() + 60).queue_wait_ms == 0
+
+
+@tool(risk=Risk.write, into=TOOLS)
+def reported_write(args: Times, ctx) -> ToolOutput:
+    ctx.spend(credits=1)
+    return ToolOutput(content=None, message="done", summary="done", spent={"credits": 3, "x": "n"})
+
+
+@tool(risk=Risk.read, into=TOOLS)
+def spend_then_fail(args: Times, ctx) -> ToolOutput:
+    ctx.spend(usd=0.25)
+    ctx.spend(usd=0.5, calls=1)
+    raise RuntimeError("upstream refused")
+
+
+def test_what_a_tool_reported_spending_stays_in_its_usage_when_it_then_fails(tmp_path):
+    result = run(tmp_path, "spend_then_fail")
+    assert result.status is Status.error
+    assert result.usage.reported == {"usd": 0.75, "calls": 1.0}
+    assert result.usage.wall_ms == result.duration_ms and result.usage.cpu_ms is not None
+
+
+def test_a_calls_usage_counts_its_wait_for_an_approval_and_what_the_tool_reported(tmp_path):
+    """On the in-process transport: the call waits for a person's answer, and
+    its usage says how long, beside its wall and CPU time and the tool's own
+    (numeric) report of what it spent."""
+    with memory_runtime(TOOLS.get("reported_write"), workspace=tmp_path) as rt:
+        handle = rt.submit(
+            [{"id": "w", "name": "reported_write", "arguments": {}}],
+            mode="default",
+            workspace=tmp_path,
+        )
+        assert isinstance(next(iter(handle.stream(timeout=30))), ApprovalRequested)
+        time.sleep(0.3)
+        assert handle.approve("w", by="test")
+        (result,) = handle.results(timeout=30)
+    assert result.ok
+    assert result.usage.approval_ms >= 300
+    assert result.usage.wall_ms >= 0 and result.usage.cpu_ms >= 0
+    assert result.usage.reported == {"credits": 4.0}  # ctx.spend's and the output's
+    assert result.usage.cost is None  # no price table

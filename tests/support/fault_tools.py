@@ -276,3 +276,24 @@ def blob(args: Blob, ctx: ToolContext) -> ToolOutput:
     """Returns `size` characters: the runtime must cut it to its result bound."""
     _mark(ctx, "probes", {"call_id": ctx.call_id, "arguments": args.model_dump()})
     return ToolOutput(content="x" * args.size, message="y" * args.size, summary="blob")
+
+
+class Burn(ToolInput):
+    label: str
+    ms: int = Field(100, ge=0, le=5000)
+    child_ms: int = Field(0, ge=0, le=5000)
+
+
+@tool(risk=Risk.write, idempotent=True)
+def burn(args: Burn, ctx: ToolContext) -> ToolOutput:
+    """Spends `child_ms` of CPU in a child process it waits for, then `ms` of
+    its own process's: what a call's usage must count, children included."""
+    _run(ctx, "burn", args.label)
+    if args.child_ms:
+        spin = f"import time\nend = time.process_time() + {args.child_ms / 1000}\n"
+        spin += "while time.process_time() < end: pass\n"
+        subprocess.run([sys.executable, "-c", spin], check=True)
+    end = time.process_time() + args.ms / 1000
+    while time.process_time() < end:
+        pass
+    return ToolOutput(content=None, message="burnt", summary="burnt", spent={"burns": 1})
