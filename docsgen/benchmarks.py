@@ -47,10 +47,21 @@ def when(stamp: str) -> str:
 
 
 def machine(meta: dict[str, Any]) -> str:
+    """The machine line: `make bench` records cpus, platform, versions, commit."""
     info = meta.get("machine") or {}
     if not isinstance(info, dict):
         return str(info)
-    return ", ".join(f"{key} {value}" for key, value in info.items() if value not in (None, ""))
+    parts = [
+        f"{info['cpus']} CPUs" if info.get("cpus") else "",
+        info.get("platform", ""),
+        f"Python {info['python']}" if info.get("python") else "",
+        f"Celery {info['celery']}" if info.get("celery") else "",
+        f"Redis {info['redis_server']}" if info.get("redis_server") else "",
+    ]
+    if info.get("commit"):
+        dirty = " with uncommitted changes" if info.get("dirty") else ""
+        parts.append(f"commit {info['commit']}{dirty}")
+    return ", ".join(part for part in parts if part)
 
 
 def table(path: Path) -> str:
@@ -78,6 +89,8 @@ def table(path: Path) -> str:
         f"From [`{path.name}`]({path.name}) ({'quick sizes; ' if run.get('quick') else ''}"
         f"{run.get('caption', '')}). Machine: {machine(run) or 'not recorded'}.\n\n"
     )
+    if run.get("note"):  # what the JSON's committer added about the run
+        head += f"{run['note']}\n\n"
     return head + "\n".join(rows) + "\n" + cpu
 
 
