@@ -15,6 +15,7 @@ import runtime
 from docsgen import cli_page, http_page, settings_page
 from runtime.settings import Settings
 from tests.docs.conftest import REPO, Built
+from tests.integration.test_readme import fenced
 
 pytestmark = pytest.mark.timeout(600)  # the build, on a busy machine
 
@@ -76,3 +77,30 @@ def test_every_public_name_is_on_the_python_api_page(built_site: Built):
     page = _page(built_site, "python")
     for name in runtime.__all__:
         assert name in page, name
+
+
+# The other way round: what the pages name must exist, or a reader types a setting
+# or a command that is not there.
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _named_commands(text: str) -> set[str]:
+    """`toolrun X` in code spans, and command lines of fenced blocks."""
+    found = set(re.findall(r"`toolrun ([a-z][a-z-]*)", text))
+    for _, language, _, code in fenced(text):
+        if language in ("", "sh"):
+            found |= set(re.findall(r"^\s*(?:\$ )?toolrun ([a-z][a-z-]*)", code, re.MULTILINE))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_setting_and_command_a_page_names_exists(page):
+    text = page.read_text()
+    settings = {settings_page.variable(name) for name in Settings.model_fields}
+    named = set(re.findall(r"TOOLRUN_[A-Z0-9_]*[A-Z0-9]", text))
+    unknown = {name for name in named - settings if not name.startswith("TOOLRUN_TEST_")}
+    assert not unknown, f"{page.name} names settings that do not exist: {sorted(unknown)}"
+    commands = {path.split()[1] for path, _ in list(cli_page.commands())[1:]}
+    missing = _named_commands(text) - commands
+    assert not missing, f"{page.name} names commands that do not exist: {sorted(missing)}"
