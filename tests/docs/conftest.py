@@ -4,6 +4,7 @@ docsgen/ with one how-to page added that mkdocs.yml does not name."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -26,12 +27,28 @@ class Built:
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Built:
-    root = tmp_path_factory.mktemp("docs-build")
+    """One build for the whole run: under xdist (`make check`) the workers share
+    it, the first to take the lock building it (xdist's recipe for a session
+    fixture that runs once)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the directory every worker's base lies in
+    root = shared / "docs-build"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "output.txt").exists():
+            _build(root)
+    output = (root / "output.txt").read_text()
+    assert (root / "site" / "index.html").exists(), f"mkdocs build --strict failed:\n{output}"
+    return Built(root / "site", output)
+
+
+def _build(root: Path) -> None:
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
     shutil.copytree(REPO / "docs", root / "docs")
-    shutil.copytree(
-        REPO / "docsgen", root / "docsgen", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    caches = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "docsgen", root / "docsgen", ignore=caches)
     (root / "docs" / UNNAMED_PAGE).write_text(f"# {UNNAMED_TITLE}\n\nWritten by a helper.\n")
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(root / "site")],
@@ -41,9 +58,9 @@ def built_site(tmp_path_factory) -> Built:
         text=True,
         timeout=600,
     )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, f"mkdocs build --strict failed:\n{output[-5000:]}"
-    return Built(root / "site", output)
+    (root / "output.txt").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        shutil.rmtree(root / "site", ignore_errors=True)  # a strict failure leaves no site
 
 
 def _environ() -> dict[str, str]:
