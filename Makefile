@@ -4,12 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo check test lint bench fuzz soak up down clean migration migrate
+.PHONY: demo check test lint docs docs-serve bench fuzz soak up down clean migration migrate
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[embedded,postgres,gateway,otel,test,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[embedded,postgres,gateway,otel,test,dev,docs]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -21,8 +21,8 @@ demo: $(STAMP)
 # its tests starts such a process after all.
 CHECK_WORKERS ?= auto
 check: $(STAMP)
-	$(BIN)/ruff check runtime workers tests
-	$(BIN)/ruff format --check runtime workers tests
+	$(BIN)/ruff check runtime workers tests docsgen
+	$(BIN)/ruff format --check runtime workers tests docsgen
 	$(BIN)/python -m pytest -q -m "not server" -n $(CHECK_WORKERS)
 
 # Everything, servers included (CI's command). Two test processes (TEST_WORKERS=0: one):
@@ -33,8 +33,17 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
-	$(BIN)/ruff check runtime workers tests
-	$(BIN)/ruff format --check runtime workers tests
+	$(BIN)/ruff check runtime workers tests docsgen
+	$(BIN)/ruff format --check runtime workers tests docsgen
+
+# The documentation site from docs/ into site/ (mkdocs.yml): the references are generated
+# from the code at build time (docsgen/), and a broken link or reference fails the build.
+# `make test` builds it too (tests/docs/test_site.py). `make docs-serve` serves it live.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # toolrun against a bare Celery baseline on its own embedded stack (a few minutes);
 # prints a table and writes .toolrun/bench-<timestamp>.json. Missed targets do not fail it.
@@ -72,4 +81,4 @@ migrate: $(STAMP)
 	$(BIN)/toolrun db upgrade
 
 clean:
-	rm -rf $(VENV) .toolrun .pytest_cache
+	rm -rf $(VENV) .toolrun .pytest_cache site

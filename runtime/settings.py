@@ -66,7 +66,9 @@ class Settings(BaseSettings):
     flower_user: str = Field("toolrun", description="Flower basic-auth user.")
     flower_password: SecretStr | None = Field(None, description="None: `toolrun up` makes one.")
     flower_port: int = Field(0, ge=0, description="0: a free port.")
-    log_level: str = Field("INFO")
+    log_level: str = Field(
+        "INFO", description="Level of the log lines workers, the gateway and the stack write."
+    )
     log_format: Literal["text", "json"] = Field("text", description="json: one object per line.")
     policy_file: Path | None = Field(None, description="Org policy settings file (highest level).")
     user_settings_file: Path = Field(

@@ -128,18 +128,16 @@ def test_closing_cancels_what_is_still_waiting(tmp_path):
     assert not (tmp_path / "n.txt").exists()
 
 
-def test_the_readme_example_runs_as_written(tmp_path):
-    """The README's section on testing tools without Redis, run here too: this
-    tier needs no server process, and neither does the example."""
+def test_the_documented_example_runs_as_written(tmp_path):
+    """The tutorial's page on testing tools and agent loops in memory, run here
+    too: this tier needs no server process, and neither does the example."""
     import subprocess
     import sys
 
-    from tests.integration.test_readme import README, blocks
+    from tests.integration.test_readme import REPO, blocks
 
-    text = README.read_text()
-    start = text.index("### Testing your tools and agent loop without Redis")
-    line = text[:start].count("\n") + 1
-    block = next(b for b in blocks(text) if b.line > line and b.language == "python")
+    text = (REPO / "docs" / "tutorial" / "testing.md").read_text()
+    block = next(b for b in blocks(text) if b.language == "python")
     script = tmp_path / "example.py"
     script.write_text(block.code)
     done = subprocess.run(

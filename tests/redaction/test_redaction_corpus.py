@@ -84,6 +84,7 @@ def _own_source() -> dict[str, str]:
     """The repository's code, docs and deployment files; not tests (they hold
     made-up secrets on purpose) nor the demo's (it shows one being redacted)."""
     paths = [*ROOT.glob("runtime/**/*.py"), *ROOT.glob("workers/**/*.py"), ROOT / "README.md"]
+    paths += [*ROOT.glob("docs/**/*.md"), *ROOT.glob("docsgen/*.py"), ROOT / "mkdocs.yml"]
     paths += [*ROOT.glob("compose/*"), ROOT / "pyproject.toml", ROOT / "Makefile"]
     return {
         str(p.relative_to(ROOT)): p.read_text()
