@@ -81,7 +81,7 @@ class Cut:
         return self.seconds
 
 
-def rows_settle(runtime, batch_id: str, expected: dict[str, set[str]], timeout: float = 20):
+def rows_settle(runtime, batch_id: str, expected: dict[str, set[str]], timeout: float = 60):
     """Wait until every call has at least its expected event kinds; the events by call."""
     deadline = time.monotonic() + timeout
     while True:
