@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -42,10 +43,36 @@ class Outcome(NamedTuple):
     """A call's result, and whether this delivery's end is the one the ledger
     holds: True (it ended the call), False (the call had ended already: its end
     was published by whoever ended it), None (not known yet: the row waits in
-    the buffer while the ledger is down)."""
+    the buffer while the ledger is down). `deferred`: a claimed call that ran
+    under `defer`; its end is not written yet (see `Previous`)."""
 
     result: ToolResult
     ended: bool | None
+    deferred: bool = False
+
+
+@dataclass
+class Previous:
+    """The chain step before the one about to run: it ran under a claim, and
+    its end is written in the transaction that claims this step
+    (`Ledger.end_and_claim`), or alone first if this step claims nothing.
+    `ended` is told once it is written, whether it ended the call, and
+    publishes it: never before its end is committed (docs/architecture.md,
+    "A chain in one task")."""
+
+    batch_id: str
+    result: ToolResult
+    ended: Callable[[bool | None], None]
+    settled: bool = False
+
+    def settle(self, ledger: Ledger) -> None:
+        """Write the end alone (now, or from the buffer) and tell `ended`."""
+        if not self.settled:
+            self.told(_eventually(ledger, lambda: ledger.record_result(self.batch_id, self.result)))
+
+    def told(self, ended: bool | None) -> None:
+        self.settled = True
+        self.ended(ended)
 
 
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
@@ -60,12 +87,39 @@ def execute(
     key: bytes,
     worker: str | None = None,
     state: BatchState | None = None,
+    previous: Previous | None = None,
+    defer: bool = False,
 ) -> Outcome:
     """Check a task message again and run its call; never raises for anything
     the tool, its input or the message does. `state` says whether the batch
-    was cancelled and finds results already published."""
+    was cancelled and finds results already published. In a chain,
+    `previous` is the step before, whose end waits to be written (with this
+    step's claim, if it gets that far), and `defer` leaves this step's end
+    unwritten, if it ran under a claim, for the step after it."""
     meta = {"worker": worker, "attempts": 1}
     call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
+    try:
+        return _execute(
+            message, call, meta, registry, ledger, settings, key, worker, state, previous, defer
+        )
+    finally:
+        if previous is not None:
+            previous.settle(ledger)  # whatever happened, the step before has its end
+
+
+def _execute(
+    message: CallMessage,
+    call: ToolCall,
+    meta: dict,
+    registry: Registry,
+    ledger: Ledger,
+    settings: Settings,
+    key: bytes,
+    worker: str | None,
+    state: BatchState | None,
+    previous: Previous | None,
+    defer: bool,
+) -> Outcome:
     if not signing.genuine(message, key):
         # Not sent by a client holding the key, or altered on the way: never run.
         decision = Decision.deny(
@@ -73,6 +127,8 @@ def execute(
             rule="signature",
             source="worker",
         )
+        if previous is not None:
+            previous.settle(ledger)
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(
         call,
@@ -87,14 +143,23 @@ def execute(
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
         (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
+    claimed = isinstance(admission, Admitted) and _claims(admission)
+    if previous is not None and not claimed:  # its end comes before anything of this call
+        previous.settle(ledger)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
-    claimed = admission.spec.risk is not Risk.read and not admission.spec.idempotent
-    run = _claimed if claimed else _at_least_once
-    outcome = run(admission, message, ledger, settings, worker, state)
+    if claimed:
+        outcome = _claimed(admission, message, ledger, settings, worker, state, previous, defer)
+    else:
+        outcome = _at_least_once(admission, message, ledger, settings, worker, state)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
         allowance.charge(outcome.result, spending, state, message.batch_id)
     return outcome
+
+
+def _claims(admission: Admitted) -> bool:
+    """Whether the call runs only under a claim: a side effect that is not idempotent."""
+    return admission.spec.risk is not Risk.read and not admission.spec.idempotent
 
 
 def _at_least_once(
@@ -172,15 +237,20 @@ def _claimed(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    previous: Previous | None = None,
+    defer: bool = False,
 ) -> Outcome:
     """A side effect that is not idempotent: it runs only if this delivery
-    claims it in the ledger first, so it runs at most once."""
+    claims it in the ledger first, so it runs at most once. The end of the
+    chain step before it (`previous`) is written with the claim."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
     if state is not None and _cancelled(state, message.batch_id):
+        if previous is not None:
+            previous.settle(ledger)
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     try:
-        begun = ledger.claim(message.batch_id, call.id, worker=worker)
+        begun = _claim(ledger, message, worker, previous)
     except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)
@@ -221,7 +291,34 @@ def _claimed(
         on_retry=retried,
         quiet=ledger.quiet,
     )
+    if defer:  # the next step's claim writes it (`Previous`)
+        return Outcome(result, None, deferred=True)
     return _record(ledger, message, result)  # publishing the end releases the lease
+
+
+def _claim(
+    ledger: Ledger, message: CallMessage, worker: str | None, previous: Previous | None
+) -> Begun:
+    """The claim, with the end of the step before in the same transaction. If
+    that transaction fails, the end is written on its own first (or kept for
+    when the ledger is back), so a failed claim never costs it; then the claim
+    is tried alone."""
+    batch_id, call_id = message.batch_id, message.call_id
+    if previous is None or previous.settled:
+        return ledger.claim(batch_id, call_id, worker=worker)
+    end = CallEnd(previous.batch_id, previous.result, redactor=ledger.redactor)
+    try:
+        ended, begun = ledger.end_and_claim(end, batch_id, call_id, worker=worker)
+    except LedgerUnavailable:
+        ledger.later(lambda: ledger.record_result(previous.batch_id, previous.result))
+        previous.told(None)
+        raise
+    except Exception as error:  # noqa: BLE001 - the end alone, then the claim alone
+        log.error("ending %s with the claim of %s failed: %s", end.call_id, call_id, error)
+        previous.settle(ledger)
+        return ledger.claim(batch_id, call_id, worker=worker)
+    previous.told(ended)
+    return begun
 
 
 def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> None:
