@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.execution import allowance
+from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
@@ -44,35 +44,11 @@ class Outcome(NamedTuple):
     holds: True (it ended the call), False (the call had ended already: its end
     was published by whoever ended it), None (not known yet: the row waits in
     the buffer while the ledger is down). `deferred`: a claimed call that ran
-    under `defer`; its end is not written yet (see `Previous`)."""
+    under `defer`, its end not written yet (`runtime.execution.handover`)."""
 
     result: ToolResult
     ended: bool | None
     deferred: bool = False
-
-
-@dataclass
-class Previous:
-    """The chain step before the one about to run: it ran under a claim, and
-    its end is written in the transaction that claims this step
-    (`Ledger.end_and_claim`), or alone first if this step claims nothing.
-    `ended` is told once it is written, whether it ended the call, and
-    publishes it: never before its end is committed (docs/architecture.md,
-    "A chain in one task")."""
-
-    batch_id: str
-    result: ToolResult
-    ended: Callable[[bool | None], None]
-    settled: bool = False
-
-    def settle(self, ledger: Ledger) -> None:
-        """Write the end alone (now, or from the buffer) and tell `ended`."""
-        if not self.settled:
-            self.told(_eventually(ledger, lambda: ledger.record_result(self.batch_id, self.result)))
-
-    def told(self, ended: bool | None) -> None:
-        self.settled = True
-        self.ended(ended)
 
 
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
@@ -93,33 +69,11 @@ def execute(
     """Check a task message again and run its call; never raises for anything
     the tool, its input or the message does. `state` says whether the batch
     was cancelled and finds results already published. In a chain,
-    `previous` is the step before, whose end waits to be written (with this
-    step's claim, if it gets that far), and `defer` leaves this step's end
+    `previous` is the step before, whose end is written with this step's
+    claim if it gets that far, else first; `defer` leaves this step's end
     unwritten, if it ran under a claim, for the step after it."""
     meta = {"worker": worker, "attempts": 1}
     call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
-    try:
-        return _execute(
-            message, call, meta, registry, ledger, settings, key, worker, state, previous, defer
-        )
-    finally:
-        if previous is not None:
-            previous.settle(ledger)  # whatever happened, the step before has its end
-
-
-def _execute(
-    message: CallMessage,
-    call: ToolCall,
-    meta: dict,
-    registry: Registry,
-    ledger: Ledger,
-    settings: Settings,
-    key: bytes,
-    worker: str | None,
-    state: BatchState | None,
-    previous: Previous | None,
-    defer: bool,
-) -> Outcome:
     if not signing.genuine(message, key):
         # Not sent by a client holding the key, or altered on the way: never run.
         decision = Decision.deny(
@@ -127,8 +81,7 @@ def _execute(
             rule="signature",
             source="worker",
         )
-        if previous is not None:
-            previous.settle(ledger)
+        settle(previous, ledger)  # its end comes before anything of this call
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(
         call,
@@ -144,8 +97,8 @@ def _execute(
     if not isinstance(admission, Refused):  # time or money may have run out since admission
         (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
     claimed = isinstance(admission, Admitted) and _claims(admission)
-    if previous is not None and not claimed:  # its end comes before anything of this call
-        previous.settle(ledger)
+    if not claimed:  # only a claim writes it with this call's first row
+        settle(previous, ledger)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
     if claimed:
@@ -158,7 +111,6 @@ def _execute(
 
 
 def _claims(admission: Admitted) -> bool:
-    """Whether the call runs only under a claim: a side effect that is not idempotent."""
     return admission.spec.risk is not Risk.read and not admission.spec.idempotent
 
 
@@ -241,16 +193,14 @@ def _claimed(
     defer: bool = False,
 ) -> Outcome:
     """A side effect that is not idempotent: it runs only if this delivery
-    claims it in the ledger first, so it runs at most once. The end of the
-    chain step before it (`previous`) is written with the claim."""
+    claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
     if state is not None and _cancelled(state, message.batch_id):
-        if previous is not None:
-            previous.settle(ledger)
+        settle(previous, ledger)
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     try:
-        begun = _claim(ledger, message, worker, previous)
+        begun = claim_after(ledger, message, worker, previous)
     except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)
@@ -291,34 +241,9 @@ def _claimed(
         on_retry=retried,
         quiet=ledger.quiet,
     )
-    if defer:  # the next step's claim writes it (`Previous`)
+    if defer:  # the next step's claim writes it
         return Outcome(result, None, deferred=True)
     return _record(ledger, message, result)  # publishing the end releases the lease
-
-
-def _claim(
-    ledger: Ledger, message: CallMessage, worker: str | None, previous: Previous | None
-) -> Begun:
-    """The claim, with the end of the step before in the same transaction. If
-    that transaction fails, the end is written on its own first (or kept for
-    when the ledger is back), so a failed claim never costs it; then the claim
-    is tried alone."""
-    batch_id, call_id = message.batch_id, message.call_id
-    if previous is None or previous.settled:
-        return ledger.claim(batch_id, call_id, worker=worker)
-    end = CallEnd(previous.batch_id, previous.result, redactor=ledger.redactor)
-    try:
-        ended, begun = ledger.end_and_claim(end, batch_id, call_id, worker=worker)
-    except LedgerUnavailable:
-        ledger.later(lambda: ledger.record_result(previous.batch_id, previous.result))
-        previous.told(None)
-        raise
-    except Exception as error:  # noqa: BLE001 - the end alone, then the claim alone
-        log.error("ending %s with the claim of %s failed: %s", end.call_id, call_id, error)
-        previous.settle(ledger)
-        return ledger.claim(batch_id, call_id, worker=worker)
-    previous.told(ended)
-    return begun
 
 
 def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> None:

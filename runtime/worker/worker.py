@@ -27,6 +27,7 @@ from runtime import logs, tracing
 from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
+from runtime.execution.handover import Previous, settled_after
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
@@ -98,7 +99,7 @@ class Worker:
                 self.finish(step, outcome.result, ended)
             elif outcome.deferred:  # its end is written with the next step's claim
                 published = self._publisher(step, outcome.result)
-                previous = executor.Previous(step.batch_id, outcome.result, published)
+                previous = Previous(step.batch_id, outcome.result, published)
             else:
                 self.publish(step, outcome.result, outcome.ended)
             if following is not None:  # its queue wait starts now, as if it were handed on
@@ -107,19 +108,19 @@ class Worker:
         return first
 
     def _execute(
-        self,
-        step: CallMessage,
-        worker: str | None,
-        previous: executor.Previous | None,
-        *,
-        defer: bool,
+        self, step: CallMessage, worker: str | None, previous: Previous | None, *, defer: bool
     ) -> executor.Outcome:
+        """One step, its log lines and span its own; however it ends (an
+        exception too), the step before has its end written and published."""
         redactor, arguments = self.ledger.redactor, self.settings.trace_arguments
         token = logs.enter_call(step.batch_id, step.call_id)
         try:
-            with tracing.call_span(
-                step, worker=worker, redactor=redactor, arguments=arguments
-            ) as span:
+            with (
+                settled_after(previous, self.ledger),
+                tracing.call_span(
+                    step, worker=worker, redactor=redactor, arguments=arguments
+                ) as span,
+            ):
                 outcome = executor.execute(
                     step,
                     registry=self.registry,
@@ -142,7 +143,7 @@ class Worker:
         if not outcome.deferred:
             return outcome.ended
         told: list[bool | None] = []
-        executor.Previous(step.batch_id, outcome.result, told.append).settle(self.ledger)
+        Previous(step.batch_id, outcome.result, told.append).settle(self.ledger)
         return told[0]
 
     def _publisher(self, step: CallMessage, result: ToolResult) -> Callable[[bool | None], None]:
