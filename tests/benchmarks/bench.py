@@ -12,10 +12,10 @@ come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
-(`make bench BENCH_FLAGS="--only P7"`), and `--only P1` the latency of one-call
-batches alone. `--trace` turns OpenTelemetry on in the client and the workers,
-exporting to an OTLP/HTTP receiver in this process (tracing's cost:
-`--only P1` with and without it).
+(`make bench BENCH_FLAGS="--only P7"`), `--only P1` the latency of one-call
+batches alone, and `--only P4` ordered writes alone. `--trace` turns
+OpenTelemetry on in the client and the workers, exporting to an OTLP/HTTP
+receiver in this process (tracing's cost: `--only P1` with and without it).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test's)")
     parser.add_argument("--out-dir", type=Path, help="where the JSON goes (default .toolrun)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
-    parser.add_argument("--only", choices=["P1", "P7"], help="measure this figure alone")
+    parser.add_argument("--only", choices=["P1", "P4", "P7"], help="measure this figure alone")
     parser.add_argument(
         "--broker",
         help="Celery's broker for both sides, e.g. amqp://guest:guest@127.0.0.1:5672// "
@@ -138,6 +138,11 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         if options.only == "P1":
             meter = cpu.Meter(bench.processes())
             found = compare.p1(options, bench.sides, console, meter)
+            found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()
+            return found, _meta(options, bench, otel)
+        if options.only == "P4":
+            meter = cpu.Meter(bench.processes())
+            found = [compare.p4(options, bench.sides, console, meter)]
             found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()
             return found, _meta(options, bench, otel)
         found = compare.measure(options, bench.sides, console, bench.processes())

@@ -81,15 +81,32 @@ def measure(
         note=f"{o.p3_window} batches in flight from one thread; "
         "baseline: a group per batch, .get()",
     )
+    steps = p4(options, sides, console, meters.get("P4"))
+    found = [*latency, wall, throughput, steps]
+    for figure in found:
+        meter = meters.get(figure.key.split("_")[0])
+        if meter is not None and figure.key != "P1_p99":
+            figure.extra["cpu_ms_per_call"] = meter.per_call_ms()
+    return found
+
+
+def p4(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    console: Console,
+    meter: cpu.Meter | None = None,
+) -> Figure:
+    """P4: ordered writes, per step (`--only P4` measures it alone)."""
+    o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
     console.log(f"P4: {o.p4_steps} ordered no-op writes x {n}")
     ours, theirs = repeated(
         lambda: figures.p4_toolrun(sides, o.p4_steps),
         lambda: figures.p4_baseline(sides, o.p4_steps),
         n,
-        meters.get("P4"),
+        meter,
         o.p4_steps,
     )
-    steps = Figure(
+    return Figure(
         "P4",
         f"{o.p4_steps}-step ordered writes, per step",
         "ms",
@@ -98,12 +115,6 @@ def measure(
         [ms(v) for v in theirs],
         note="baseline: chain(write.si() x steps).apply_async().get()",
     )
-    found = [*latency, wall, throughput, steps]
-    for figure in found:
-        meter = meters.get(figure.key.split("_")[0])
-        if meter is not None and figure.key != "P1_p99":
-            figure.extra["cpu_ms_per_call"] = meter.per_call_ms()
-    return found
 
 
 def p1(
