@@ -218,7 +218,8 @@ def _claimed(
         if begun.start is Start.finished:
             return Outcome(early, False)
         return _record(ledger, message, early)
-    _hold(state, message, settings.lease_seconds)
+    if previous is None or previous.leased != call.id:  # else taken as the step before ended
+        _hold(state, message, settings.lease_seconds)
 
     def retried(attempt: int, error: BaseException) -> None:
         ledger.eventually(

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from runtime.errors import LedgerUnavailable
-from runtime.ledger.claims import Begun
+from runtime.ledger.claims import Begun, Start
 from runtime.ledger.rows import CallEnd
 from runtime.ledger.store import Ledger
 from runtime.types import CallMessage, ToolResult
@@ -29,12 +29,14 @@ class Previous:
     (`Ledger.end_and_claim`), or alone first if this step claims nothing.
     `ended` is told once it is written, whether it ended the call, and
     publishes it: never before its end is committed (docs/architecture.md,
-    "A chain in one task")."""
+    "A chain in one task"); and the call id of the step claimed with it, if
+    any, whose lease it takes in the same round trip (`leased`)."""
 
     batch_id: str
     result: ToolResult
-    ended: Callable[[bool | None], None]
+    ended: Callable[[bool | None, str | None], None]
     settled: bool = False
+    leased: str | None = None
 
     def settle(self, ledger: Ledger) -> None:
         """Write the end alone (now, or from the buffer) and tell `ended`."""
@@ -44,9 +46,9 @@ class Previous:
             ledger.eventually(write)
             self.told(ended[0] if ended else None)
 
-    def told(self, ended: bool | None) -> None:
-        self.settled = True
-        self.ended(ended)
+    def told(self, ended: bool | None, lease: str | None = None) -> None:
+        self.settled, self.leased = True, lease
+        self.ended(ended, lease)
 
 
 def settle(previous: Previous | None, ledger: Ledger) -> None:
@@ -86,5 +88,5 @@ def claim_after(
         log.error("ending %s with the claim of %s failed: %s", end.call_id, call_id, error)
         previous.settle(ledger)
         return ledger.claim(batch_id, call_id, worker=worker)
-    previous.told(ended)
+    previous.told(ended, call_id if begun.start is Start.run else None)
     return begun

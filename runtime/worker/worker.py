@@ -143,25 +143,42 @@ class Worker:
         if not outcome.deferred:
             return outcome.ended
         told: list[bool | None] = []
-        Previous(step.batch_id, outcome.result, told.append).settle(self.ledger)
+        Previous(step.batch_id, outcome.result, lambda ended, _: told.append(ended)).settle(
+            self.ledger
+        )
         return told[0]
 
-    def _publisher(self, step: CallMessage, result: ToolResult) -> Callable[[bool | None], None]:
-        return lambda ended: self.publish(step, result, ended)
+    def _publisher(
+        self, step: CallMessage, result: ToolResult
+    ) -> Callable[[bool | None, str | None], None]:
+        return lambda ended, lease: self.publish(step, result, ended, lease=lease)
 
-    def publish(self, message: CallMessage, result: ToolResult, ended: bool | None) -> None:
+    def publish(
+        self,
+        message: CallMessage,
+        result: ToolResult,
+        ended: bool | None,
+        *,
+        lease: str | None = None,
+    ) -> None:
         """Publish a chain step's end, if this delivery ended it (or may have),
-        and count it for its stage; the chain goes on in this task."""
-        if ended is False:
-            return
+        and count it for its stage; the chain goes on in this task. `lease`:
+        the next step, just claimed, whose lease is taken in the same round
+        trip."""
+        seconds = self.settings.lease_seconds
         try:
-            self.state.publish(
-                message.batch_id,
-                result,
-                reply_to=message.reply_to,
-                stage=message.stage,
-                patience=self.publish_patience,
-            )
+            if ended is not False:
+                held = (lease, seconds) if lease else None
+                self.state.publish(
+                    message.batch_id,
+                    result,
+                    reply_to=message.reply_to,
+                    stage=message.stage,
+                    patience=self.publish_patience,
+                    hold=held,
+                )
+            elif lease:
+                self.state.hold(message.batch_id, lease, seconds)
         except StateUnavailable as error:  # its row is kept: the sweep finds it ended
             log.error("the end of %s could not be published: %s", message.call_id, error)
 

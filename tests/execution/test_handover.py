@@ -40,7 +40,7 @@ def ran(ledger: Ledger, told: list) -> Previous:
     """Step a, claimed and run: its end waits for step b."""
     assert ledger.claim("b1", "a", worker="w").start is Start.run
     done = results.success("a", "bump", "bumped", max_bytes=1024, worker="w")
-    return Previous("b1", done, told.append)
+    return Previous("b1", done, lambda ended, lease: told.append(ended))
 
 
 def step(workspace, call_id: str, **options) -> CallMessage:
@@ -52,8 +52,10 @@ def step(workspace, call_id: str, **options) -> CallMessage:
 def test_the_end_of_a_step_and_the_claim_of_the_next_are_one_transaction(env):
     ledger, workspace = env
     told: list = []
-    begun = claim_after(ledger, step(workspace, "b"), "w", ran(ledger, told))
+    previous = ran(ledger, told)
+    begun = claim_after(ledger, step(workspace, "b"), "w", previous)
     assert begun.start is Start.run and told == [True]
+    assert previous.leased == "b"  # b's lease is taken as a's end is published
     rows = {row.call_id: row.status for row in ledger.calls("b1")}
     assert rows == {"a": "ok", "b": "running"}
     kinds = [(e.call_id, e.kind) for e in ledger.events("b1")]

@@ -37,3 +37,21 @@ def test_an_empty_start_and_another_server_each_count_as_lost_once(tmp_path):
         assert not state.lost("me")
     finally:
         stop_process(pid, needles=redis_needles(url))
+
+
+def test_publishing_a_chain_steps_end_takes_the_next_steps_lease(tmp_path):
+    """One round trip: the end stored and counted, its lease released, and the
+    lease of the step claimed with it taken."""
+    from runtime.results import formatter as results
+
+    settings = Settings(home=tmp_path)
+    url, pid = start_redis(settings)
+    try:
+        state = RedisState(redis.Redis.from_url(url))
+        state.hold("b1", "a", 30)
+        done = results.success("a", "bump", "bumped", max_bytes=1024)
+        assert state.publish("b1", done, reply_to=None, stage=0, hold=("b", 30)) == 1
+        assert state.recall("b1", "a") == done
+        assert set(state.holds("b1", ["a", "b"])) == {"b"}
+    finally:
+        stop_process(pid, needles=redis_needles(url))
