@@ -188,8 +188,7 @@ class BatchRun:
             self._without_ledger(plan, admissions, audit)
             return True
         try:
-            services.transport.keep_plan(batch.id, plan.model_dump(mode="json"))
-            services.advancer.begin(plan, refusals)
+            services.advancer.begin(plan, refusals, keep=True)  # the plan's copy too
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
         return True
