@@ -65,9 +65,9 @@ def _build_before_forking(**_: object) -> None:
     """Pool processes are forked from this one: load the tools here, then
     freeze what the collector would otherwise visit, so the children share
     those pages instead of each copying them (the registry, pydantic models,
-    SQLAlchemy, the ledger's driver; docs/architecture.md, "Memory"). Pool
-    processes record the sessions their calls start (`runtime.sessions`);
-    what dead pool processes left is killed here."""
+    SQLAlchemy, the ledger's driver; docs/architecture.md, "Round trips and
+    memory"). Pool processes record the sessions their calls start
+    (`runtime.sessions`); what dead pool processes left is killed here."""
     settings = parts().settings
     sessions.configure(settings.home / "sessions")
     sessions.end_orphans()  # left by the pool processes of a worker that died

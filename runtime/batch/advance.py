@@ -86,7 +86,7 @@ class Advancer:
     def begin(self, plan: BatchPlan, ends: dict[str, ToolResult], *, keep: bool = False) -> None:
         """At submit: what is known needs no reading back. `keep`: the state
         keeps the plan's copy, with the first marks of what is sent (one round
-        trip: docs/architecture.md, "Round trips")."""
+        trip: docs/architecture.md, "Round trips and memory")."""
         view = View(
             ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=time.time()
         )

@@ -53,8 +53,8 @@ def load_driver(url: str) -> None:
     """Import the database's driver (its DBAPI module: sqlite3, psycopg) now.
     A prefork worker calls this before it forks its pool, so its processes
     share the driver's pages instead of each importing its own copy when it
-    first builds its engine (docs/architecture.md, "Memory"). A driver that is
-    not installed is left for `engine` to report."""
+    first builds its engine (docs/architecture.md, "Round trips and memory").
+    A driver that is not installed is left for `engine` to report."""
     try:
         _parsed(url).get_dialect().import_dbapi()
     except ImportError:

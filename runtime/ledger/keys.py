@@ -44,7 +44,7 @@ class Keys:
 
     def get(self, key_id: str) -> ApiKeyRow | None:
         """The key's row (its columns, read as one SQL statement: every request
-        of the gateway asks, docs/architecture.md, "Round trips")."""
+        of the gateway asks, docs/architecture.md, "Round trips and memory")."""
         return self._one(KEYS, KEYS.c.id == key_id)
 
     def all(self) -> list[ApiKeyRow]:

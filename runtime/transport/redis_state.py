@@ -165,7 +165,7 @@ class RedisState:
         plan: dict[str, Any] | None = None,
     ) -> list[str]:
         """With `plan`, the batch's plan copy is kept in the same round trip
-        (the submit's first send: docs/architecture.md, "Round trips")."""
+        (the submit's first send: docs/architecture.md, "Round trips and memory")."""
         if not call_ids and plan is None:
             return []
         now = str(time.time())
