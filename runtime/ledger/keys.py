@@ -4,6 +4,8 @@ minting and checking a token is `runtime.gateway.keys`'s job."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from sqlalchemy import ColumnElement, Table, update
@@ -19,9 +21,14 @@ from runtime.ledger.tables import ApiKeyRow, BatchOwnerRow, utc_now
 KEYS, OWNERS = ApiKeyRow.__table__, BatchOwnerRow.__table__
 
 
+OWNERS_KEPT = 4096  # owner rows this process remembers: written once, they never change
+
+
 class Keys:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self._owners: OrderedDict[str, Any] = OrderedDict()  # batch id -> its owner row
+        self._lock = threading.Lock()
 
     def add(self, row: ApiKeyRow) -> None:
         """Store a new key; a name in use (revoked or not) is refused, so a
@@ -71,14 +78,30 @@ class Keys:
             "at": utc_now(),
         }
 
-        def work(connection) -> None:
+        def work(connection) -> bool:
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            connection.execute(make(OWNERS).values(**row).on_conflict_do_nothing())
+            done = connection.execute(make(OWNERS).values(**row).on_conflict_do_nothing())
+            return done.rowcount == 1
 
-        self.ledger.transaction(work, core=True)
+        if self.ledger.transaction(work, core=True):  # this row is the one: the poll that
+            self._remember(batch_id, BatchOwnerRow(**row))  # follows needs no read
 
     def owner(self, batch_id: str) -> BatchOwnerRow | None:
-        return self._one(OWNERS, OWNERS.c.batch_id == batch_id)
+        """The batch's owner row; one found is remembered (it never changes)."""
+        with self._lock:
+            known = self._owners.get(batch_id)
+        if known is not None:
+            return known
+        found = self._one(OWNERS, OWNERS.c.batch_id == batch_id)
+        if found is not None:
+            self._remember(batch_id, found)
+        return found
+
+    def _remember(self, batch_id: str, row: Any) -> None:
+        with self._lock:
+            self._owners[batch_id] = row
+            while len(self._owners) > OWNERS_KEPT:
+                self._owners.popitem(last=False)
 
     def _one(self, table: Table, where: ColumnElement[bool]) -> Any:
         """One row's columns, with attribute access as on the table's model,
