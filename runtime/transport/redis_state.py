@@ -12,6 +12,7 @@ polls; this does not. Redis's own errors stop here: past this class they are
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,6 +87,7 @@ class RedisState:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._listener: Listener | None = None
+        self._listening = threading.Lock()
         self._renew = client.register_script(RENEW)
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
@@ -94,8 +96,9 @@ class RedisState:
     @property
     def listener(self) -> Listener:
         """The process's one results subscription, made when a batch is first watched."""
-        if self._listener is None:
-            self._listener = Listener(self.client)
+        with self._listening:  # two first submits at once (the gateway's offload threads)
+            if self._listener is None:
+                self._listener = Listener(self.client)
         return self._listener
 
     @property
