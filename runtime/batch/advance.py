@@ -83,15 +83,16 @@ class Advancer:
                 return False
         return False
 
-    def begin(self, plan: BatchPlan, ends: dict[str, ToolResult], *, keep: bool = False) -> None:
-        """At submit: what is known needs no reading back. `keep`: the state
-        keeps the plan's copy, with the first marks of what is sent (one round
-        trip: docs/architecture.md, "Round trips and memory")."""
+    def begin(
+        self, plan: BatchPlan, ends: dict[str, ToolResult], *, copy: dict | None = None
+    ) -> None:
+        """At submit: what is known needs no reading back. `copy`: the plan as
+        JSON, which the state keeps with the first marks of what is sent (one
+        round trip: docs/architecture.md, "Round trips and memory")."""
         view = View(
             ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=time.time()
         )
         steps = next_steps(plan, view)
-        copy = plan.model_dump(mode="json") if keep else None
         if copy is not None and (steps.ends or not steps.send):  # the copy first, as ever
             self.state.keep_plan(plan.batch.id, copy)
             copy = None

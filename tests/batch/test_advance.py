@@ -171,12 +171,12 @@ def test_the_copy_of_an_ended_batch_s_plan_goes_too(world):
 
 def test_the_submit_keeps_the_plans_copy_with_its_send_marks(world):
     plan, refusals = world.record(held("h1"), bump("w1"))
-    world.advancer.begin(plan, refusals, keep=True)
+    world.advancer.begin(plan, refusals, copy=plan.model_dump(mode="json"))
     assert world.transport.plan(plan.batch.id) == plan.model_dump(mode="json")
     assert set(world.transport.sent(plan.batch.id)) == {"h1"}
     # One that sends nothing at submit (its call asks first) keeps its copy all the same.
     asking, refused = world.record(bump("a1"), mode=Mode.default, allow=())
-    world.advancer.begin(asking, refused, keep=True)
+    world.advancer.begin(asking, refused, copy=asking.model_dump(mode="json"))
     assert world.transport.plan(asking.batch.id) == asking.model_dump(mode="json")
     assert world.transport.sent(asking.batch.id) == {}
     world.held_running(1)
