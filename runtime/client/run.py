@@ -178,7 +178,8 @@ class BatchRun:
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        recording = audit.admissions(admissions, plan=plan.model_dump(mode="json"), columns=columns)
+        body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
+        recording = audit.admissions(admissions, plan=body, columns=columns)
         if recording is Recording.found:
             self.unwatch()
             return False
@@ -188,8 +189,7 @@ class BatchRun:
             self._without_ledger(plan, admissions, audit)
             return True
         try:
-            services.transport.keep_plan(batch.id, plan.model_dump(mode="json"))
-            services.advancer.begin(plan, refusals)
+            services.advancer.begin(plan, refusals, copy=body)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
         return True

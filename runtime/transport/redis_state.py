@@ -24,7 +24,7 @@ import tenacity
 from runtime.errors import StateUnavailable
 from runtime.transport import tallies
 from runtime.transport.allowances import Allowances
-from runtime.transport.base import Inbox, Look
+from runtime.transport.base import Inbox, Known, Look
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
@@ -163,19 +163,54 @@ class RedisState:
         self.listener.unwatch(batch_id)
 
     # Marks of what was sent and taken.
-    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
-        if not call_ids:
+    def mark_sent(
+        self,
+        batch_id: str,
+        call_ids: list[str],
+        *,
+        again: bool = False,
+        plan: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """With `plan`, the batch's plan copy is kept in the same round trip
+        (the submit's first send: docs/architecture.md, "Round trips and memory")."""
+        if not call_ids and plan is None:
             return []
         now = str(time.time())
         with (
             reaching(f"batch {batch_id}: cannot mark what was sent"),
             self.client.pipeline(transaction=False) as pipe,
         ):
+            if plan is not None:
+                pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
             for call_id in call_ids:
                 (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
             pipe.expire(sent_key(batch_id), TTL_SECONDS)
-            marked = pipe.execute()[:-1]
+            marked = pipe.execute()[(plan is not None) : -1]
         return [call_id for call_id, new in zip(call_ids, marked, strict=True) if again or new]
+
+    def known(self, batch_id: str, call_ids: list[str]) -> Known:
+        """What an advance reads of the batch, in one pipelined round trip:
+        marks of what was sent and taken, the cancel flag, the ends announced,
+        and the leases of `call_ids`."""
+        with (
+            reaching(f"batch {batch_id}: cannot read what it holds"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            pipe.hgetall(sent_key(batch_id))
+            pipe.hkeys(deliveries_key(batch_id))
+            pipe.exists(cancel_key(batch_id))
+            pipe.hgetall(results_key(batch_id))
+            if call_ids:
+                pipe.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
+            sent, started, cancelled, stored, *held = pipe.execute()
+        holds = zip(call_ids, held[0] if held else [], strict=False)
+        return Known(
+            sent={k.decode(): float(v) for k, v in sent.items()},
+            started={key.decode() for key in started},
+            cancelled=bool(cancelled),
+            ends={k.decode(): ToolResult.model_validate_json(v) for k, v in stored.items()},
+            holds={c: until for c, until in holds if until is not None},
+        )
 
     def sent(self, batch_id: str) -> dict[str, float]:
         with reaching(f"batch {batch_id}: cannot read what was sent"):
