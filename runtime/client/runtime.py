@@ -34,7 +34,7 @@ from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
@@ -182,6 +182,7 @@ class Runtime:
         model_usage: dict[str, Any] | None = None,
     ) -> BatchHandle:
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
+        self._check_size(batch)
         _check_name("conversation", conversation)
         _check_name("submitter", submitter)
         submitter = submitter or _principal()
@@ -210,6 +211,16 @@ class Runtime:
             return self.attach(batch.id)
         self.follower.follow(run)
         return BatchHandle(run)
+
+    def _check_size(self, batch: Batch) -> None:
+        """The policy's size cap, before anything of the batch is written
+        (docs/architecture.md, "Flow control")."""
+        cap = self.policies.limits.size.calls_per_batch
+        if len(batch.calls) > cap:
+            raise BatchTooLarge(
+                f"the batch has {len(batch.calls)} calls and the policy allows {cap} per batch "
+                "(limits.size.calls_per_batch); submit them in batches of at most that many"
+            )
 
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
