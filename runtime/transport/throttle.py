@@ -199,6 +199,26 @@ class Throttle:
         prefix = len(slots_key(""))
         return {k.decode()[prefix:]: int(n) for k, n in zip(keys, counts, strict=True)}
 
+    @reached
+    def windows_open(self, prefix: str) -> list[str]:
+        """The scopes of rate windows that have hits now, starting `prefix`
+        (`/metrics`); the library keys them "LIMITS:LIMITER/<scope>/<n>/<m>/<unit>"."""
+        keys = self.client.scan_iter(match=f"LIMITS:LIMITER/{prefix}*", count=500)
+        return sorted({k.decode().removeprefix("LIMITS:LIMITER/").rsplit("/", 3)[0] for k in keys})
+
+    @reached
+    def shares(self) -> dict[str, tuple[int, int]]:
+        """Each submitter's reads in flight and parked (`/metrics`)."""
+        found = {}
+        head, tail = in_flight_key("\0").split("\0")
+        for key in self.client.scan_iter(match=in_flight_key("*"), count=500):
+            who = key.decode().removeprefix(head).removesuffix(tail)
+            found[who] = (
+                int(self.client.zcount(key, time.time(), "+inf")),
+                int(self.client.llen(parked_key(who))),
+            )
+        return found
+
     # Fair share of the reads queue.
     @reached
     def parked(self, principal: str, members: Sequence[str]) -> list[bool]:
