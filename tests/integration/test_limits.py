@@ -8,13 +8,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections import Counter
 
 import pytest
+import redis
 
 from runtime import adapters
 from runtime.errors import BatchTooLarge
+from runtime.transport.names import slots_key
 from runtime.types import Status
 from tests.conftest import runtime_on
+from tests.support import submitter
+from tests.support.faults import FaultStack
 from tests.support.tools import marks
 
 
@@ -129,3 +134,95 @@ def test_fair_share_another_keys_call_ends_while_a_flood_is_still_queued(limited
     assert result.ok
     assert not flood.done  # B's call did not wait for A's flood to drain
     assert all(r.ok for r in flood.results(timeout=300))
+
+
+# Two reads workers and their own Redis: rates across workers and client
+# processes, and a slot held by a worker that is SIGKILLed.
+SOLO = {"name": "solo", "per": "tool", "tools": ["slow_bump"], "max": 1}
+FIVE = {"name": "five", "per": "tool", "tools": ["nap"], "limit": "5/second"}
+
+
+@pytest.fixture(scope="module")
+def fault_stack(tmp_path_factory, user_settings):
+    home = tmp_path_factory.mktemp("limits")
+    policy = home / "org.json"
+    policy.write_text(json.dumps({"limits": {"rate": [FIVE], "concurrency": [SOLO]}}))
+    with FaultStack(
+        home,
+        user_settings=user_settings,
+        visibility_timeout=3600,
+        reads_workers=2,
+        default_timeout=4.0,
+        lease_seconds=2.0,
+        resend_after=2.0,
+        policy_file=policy,
+    ) as stack:
+        env = stack.client_env
+        stack.client_env = lambda: {**env(), "TOOLRUN_POLICY_FILE": str(policy)}
+        with stack.client() as runtime:
+            yield stack, runtime
+
+
+def test_a_rate_of_five_a_second_holds_across_two_workers_and_two_clients(fault_stack, tmp_path):
+    stack, runtime = fault_stack
+    spaces = [tmp_path / "one", tmp_path / "two"]
+    clients = []
+    for index, space in enumerate(spaces):
+        space.mkdir()
+        spec = {"calls": naps(10, prefix=f"p{index}"), "mode": "auto", "workspace": str(space)}
+        clients.append(submitter.start(stack, {**spec, "timeout": 120}, results=True))
+    batches = []
+    for process in clients:
+        out, _ = process.communicate(timeout=180)
+        lines = out.strip().splitlines()
+        assert len(lines) >= 2, submitter.last_words(process)
+        batches.append(lines[0])
+        assert set(json.loads(lines[-1]).values()) == {"ok"}
+    starts = [
+        row.started_at.timestamp() for batch in batches for row in runtime.ledger.calls(batch)
+    ]
+    assert len(starts) == 20
+    per_second = Counter(int(at) for at in starts)
+    assert max(per_second.values()) <= 5, sorted(per_second.items())
+
+
+def test_a_sigkilled_workers_slot_frees_within_its_lease(fault_stack, workspace):
+    stack, runtime = fault_stack
+    if not stack.workers("effects"):
+        stack.add_worker("effects")
+    allow = {"allow": ["slow_bump"]}
+    first = runtime.submit(
+        [{"id": "w", "name": "slow_bump", "arguments": {"label": "dead", "seconds": 3.5}}],
+        mode="default",
+        workspace=workspace,
+        rules=allow,
+        timeout=300,
+    )
+    wait_for(lambda: marks(workspace, "effects"), what="the first call running")
+    client = redis.Redis.from_url(stack.redis_url)
+    (slot,) = client.keys(slots_key("*:solo:tool:slow_bump"))
+    ((member, lapses),) = client.zrange(slot, 0, -1, withscores=True)
+    assert member.decode() == f"{first.batch_id} w"
+    [victim] = stack.workers("effects")
+    stack.kill_worker(victim)
+    stack.add_worker("effects")
+    second = runtime.submit(
+        [{"id": "x", "name": "slow_bump", "arguments": {"label": "next"}}],
+        mode="default",
+        workspace=workspace,
+        rules=allow,
+        timeout=300,
+    )
+    (result,) = second.results(timeout=120)
+    assert result.ok, result.model_message
+    (started,) = [m["at"] for m in marks(workspace, "effects") if m["label"] == "next"]
+    assert lapses - 0.5 <= started <= lapses + 60  # not before the lease lapsed; soon after
+    (lost,) = first.results(timeout=60)
+    assert lost.status is Status.outcome_unknown
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
