@@ -10,6 +10,9 @@ exits 0 whether or not targets are met: it reports, it does not judge. Sizes
 come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 `BENCH_REPEATS=3`), else the issue's sizes.
 
+F1 and L1 (`limits.py`) are flow control's: fair share, and the CPU the
+limits' checks add per call (`--only F1`, `--only L1`).
+
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
 (`make bench BENCH_FLAGS="--only P7"`), and `--only P1` the latency of one-call
@@ -43,6 +46,7 @@ from tests.benchmarks import (
     compare,
     cpu,
     gateway,
+    limits,
     open_batches,
     redaction_time,
     report,
@@ -69,6 +73,8 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "g2_calls": (1000, 40, "G2: no-op reads through the gateway per repetition"),
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
     "p7_batches": (5000, 50, "P7: one-call batches waiting for approval in one client process"),
+    "f1_flood": (2000, 100, "F1: key A's no-op reads queued while key B's batch is timed"),
+    "f1_samples": (5, 2, "F1: key B's one-call batches per repetition (their median)"),
 }
 
 
@@ -81,7 +87,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test's)")
     parser.add_argument("--out-dir", type=Path, help="where the JSON goes (default .toolrun)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
-    parser.add_argument("--only", choices=["P1", "P7"], help="measure this figure alone")
+    parser.add_argument(
+        "--only", choices=["P1", "P7", "F1", "L1"], help="measure this figure alone"
+    )
     parser.add_argument(
         "--broker",
         help="Celery's broker for both sides, e.g. amqp://guest:guest@127.0.0.1:5672// "
@@ -135,6 +143,10 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
     ):
         if options.only == "P7":
             return open_batches.figures(options, bench, console), _meta(options, bench, otel)
+        if options.only == "F1":
+            return [limits.f1(options, bench, console)], _meta(options, bench, otel)
+        if options.only == "L1":
+            return limits.l1(options, bench, console), _meta(options, bench, otel)
         if options.only == "P1":
             meter = cpu.Meter(bench.processes())
             found = compare.p1(options, bench.sides, console, meter)
@@ -150,6 +162,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found.append(redaction_time.figure(options))
         found += gateway.measure(options, bench, console)
         found += open_batches.figures(options, bench, console)
+        found += [limits.f1(options, bench, console), *limits.l1(options, bench, console)]
         return found, _meta(options, bench, otel)
 
 
