@@ -215,7 +215,7 @@ class Runtime:
     def _check_size(self, batch: Batch) -> None:
         """The policy's size cap, before anything of the batch is written
         (docs/architecture.md, "Flow control")."""
-        cap = self.policies.limits.size.calls_per_batch
+        cap = self.policies.limits.calls_per_batch
         if len(batch.calls) > cap:
             raise BatchTooLarge(
                 f"the batch has {len(batch.calls)} calls and the policy allows {cap} per batch "

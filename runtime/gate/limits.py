@@ -130,7 +130,7 @@ class Limits(BaseModel):
 
     rates: tuple[Rate, ...] = ()
     caps: tuple[Concurrency, ...] = ()
-    size: Size = Size()
+    size: Size | None = None  # None: the defaults (`Size()`)
     fair_share: FairShare | None = None
     principal: str | None = None
 
@@ -143,6 +143,10 @@ class Limits(BaseModel):
     @classmethod
     def from_snapshot(cls, data: dict[str, Any] | None) -> Limits:
         return cls.model_validate(data) if data else NONE
+
+    @property
+    def calls_per_batch(self) -> int:
+        return (self.size or Size()).calls_per_batch
 
     def rates_for(self, tool: str) -> list[Rate]:
         return [r for r in self.rates if r.applies(tool, self.principal)]
@@ -239,7 +243,7 @@ def read(data: dict[str, Any], source: str, *, org: bool) -> Limits:
         raise ConfigurationError(f"{source}: limits.fair_share is the org policy's to set")
     rates = _entries(section, "rate", Rate, source)
     caps = _entries(section, "concurrency", Concurrency, source)
-    size = _one(section, "size", Size, source) or Size()
+    size = _one(section, "size", Size, source)
     fair = _one(section, "fair_share", FairShare, source)
     return Limits(rates=rates, caps=caps, size=size, fair_share=fair)
 
@@ -248,10 +252,11 @@ def merged(org: Limits, *others: Limits) -> Limits:
     """The org's limits tightened by the others': every rate and cap applies;
     a size is the smallest any file gives."""
     size = org.size
-    for other in others:
+    for other in (o.size for o in others if o.size is not None):
+        size = size or Size()
         size = Size(
-            calls_per_batch=min(size.calls_per_batch, other.size.calls_per_batch),
-            open_batches_per_key=_least(size.open_batches_per_key, other.size.open_batches_per_key),
+            calls_per_batch=min(size.calls_per_batch, other.calls_per_batch),
+            open_batches_per_key=_least(size.open_batches_per_key, other.open_batches_per_key),
         )
     rates = org.rates + tuple(r for o in others for r in o.rates)
     caps = org.caps + tuple(c for o in others for c in o.caps)

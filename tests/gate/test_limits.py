@@ -72,18 +72,24 @@ def test_the_user_file_may_only_tighten(tmp_path):
     found = sources(
         tmp_path, org, {"limits": {"size": {"calls_per_batch": 500}, "rate": [user_rate]}}
     )
-    assert found.limits.size.calls_per_batch == 100  # a larger size does not loosen
+    assert found.limits.calls_per_batch == 100  # a larger size does not loosen
     snap = Limits.from_snapshot(found.policy_for(tmp_path).snapshot()["limits"])
     assert [r.name for r in snap.rates] == ["mine"] and snap.fair_share.in_flight_per_key == 4
+    assert (
+        sources(
+            tmp_path, {"limits": {"size": {"calls_per_batch": 5000}}}, {}
+        ).limits.calls_per_batch
+        == 5000
+    )  # a file without a size leaves it
     tighter = sources(tmp_path, org, {"limits": {"size": {"calls_per_batch": 10}}})
-    assert tighter.limits.size.calls_per_batch == 10
+    assert tighter.limits.calls_per_batch == 10
     with pytest.raises(ConfigurationError, match="fair_share is the org policy's"):
         sources(tmp_path, {}, {"limits": {"fair_share": {"in_flight_per_key": 99}}})
 
 
 def test_without_limits_the_size_is_the_default_and_nothing_travels(tmp_path):
     found = sources(tmp_path, {})
-    assert found.limits.size.calls_per_batch == limits.CALLS_PER_BATCH == 1000
+    assert found.limits.calls_per_batch == limits.CALLS_PER_BATCH == 1000
     assert "limits" not in found.policy_for(tmp_path).snapshot()
 
 
