@@ -9,6 +9,7 @@ Redis or the ledger: the names that need them load on first use.
 from importlib import import_module
 
 from runtime.errors import (
+    BatchTooLarge,
     ConfigurationError,
     InvalidBatch,
     KeyConflict,
@@ -81,6 +82,7 @@ __all__ = [
     "ConfigurationError",
     "ErrorInfo",
     "InvalidBatch",
+    "BatchTooLarge",
     "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",

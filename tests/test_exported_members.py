@@ -18,6 +18,7 @@ EXPORTED = [
     "ConfigurationError",
     "ErrorInfo",
     "InvalidBatch",
+    "BatchTooLarge",
     "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",

@@ -154,11 +154,17 @@ class Flow:
                 self.queue.post(going, parallel=True)
 
     def due(self) -> set[str]:
-        """For the sweep: batches whose waiting calls may go now."""
+        """For the sweep: batches whose waiting calls may go now; and parked
+        reads whose key has room (a place freed without an end: it lapsed)."""
         throttle = self.state.throttle
         if throttle is None:
             return set()
         try:
+            for who, first in throttle.waiting().items():
+                message = CallMessage.model_validate(json.loads(first)["message"])
+                share = Limits.from_snapshot(message.policy.get("limits")).fair_share
+                if share is not None:
+                    self.send_parked(throttle.next_reads(who, share.in_flight_per_key))
             return set(throttle.due(time.time()))
         except StateUnavailable:
             return set()

@@ -240,6 +240,18 @@ class Throttle:
         return [c == "s" for c in (answer.decode() if isinstance(answer, bytes) else answer)]
 
     @reached
+    def waiting(self) -> dict[str, str]:
+        """Each submitter with parked reads, and the first of them (the sweep
+        moves them on if no end of theirs did)."""
+        head, tail = parked_key("\0").split("\0")
+        found = {}
+        for key in self.client.scan_iter(match=parked_key("*"), count=500):
+            first = self.client.lindex(key, 0)
+            if first is not None:
+                found[key.decode().removeprefix(head).removesuffix(tail)] = first.decode()
+        return found
+
+    @reached
     def next_reads(self, principal: str, cap: int, member: str = "") -> list[str]:
         """`member` (a read of `principal`) left the queue: the parked
         messages whose turn it is now, taken in flight."""

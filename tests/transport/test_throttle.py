@@ -76,3 +76,10 @@ def test_a_call_sent_back_is_unsent(throttle):
     throttle.client.hset(sent_key(batch), "c1", time.time())
     throttle.unsend(batch, "c1")
     assert not throttle.client.hexists(sent_key(batch), "c1")
+
+
+def test_the_sweep_finds_each_key_s_first_parked_read(throttle):
+    who = unique()
+    parcels = [(f"b c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(3)]
+    throttle.admit_reads(who, 1, parcels)
+    assert json.loads(throttle.waiting()[who])["member"] == "b c1"
