@@ -119,8 +119,9 @@ class Flow:
         members = [lease_member(batch_id, c) for c in reads]
         parked = throttle.parked(limits.sender, members)
         fresh = [(c, m) for c, m, p in zip(reads, members, parked, strict=True) if not p]
-        bodies = [(m, _parcel(m, plan.calls[c].message)) for c, m in fresh]
-        admitted = throttle.admit_reads(limits.sender, limits.fair_share.in_flight_per_key, bodies)
+        bodies = [(c, _parcel(m, plan.calls[c].message)) for c, m in fresh]
+        cap = limits.fair_share.in_flight_per_key
+        admitted = throttle.admit_reads(limits.sender, cap, batch_id, bodies)
         going = {c for (c, _), yes in zip(fresh, admitted, strict=True) if yes}
         return [g for g in groups if not plan.calls[g[0]].read or g[0] in going]
 
@@ -136,22 +137,29 @@ class Flow:
             throttle.release([scope for _, scope in limits.slots(message.tool)], member)
             spec = self.registry.get(message.tool)
             if limits.fair_share is not None and spec is not None and spec.risk is Risk.read:
-                cap = limits.fair_share.in_flight_per_key
-                self.send_parked(throttle.next_reads(limits.sender, cap, member))
+                who, cap = limits.sender, limits.fair_share.in_flight_per_key
+                self.send_parked(who, cap, throttle.next_reads(who, cap, member))
         except StateUnavailable as error:  # slots lapse; the sweep sends parked reads
             log.warning("%s: its slots were not freed: %s", message.call_id, error)
 
-    def send_parked(self, parcels: list[str]) -> None:
-        """Post parked reads whose turn came (each marked sent once)."""
-        by_batch: dict[str, list[CallMessage]] = defaultdict(list)
-        for parcel in parcels:
-            message = CallMessage.model_validate(json.loads(parcel)["message"])
-            by_batch[message.batch_id].append(message)
-        for batch_id, messages in by_batch.items():
-            marked = set(self.state.mark_sent(batch_id, [m.call_id for m in messages]))
-            going = [m for m in messages if m.call_id in marked]
-            if going:
-                self.queue.post(going, parallel=True)
+    def send_parked(self, who: str, cap: int, parcels: list[str]) -> None:
+        """Post `who`'s parked reads whose turn came, each marked sent once.
+        One another process sent meanwhile (its batch moved on from a view
+        of before its parking) gives its place to the next."""
+        while parcels:
+            by_batch: dict[str, list[CallMessage]] = defaultdict(list)
+            for parcel in parcels:
+                message = CallMessage.model_validate(json.loads(parcel)["message"])
+                by_batch[message.batch_id].append(message)
+            parcels = []
+            for batch_id, messages in by_batch.items():
+                marked = set(self.state.mark_sent(batch_id, [m.call_id for m in messages]))
+                going = [m for m in messages if m.call_id in marked]
+                if going:
+                    self.queue.post(going, parallel=True)
+                for gone in (m for m in messages if m.call_id not in marked):
+                    member = lease_member(batch_id, gone.call_id)
+                    parcels += self.state.throttle.next_reads(who, cap, member)
 
     def due(self) -> set[str]:
         """For the sweep: batches whose waiting calls may go now; and parked
@@ -164,7 +172,8 @@ class Flow:
                 message = CallMessage.model_validate(json.loads(first)["message"])
                 share = Limits.from_snapshot(message.policy.get("limits")).fair_share
                 if share is not None:
-                    self.send_parked(throttle.next_reads(who, share.in_flight_per_key))
+                    cap = share.in_flight_per_key
+                    self.send_parked(who, cap, throttle.next_reads(who, cap))
             return set(throttle.due(time.time()))
         except StateUnavailable:
             return set()

@@ -29,6 +29,7 @@ from runtime.transport.names import (
     HELD,
     TTL_SECONDS,
     in_flight_key,
+    lease_member,
     parked_key,
     parked_set_key,
     sent_key,
@@ -71,21 +72,25 @@ for i = 1, #ARGV do out[i] = redis.call('SISMEMBER', KEYS[1], ARGV[i]) end
 return out
 """
 # A key's reads: each goes in flight while fewer than the cap are, else it is
-# parked. KEYS: in flight, parked list, parked set; ARGV: now, expiry, cap,
-# ttl, then member and message pairs. Returns a string: s (send) or p (parked).
+# parked; one its batch has sent already (a stale view of the batch) neither.
+# KEYS: in flight, parked list, parked set, the batch's sent marks; ARGV: now,
+# expiry, cap, ttl, then member, call id and message triples. Returns a
+# string: s (send), p (parked) or x (sent already: left alone).
 ADMIT_READS = """
 local now, expiry, cap, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local out = {}
-for i = 5, #ARGV, 2 do
+for i = 5, #ARGV, 3 do
   local member = ARGV[i]
   if redis.call('SISMEMBER', KEYS[3], member) == 1 then
     out[#out + 1] = 'p'
+  elseif redis.call('HEXISTS', KEYS[4], ARGV[i + 1]) == 1 then
+    out[#out + 1] = 'x'
   elseif redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
     redis.call('ZADD', KEYS[1], expiry, member)
     out[#out + 1] = 's'
   else
-    redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+    redis.call('RPUSH', KEYS[2], ARGV[i + 2])
     redis.call('SADD', KEYS[3], member)
     out[#out + 1] = 'p'
   end
@@ -228,15 +233,19 @@ class Throttle:
         return [bool(n) for n in found]
 
     @reached
-    def admit_reads(self, principal: str, cap: int, calls: Sequence[tuple[str, str]]) -> list[bool]:
-        """For each (member, message JSON): True to send now, False parked."""
+    def admit_reads(
+        self, principal: str, cap: int, batch_id: str, calls: Sequence[tuple[str, str]]
+    ) -> list[bool]:
+        """For each (call id, message JSON) of a batch: True to send now;
+        False parked, or sent already by another process."""
         if not calls:
             return []
         now = time.time()
         args: list[str | float | int] = [now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS]
-        for member, message in calls:
-            args += [member, message]
-        answer = self._admit_reads(keys=_share_keys(principal), args=args)
+        for call_id, message in calls:
+            args += [lease_member(batch_id, call_id), call_id, message]
+        keys = [*_share_keys(principal), sent_key(batch_id)]
+        answer = self._admit_reads(keys=keys, args=args)
         return [c == "s" for c in (answer.decode() if isinstance(answer, bytes) else answer)]
 
     @reached

@@ -29,7 +29,7 @@ def test_rates_slots_and_shares_show_what_is_left(state):
     (_, window), (_, slot) = limits.windows("nap", {})[0], limits.slots("nap")[0]
     assert state.throttle.hit([(rate.item, window)] * 4) is None
     assert state.throttle.take([(slot, 3)], "b c1", 30) is None
-    state.throttle.admit_reads(f"k{tag}", 1, [("b c1", "{}"), ("b c2", '{"member": "b c2"}')])
+    state.throttle.admit_reads(f"k{tag}", 1, "b", [("c1", "{}"), ("c2", '{"member": "b c2"}')])
     registry = CollectorRegistry()
     registry.register(LimitGauges(limits, state))
     text = generate_latest(registry).decode()

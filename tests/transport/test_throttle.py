@@ -52,14 +52,22 @@ def test_slots_are_taken_all_or_none_and_lapse(throttle):
 
 def test_fair_share_parks_past_the_cap_and_hands_the_next_turn_on(throttle):
     who = unique()
-    parcels = [(f"b c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(5)]
-    assert throttle.admit_reads(who, 2, parcels) == [True, True, False, False, False]
+    parcels = [(f"c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(5)]
+    assert throttle.admit_reads(who, 2, "b", parcels) == [True, True, False, False, False]
     assert throttle.parked(who, ["b c0", "b c2", "b c9"]) == [False, True, False]
-    assert throttle.admit_reads(who, 2, parcels[2:3]) == [False]  # parked once only
+    assert throttle.admit_reads(who, 2, "b", parcels[2:3]) == [False]  # parked once only
     turn = throttle.next_reads(who, 2, "b c0")
     assert [json.loads(p)["member"] for p in turn] == ["b c2"]
     assert throttle.parked(who, ["b c2"]) == [False]
     assert len(throttle.next_reads(who, 4)) == 2  # a larger cap takes the rest
+
+
+def test_a_read_its_batch_sent_already_is_neither_admitted_nor_parked(throttle):
+    who, batch = unique(), unique()
+    throttle.client.hset(sent_key(batch), "c0", time.time())
+    parcels = [(f"c{i}", json.dumps({"member": f"{batch} c{i}"})) for i in range(3)]
+    assert throttle.admit_reads(who, 1, batch, parcels) == [False, True, False]
+    assert throttle.parked(who, [f"{batch} c0", f"{batch} c2"]) == [False, True]
 
 
 def test_held_batches_are_due_once_and_an_earlier_due_wins(throttle):
@@ -80,6 +88,6 @@ def test_a_call_sent_back_is_unsent(throttle):
 
 def test_the_sweep_finds_each_key_s_first_parked_read(throttle):
     who = unique()
-    parcels = [(f"b c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(3)]
-    throttle.admit_reads(who, 1, parcels)
+    parcels = [(f"c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(3)]
+    throttle.admit_reads(who, 1, "b", parcels)
     assert json.loads(throttle.waiting()[who])["member"] == "b c1"
