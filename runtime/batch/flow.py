@@ -35,6 +35,7 @@ from runtime.transport.names import lease_member
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")
+FEW_READS = 32  # reads of one pass whose messages go to the fair share script unasked
 RETRY_SLOTS = 1.0  # seconds until a batch waiting for a slot is looked at again (the sweep's pace)
 
 Conclude = Callable[..., bool]
@@ -117,7 +118,10 @@ class Flow:
         if not reads:
             return groups
         members = [lease_member(batch_id, c) for c in reads]
-        parked = throttle.parked(limits.sender, members)
+        # A large batch's messages go to Redis only for reads not parked yet;
+        # a small one's go at once (the script skips those parked already).
+        few = len(reads) <= FEW_READS
+        parked = [False] * len(reads) if few else throttle.parked(limits.sender, members)
         fresh = [(c, m) for c, m, p in zip(reads, members, parked, strict=True) if not p]
         bodies = [(c, _parcel(m, plan.calls[c].message)) for c, m in fresh]
         cap = limits.fair_share.in_flight_per_key
@@ -133,12 +137,18 @@ class Flow:
         if not limits or throttle is None:
             return
         member = lease_member(message.batch_id, message.call_id)
-        try:
-            throttle.release([scope for _, scope in limits.slots(message.tool)], member)
+        scopes = [scope for _, scope in limits.slots(message.tool)]
+        share = None
+        if limits.fair_share is not None:
             spec = self.registry.get(message.tool)
-            if limits.fair_share is not None and spec is not None and spec.risk is Risk.read:
-                who, cap = limits.sender, limits.fair_share.in_flight_per_key
-                self.send_parked(who, cap, throttle.next_reads(who, cap, member))
+            if spec is not None and spec.risk is Risk.read:
+                share = (limits.sender, limits.fair_share.in_flight_per_key)
+        if not scopes and share is None:
+            return
+        try:
+            parcels = throttle.finish(scopes, member, share)
+            if parcels:
+                self.send_parked(*share, parcels)
         except StateUnavailable as error:  # slots lapse; the sweep sends parked reads
             log.warning("%s: its slots were not freed: %s", message.call_id, error)
 

@@ -193,6 +193,25 @@ class Throttle:
                 pipe.execute()
 
     @reached
+    def finish(
+        self, scopes: Sequence[str], member: str, share: tuple[str, int] | None
+    ) -> list[str]:
+        """A call's delivery is over: free its slots and, with `share` (its
+        submitter, the cap), its place in flight; the parked reads whose turn
+        it is now, taken in flight. One round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for scope in scopes:
+                pipe.zrem(slots_key(scope), member)
+            if share is not None:
+                now = time.time()
+                args = [now, now + IN_FLIGHT_SECONDS, share[1], member]
+                self._next_reads(keys=_share_keys(share[0]), args=args, client=pipe)
+            found = pipe.execute() if len(pipe) else []
+        if share is None:
+            return []
+        return [m.decode() if isinstance(m, bytes) else m for m in found[-1]]
+
+    @reached
     def slots_used(self) -> dict[str, int]:
         """Slots held now by scope (`/metrics`)."""
         now = time.time()

@@ -29,7 +29,6 @@ from tests.benchmarks.harness import Harness
 from tests.benchmarks.report import Figure, Target
 from tests.benchmarks.tools import NOOP
 
-SHARE = 8  # in_flight_per_key: the reads worker's 16 slots hold two keys' turns
 WIDE = {  # limits that apply to every call and never hold one back
     "rate": [{"name": "wide", "per": "key", "limit": "1000000/second"}],
     "concurrency": [{"name": "wide", "per": "key", "max": 100000}],
@@ -46,10 +45,10 @@ def runtime_with(bench: Harness, limits: dict) -> Runtime:
 
 
 def f1(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:
-    flood, samples = options.f1_flood, options.f1_samples
+    flood, samples, share = options.f1_flood, options.f1_samples, options.f1_share
     console.log(f"F1: key B's 1-call batch with key A's {flood} no-op reads queued")
     size = {"size": {"calls_per_batch": flood}}
-    shared = runtime_with(bench, {"fair_share": {"in_flight_per_key": SHARE}, **size})
+    shared = runtime_with(bench, {"fair_share": {"in_flight_per_key": share}, **size})
     plain = runtime_with(bench, size)
     workspace = bench.sides.workspace
     try:
@@ -77,7 +76,7 @@ def f1(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:
         ms(loaded),
         ms(idle),
         note=f"baseline: the same batch on the idle cluster (toolrun); fair share "
-        f"{SHARE} reads in flight per key; medians of {samples} batches",
+        f"{share} reads in flight per key; medians of {samples} batches",
         extra={
             "without_fair_share_ms": round(without * 1000, 3),
             "flood_still_queued": queued,
@@ -102,12 +101,13 @@ def l1(options: argparse.Namespace, bench: Harness, console: Console) -> list[Fi
     try:
         for key, (run, calls) in work.items():
             run(sides["plain"]), run(sides["limited"])  # warm-up
-            added, spent = [], {}
+            added, spent, where = [], {}, {}
             for _ in range(o.repeats):
                 for name in ("plain", "limited"):
                     meter = cpu.Meter(bench.processes())
                     meter.measure(name, calls, lambda r=run, n=name: r(sides[n]))
-                    spent[name] = sum(meter.per_call_ms()[name].values())
+                    where[name] = meter.per_call_ms()[name]
+                    spent[name] = sum(where[name].values())
                 added.append(round(spent["limited"] - spent["plain"], 3))
             found.append(
                 Figure(
@@ -118,6 +118,7 @@ def l1(options: argparse.Namespace, bench: Harness, console: Console) -> list[Fi
                     added,
                     note="a rate, a concurrency cap and fair share, none reached; every "
                     "process (client, workers, Redis), with limits less without",
+                    extra={"cpu_ms_per_call_last": where},
                 )
             )
     finally:
