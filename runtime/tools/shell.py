@@ -28,9 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import stat
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -41,13 +39,13 @@ from pydantic import Field
 
 from runtime import sessions
 from runtime.errors import PathOutsideWorkspace, ToolError
-from runtime.gate.protected import PROJECT_DIR, USER_DIR
 from runtime.gate.shell import (
     commands,  # a module import: runtime.commands imports runtime.tools too
 )
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import budget, cut_text, json_len, redactor_of
+from runtime.tools.settings_guard import SettingsGuard
 from runtime.types import Risk, Status
 
 MAX_TIMEOUT = 600.0
@@ -108,7 +106,7 @@ def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
     """
     root = ctx.resolve(".")
     _refuse(args.command, root)
-    guard = _SettingsGuard(root)
+    guard = SettingsGuard(root)
     try:
         run = _run(args.command, root, args.timeout, limit=budget(ctx.max_bytes))
     finally:
@@ -299,67 +297,3 @@ def _squeeze(captured: tuple[str, int], room: int) -> tuple[str, bool]:
             return squeezed, True
         size = size * 3 // 4
     return f"[{total} bytes cut]"[: max(room, 0)], True
-
-
-# --- the settings files, before and after -------------------------------------------
-
-
-class _SettingsGuard:
-    """The settings files as they were before the command; `put_back` restores
-    any that changed. (A user who edits a settings file while a command runs
-    sees that edit undone; the call's message says which file.)"""
-
-    def __init__(self, root: Path) -> None:
-        paths = [root / PROJECT_DIR / "settings.json", Path.home() / USER_DIR / "settings.json"]
-        for name in ("TOOLRUN_POLICY_FILE", "TOOLRUN_USER_SETTINGS_FILE"):
-            if os.environ.get(name):
-                paths.append(Path(os.environ[name]).expanduser())
-        self.before = {path: _state(path) for path in dict.fromkeys(paths)}
-
-    def put_back(self) -> list[str]:
-        changed = []
-        for path, before in self.before.items():
-            if _state(path) != before:
-                changed.append(str(path))
-                try:
-                    _restore(path, before)
-                except OSError as error:
-                    changed[-1] += f" (could not be put back: {error})"
-        return changed
-
-
-_State = tuple[str, bytes | str | None, int]
-
-
-def _state(path: Path) -> _State:
-    """Where `path` leads, its bytes (None: absent) and its permission bits."""
-    try:
-        data: bytes | str | None = path.read_bytes()
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        data, mode = None, 0
-    except OSError as error:
-        data, mode = f"unreadable: {error.strerror}", 0
-    return os.path.realpath(path), data, mode
-
-
-def _restore(path: Path, before: _State) -> None:
-    real, data, mode = before
-    if isinstance(data, str):
-        return  # it could not be read before either; nothing to put back
-    target = Path(real)
-    if os.path.realpath(path) != real:  # a symlink was swapped in on the way
-        if path.parent.is_symlink():
-            path.parent.unlink()
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        target = path
-    if data is None:
-        target.unlink(missing_ok=True)
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=".settings.", suffix=".tmp")
-    with os.fdopen(handle, "wb") as stream:
-        stream.write(data)
-    os.chmod(temp, mode)
-    os.replace(temp, target)

@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 import redis
 
+from runtime.stack.embedded import stop_worker
 from runtime.transport.names import EFFECTS, SWEEP_LOCK, sent_key
 from runtime.types import Status
 from tests.support.faults import FaultStack
@@ -156,3 +157,18 @@ def test_a_dead_sweep_holder_is_replaced_within_seconds(leased):
     assert time.monotonic() - killed < 4 * LEASE + 10
     live = {w["pid"] for w in stack.record.workers if w["pid"] != victim["pid"]}
     assert int(taken.decode().split(":")[1]) in live
+
+
+def test_a_warm_shutdown_hands_the_sweep_on_at_once(leased):
+    """A worker stopped with SIGTERM gives its sweep lease up as it leaves: the
+    lease no longer names it once it has exited (not after the lease lapses),
+    and another worker takes the sweep."""
+    stack, _, state = leased
+    holder = wait_for(lambda: state.get(SWEEP_LOCK), what="a sweep holder").decode()
+    _, pid, _ = holder.split(":")
+    [leaving] = [w for w in stack.record.workers if w["pid"] == int(pid)]
+    assert stop_worker(leaving, graceful=True, timeout=60), f"{leaving['name']} did not stop"
+    assert state.get(SWEEP_LOCK) != holder.encode()  # released, not left to lapse
+    stack.add_worker(leaving["queue"])
+    taken = wait_for(lambda: state.get(SWEEP_LOCK), what="a new sweep holder").decode()
+    assert taken != holder
