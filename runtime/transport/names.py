@@ -108,6 +108,9 @@ def budget_key(counter: str) -> str:
 HELD = "toolrun:held"  # sorted set: batch id with calls waiting for a rate or slot -> when due
 
 
+PARKING = "toolrun:share:parking"  # set: submitters that have parked reads (the sweep's look)
+
+
 def slots_key(scope: str) -> str:
     """A concurrency cap's slots in one scope (`<file tag>:<name>:<tool or
     key>`): sorted set of "<batch id> <call id>" -> when the slot lapses."""

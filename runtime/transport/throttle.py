@@ -27,6 +27,7 @@ from runtime.errors import StateUnavailable
 from runtime.transport.listener import LOST
 from runtime.transport.names import (
     HELD,
+    PARKING,
     TTL_SECONDS,
     in_flight_key,
     lease_member,
@@ -73,14 +74,15 @@ return out
 """
 # A key's reads: each goes in flight while fewer than the cap are, else it is
 # parked; one its batch has sent already (a stale view of the batch) neither.
-# KEYS: in flight, parked list, parked set, the batch's sent marks; ARGV: now,
-# expiry, cap, ttl, then member, call id and message triples. Returns a
+# KEYS: in flight, parked list, parked set, the batch's sent marks, the set of
+# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, then member,
+# call id and message triples. Returns a
 # string: s (send), p (parked) or x (sent already: left alone).
 ADMIT_READS = """
 local now, expiry, cap, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local out = {}
-for i = 5, #ARGV, 3 do
+for i = 6, #ARGV, 3 do
   local member = ARGV[i]
   if redis.call('SISMEMBER', KEYS[3], member) == 1 then
     out[#out + 1] = 'p'
@@ -92,6 +94,7 @@ for i = 5, #ARGV, 3 do
   else
     redis.call('RPUSH', KEYS[2], ARGV[i + 2])
     redis.call('SADD', KEYS[3], member)
+    redis.call('SADD', KEYS[5], ARGV[5])  -- the submitter
     out[#out + 1] = 'p'
   end
 end
@@ -260,23 +263,26 @@ class Throttle:
         if not calls:
             return []
         now = time.time()
-        args: list[str | float | int] = [now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS]
+        args: list[str | float | int] = [now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal]
         for call_id, message in calls:
             args += [lease_member(batch_id, call_id), call_id, message]
-        keys = [*_share_keys(principal), sent_key(batch_id)]
+        keys = [*_share_keys(principal), sent_key(batch_id), PARKING]
         answer = self._admit_reads(keys=keys, args=args)
         return [c == "s" for c in (answer.decode() if isinstance(answer, bytes) else answer)]
 
     @reached
     def waiting(self) -> dict[str, str]:
         """Each submitter with parked reads, and the first of them (the sweep
-        moves them on if no end of theirs did)."""
-        head, tail = parked_key("\0").split("\0")
+        moves them on if no end of theirs did); one whose reads have all
+        gone leaves the set."""
         found = {}
-        for key in self.client.scan_iter(match=parked_key("*"), count=500):
-            first = self.client.lindex(key, 0)
-            if first is not None:
-                found[key.decode().removeprefix(head).removesuffix(tail)] = first.decode()
+        for raw in self.client.smembers(PARKING):
+            who = raw.decode()
+            first = self.client.lindex(parked_key(who), 0)
+            if first is None:
+                self.client.srem(PARKING, who)
+            else:
+                found[who] = first.decode()
         return found
 
     @reached
