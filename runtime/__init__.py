@@ -20,6 +20,7 @@ from runtime.errors import (
     StateUnavailable,
     ToolError,
     ToolrunError,
+    TooManyOpenBatches,
     UnsupportedArgument,
 )
 from runtime.registry.capabilities import (
@@ -83,6 +84,7 @@ __all__ = [
     "ErrorInfo",
     "InvalidBatch",
     "BatchTooLarge",
+    "TooManyOpenBatches",
     "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",

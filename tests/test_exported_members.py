@@ -19,6 +19,7 @@ EXPORTED = [
     "ErrorInfo",
     "InvalidBatch",
     "BatchTooLarge",
+    "TooManyOpenBatches",
     "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",

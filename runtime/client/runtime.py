@@ -34,7 +34,7 @@ from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable
+from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable, TooManyOpenBatches
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
@@ -186,6 +186,7 @@ class Runtime:
         _check_name("conversation", conversation)
         _check_name("submitter", submitter)
         submitter = submitter or _principal()
+        self._check_open(submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
@@ -220,6 +221,16 @@ class Runtime:
             raise BatchTooLarge(
                 f"the batch has {len(batch.calls)} calls and the policy allows {cap} per batch "
                 "(limits.size.calls_per_batch); submit them in batches of at most that many"
+            )
+
+    def _check_open(self, submitter: str) -> None:
+        """The policy's cap on a submitter's open batches, if it sets one."""
+        size = self.policies.limits.size
+        cap = size.open_batches_per_key if size else None
+        if cap is not None and self.ledger.open_batches(submitter) >= cap:
+            raise TooManyOpenBatches(
+                f"{submitter} has {cap} batches open, as many as the policy allows "
+                "(limits.size.open_batches_per_key); wait for one to end, or cancel one"
             )
 
     def attach(self, batch_id: str) -> BatchHandle:

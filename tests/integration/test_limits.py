@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from runtime import adapters
-from runtime.errors import BatchTooLarge
+from runtime.errors import BatchTooLarge, TooManyOpenBatches
 from runtime.transport.names import slots_key
 from runtime.types import Status
 from tests.conftest import runtime_on
@@ -116,6 +116,19 @@ def test_a_batch_over_the_size_cap_is_refused_before_anything_is_written(limited
         rt.submit(naps(6), mode="auto", workspace=workspace, submitter=who, key=who)
     assert rt.ledger.batch(rt_key_id(who)) is None
     assert rt.submit(naps(5), mode="auto", workspace=workspace, submitter=who).results(timeout=60)
+
+
+def test_a_submitter_at_its_open_batches_cap_is_refused_until_one_ends(limited, workspace):
+    rt, who, _ = limited({"size": {"open_batches_per_key": 1}})
+    first = rt.submit(naps(1, seconds=1.0), mode="auto", workspace=workspace, submitter=who)
+    with pytest.raises(TooManyOpenBatches, match=f"{who} has 1 batches open"):
+        rt.submit(naps(1), mode="auto", workspace=workspace, submitter=who)
+    assert all(r.ok for r in first.results(timeout=60))
+    deadline = time.monotonic() + 60
+    while rt.ledger.open_batches(who):  # the batch's row ends just after its last result
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert rt.submit(naps(1), mode="auto", workspace=workspace, submitter=who).results(timeout=60)
 
 
 def rt_key_id(key: str) -> str:
