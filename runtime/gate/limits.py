@@ -113,6 +113,7 @@ class Size(BaseModel):
 
     calls_per_batch: int = Field(default=CALLS_PER_BATCH, ge=1)
     open_batches_per_key: int | None = Field(default=None, ge=1)
+    waits_per_key: int | None = Field(default=None, ge=1)  # the gateway's streams and polls
 
 
 class FairShare(BaseModel):
@@ -257,6 +258,7 @@ def merged(org: Limits, *others: Limits) -> Limits:
         size = Size(
             calls_per_batch=min(size.calls_per_batch, other.calls_per_batch),
             open_batches_per_key=_least(size.open_batches_per_key, other.open_batches_per_key),
+            waits_per_key=_least(size.waits_per_key, other.waits_per_key),
         )
     rates = org.rates + tuple(r for o in others for r in o.rates)
     caps = org.caps + tuple(c for o in others for c in o.caps)
