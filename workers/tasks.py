@@ -8,14 +8,17 @@ since children must not share the parent's connections."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 
+from billiard.util import get_pdeathsig
 from celery import signals
 from celery.worker import state
 
 from runtime import sessions, tracing
+from runtime.ledger.engine import load_driver
 from runtime.results.formatter import ledger_summary
 from runtime.transport.broker import declare_dead_letters, drain_dead_letters
 from runtime.transport.names import TASK
@@ -62,11 +65,15 @@ def _build_before_forking(**_: object) -> None:
     """Pool processes are forked from this one: load the tools here, then
     freeze what the collector would otherwise visit, so the children share
     those pages instead of each copying them (the registry, pydantic models,
-    SQLAlchemy). Pool processes record the sessions their calls start
+    SQLAlchemy, the ledger's driver; docs/architecture.md, "Round trips and
+    memory"). Pool processes record the sessions their calls start
     (`runtime.sessions`); what dead pool processes left is killed here."""
     settings = parts().settings
     sessions.configure(settings.home / "sessions")
     sessions.end_orphans()  # left by the pool processes of a worker that died
+    load_driver(settings.ledger_url)  # each pool process builds its engine on it
+    with contextlib.suppress(OSError):  # billiard's cffi parser, else built in each pool process
+        get_pdeathsig()
     gc.collect()
     gc.freeze()
 

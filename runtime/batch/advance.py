@@ -15,25 +15,25 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
 from pathlib import Path
 
+from runtime.batch import liveness
 from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
 from runtime.batch.signer import Signer
-from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
+from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals, sealed
-from runtime.ledger.batch_record import BatchRecord
+from runtime.ledger.batches import Progress
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
-from runtime.transport.base import BatchState, Queue
-from runtime.types import Risk, Status, ToolCall, ToolResult
+from runtime.transport.base import BatchState, Known, Queue
+from runtime.types import Status, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.batch")
 CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
@@ -63,14 +63,16 @@ class Advancer:
         """Carry the batch on as far as it can go now (`expire`: as if its
         deadline had passed); True once every call has ended."""
         try:
-            body = self.ledger.plan(batch_id)
+            found: Progress | None = self.ledger.progress(batch_id, with_plan=True)
+            body = found.plan
         except LedgerUnavailable:  # the copy Redis keeps lets reads and sends go on
-            body = self.state.plan(batch_id)
+            found, body = None, self.state.plan(batch_id)
         if body is None:
             return True  # ended (its plan is gone), or never recorded
         plan = BatchPlan.model_validate(body)
         for _ in range(ROUNDS):
-            steps = next_steps(plan, self._view(plan, expire))
+            steps = next_steps(plan, self._view(plan, expire, found))
+            found = None  # the next pass reads again what this one changed
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)
                 try:
@@ -83,13 +85,20 @@ class Advancer:
                 return False
         return False
 
-    def begin(self, plan: BatchPlan, ends: dict[str, ToolResult]) -> None:
-        """At submit: what is known needs no reading back."""
+    def begin(
+        self, plan: BatchPlan, ends: dict[str, ToolResult], *, copy: dict | None = None
+    ) -> None:
+        """At submit: what is known needs no reading back. `copy`: the plan as
+        JSON, which the state keeps with the first marks of what is sent (one
+        round trip: docs/architecture.md, "Round trips and memory")."""
         view = View(
             ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=time.time()
         )
         steps = next_steps(plan, view)
-        ended = self._carry_out(plan, steps)
+        if copy is not None and (steps.ends or not steps.send):  # the copy first, as ever
+            self.state.keep_plan(plan.batch.id, copy)
+            copy = None
+        ended = self._carry_out(plan, steps, copy)
         if steps.finished:
             if self.ledger.mark_ended(plan.batch.id):
                 self._drop_plan(plan.batch.id)
@@ -115,7 +124,7 @@ class Advancer:
         """Expired approvals, and every open batch past its deadline, cancelled,
         or old enough to have lost a message (`everything`: every open batch,
         after Redis lost its data). How many batches it looked at."""
-        self._record_kept()
+        liveness.record_kept(self.state, self.ledger)
         expired = set()
         for batch_id, call_id in self.approvals.expired():
             self.approvals.expire(batch_id, call_id)
@@ -124,7 +133,7 @@ class Advancer:
         stale = (
             now if everything else now.fromtimestamp(time.time() - self.resend_after, now.tzinfo)
         )
-        lapsed = self._lapsed()
+        lapsed = liveness.lapsed(self.state)
         found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
         found |= {batch_id for batch_id, _ in lapsed} | self.flow.due()
         for batch_id in sorted(found):
@@ -152,9 +161,9 @@ class Advancer:
             self.state.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
         return won
 
-    def _view(self, plan: BatchPlan, expire: bool) -> View:
+    def _view(self, plan: BatchPlan, expire: bool, found: Progress | None = None) -> View:
         try:
-            return self._known(plan, expire)
+            return self._known(plan, expire, found)
         except LedgerUnavailable as error:
             # Without the ledger, what Redis holds: ends announced (the buffered rows
             # land later), marks of what was sent. Side effects fail closed at the
@@ -163,39 +172,42 @@ class Advancer:
                 "batch %s: ledger unavailable, going on from Redis: %s", plan.batch.id, error
             )
             now = max(time.time(), plan.deadline) if expire else time.time()
+            held = self.state.known(plan.batch.id, [])
             return View(
-                ends=self.state.ends(plan.batch.id),
-                sent=self.state.sent(plan.batch.id),
-                started=self.state.started(plan.batch.id),
+                ends=held.ends,
+                sent=held.sent,
+                started=held.started,
                 approvals={},
-                cancelled_at=time.time() if self.state.cancelled(plan.batch.id) else None,
+                cancelled_at=time.time() if held.cancelled else None,
                 now=now,
             )
 
-    def _known(self, plan: BatchPlan, expire: bool) -> View:
+    def _known(self, plan: BatchPlan, expire: bool, found: Progress | None) -> View:
+        """The view from one read of the state and one of the ledger (`found`,
+        if the caller has read it already)."""
         batch_id = plan.batch.id
         try:
-            sent, started = self.state.sent(batch_id), self.state.started(batch_id)
-            flagged = self.state.cancelled(batch_id)
+            held: Known | None = self.state.known(batch_id, list(plan.calls))
         except StateUnavailable as error:  # what it held is unknown, the ledger still counts
             log.warning("batch %s: %s", batch_id, error)
-            sent, started, flagged = {}, set(), False
-        row = self.ledger.batch(batch_id)
-        cancelled = row.cancelled_at.timestamp() if row and row.cancelled_at else None
-        if cancelled is None and flagged:
+            held = None
+        found = found or self.ledger.progress(batch_id)
+        cancelled = found.cancelled_at.timestamp() if found.cancelled_at else None
+        if cancelled is None and held is not None and held.cancelled:
             cancelled = self.ledger.mark_cancelled(batch_id, by="flag").timestamp()
         now = max(time.time(), plan.deadline) if expire else time.time()
-        closed = row is not None and row.cancelled_by == CLOSED_BY
+        closed = found.cancelled_by == CLOSED_BY
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
-        ends = {**self._announced(batch_id), **self.ledger.ends(batch_id)}
-        running = self.ledger.claimed(batch_id)  # a redelivered read shows running too
-        claimed = {c: at for c, at in running.items() if self._claims(plan, c)}
+        ends = {**(held.ends if held else {}), **found.ends}
+        running = found.claimed  # a redelivered read shows running too
+        claimed = {c: at for c, at in running.items() if liveness.claims(self.registry, plan, c)}
+        started = held.started if held else set()
         taken = started - claimed.keys() - ends.keys()  # reads and idempotent calls running
-        lost, stalled = self._gone(batch_id, claimed, taken)
+        lost, stalled = liveness.gone(self.state, held, claimed, taken, self.lease_seconds)
         return View(
             ends=ends,
-            sent=sent,
+            sent=held.sent if held else {},
             started=started | set(running),
             approvals=self._answers(plan, now),
             cancelled_at=cancelled,
@@ -205,71 +217,6 @@ class Advancer:
             stalled=stalled,
             resend_after=self.resend_after,
         )
-
-    def _claims(self, plan: BatchPlan, call_id: str) -> bool:
-        """Whether a call of the plan runs only under a claim (a side effect
-        that is not idempotent), so a lost worker's call ends, not runs again."""
-        planned = plan.calls.get(call_id)
-        spec = self.registry.get(planned.tool) if planned is not None else None
-        return spec is not None and spec.risk is not Risk.read and not spec.idempotent
-
-    def _gone(
-        self, batch_id: str, claimed: dict[str, datetime], taken: set[str]
-    ) -> tuple[frozenset[str], frozenset[str]]:
-        """The calls whose worker is gone ("Leases"): claimed ones (lost: they
-        end) and others a worker took (stalled: they run again). A lease ran
-        out; or a claimed call has none, and neither its claim nor the state's
-        last start is a lease's time old (its holder takes the lease right
-        after the claim, and after a restart of the state renews it). With the
-        state away, none."""
-        try:
-            holds = self.state.holds(batch_id, [*claimed, *taken])
-            bare = any(call_id not in holds for call_id in claimed)
-            reset = self.state.reset_at() if bare else 0.0
-        except StateUnavailable:
-            return frozenset(), frozenset()
-        now = time.time()
-
-        def lapsed(call_id: str, since: float) -> bool:
-            if call_id in holds:
-                return holds[call_id] <= now
-            return now - max(since, reset) >= self.lease_seconds
-
-        lost = frozenset(c for c, at in claimed.items() if lapsed(c, at.timestamp()))
-        stalled = frozenset(c for c in taken if c in holds and lapsed(c, now))
-        return lost, stalled
-
-    def _record_kept(self) -> None:
-        """Write the batch records kept while the ledger was away (their
-        submitters may be gone); the ledger's compare-and-set makes a record
-        its submitter wrote meanwhile a no-op (docs/architecture.md, "The
-        ledger")."""
-        try:
-            kept = self.state.kept_records()
-        except StateUnavailable:
-            return
-        for batch_id, text in kept.items():
-            try:
-                BatchRecord.loads(text).write(self.ledger)
-            except LedgerRefused as error:  # it can never land
-                log.error("batch %s: its kept record was refused: %s", batch_id, error)
-            except LedgerUnavailable:
-                return  # still away: the next sweep
-            except (ValueError, KeyError, TypeError) as error:
-                log.error("batch %s: its kept record is unreadable: %s", batch_id, error)
-            self.state.drop_record(batch_id)
-
-    def _lapsed(self) -> set[tuple[str, str]]:
-        try:
-            return self.state.lapsed(time.time())
-        except StateUnavailable:
-            return set()
-
-    def _announced(self, batch_id: str) -> dict[str, ToolResult]:
-        try:
-            return self.state.ends(batch_id)
-        except StateUnavailable:
-            return {}
 
     def _answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
         if not any(call.effect == "ask" for call in plan.calls.values()):
@@ -289,8 +236,9 @@ class Advancer:
             )
         return found
 
-    def _carry_out(self, plan: BatchPlan, steps: Steps) -> bool:
-        """Do `steps`; True if an end was written (another pass may go further)."""
+    def _carry_out(self, plan: BatchPlan, steps: Steps, copy: dict | None = None) -> bool:
+        """Do `steps` (`copy`: the plan's copy, kept with the send marks); True
+        if an end was written (another pass may go further)."""
         ended = False
         for end in steps.ends:
             decision = _decision(end) if end.kind is EventKind.decision else None
@@ -300,7 +248,7 @@ class Advancer:
             ):
                 self.approvals.expire(plan.batch.id, end.result.call_id)
             ended |= self.conclude(plan, end, decision)
-        ended |= self._send(plan, steps.send)
+        ended |= self._send(plan, steps.send, copy)
         ended |= self._resend(plan, steps.resend)
         for call_id in steps.ask:
             self._ask(plan, call_id)
@@ -308,13 +256,17 @@ class Advancer:
             ended |= self._run_approved(plan, call_id)
         return ended
 
-    def _send(self, plan: BatchPlan, groups: list[list[str]]) -> bool:
+    def _send(self, plan: BatchPlan, groups: list[list[str]], copy: dict | None = None) -> bool:
         """Send what may go now; True if a call was ended instead (refused at a limit)."""
+        if copy is not None and plan.policy.get("limits"):  # the copy before any end
+            self.state.keep_plan(plan.batch.id, copy)
+            copy = None
         groups, ended = self.flow.gate(plan, groups, self.conclude)
         batch_id = plan.batch.id
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
         ordered = [group for group in groups if not plan.calls[group[0]].read]
-        marked = self.state.mark_sent(batch_id, reads + [c for g in ordered for c in g])
+        sending = reads + [c for g in ordered for c in g]
+        marked = self.state.mark_sent(batch_id, sending, plan=copy)
         reads = [call_id for call_id in reads if call_id in marked]
         if reads:
             self.queue.post([plan.calls[c].message for c in reads], parallel=True)

@@ -178,7 +178,8 @@ class BatchRun:
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        recording = audit.admissions(admissions, plan=plan.model_dump(mode="json"), columns=columns)
+        body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
+        recording = audit.admissions(admissions, plan=body, columns=columns)
         if recording is Recording.found:
             self.unwatch()
             return False
@@ -188,8 +189,7 @@ class BatchRun:
             self._without_ledger(plan, admissions, audit)
             return True
         try:
-            services.transport.keep_plan(batch.id, plan.model_dump(mode="json"))
-            services.advancer.begin(plan, refusals)
+            services.advancer.begin(plan, refusals, copy=body)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
         return True
@@ -200,8 +200,7 @@ class BatchRun:
         self.deadline = row.deadline_at.timestamp() if row and row.deadline_at else None
         for result in self.services.approvals.ledger.ends(self.batch.id).values():
             self.events.end(result)
-        for row in self.services.approvals.pending(self.batch.id):
-            notice = ApprovalRequested(call_id=row.call_id, tool=row.tool, reason=row.reason)
+        for notice in self._ledger_notices():
             self.events.notice(notice)
 
     def look(self, *, thorough: bool) -> None:
@@ -221,10 +220,12 @@ class BatchRun:
         self._looks += 1
         if self.past_deadline():
             self._past_deadline()  # the sweep's job, unless no worker is alive to do it
-        if self._looks % LEDGER_EVERY == 0:  # an end announced while Redis was away
+        if self._looks % LEDGER_EVERY == 0:  # announced while the channel was away
             for call_id, result in self._ledger_ends().items():
                 if call_id in waiting:
                     self.events.end(result)
+            for notice in self._ledger_notices():
+                self.events.notice(notice)  # dropped if said already or ended
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline + DEADLINE_GRACE
@@ -241,6 +242,15 @@ class BatchRun:
             return self.services.approvals.ledger.ends(self.batch.id)
         except LedgerUnavailable:  # Redis still brings what workers announce
             return {}
+
+    def _ledger_notices(self) -> list[ApprovalRequested]:
+        """The calls the ledger says wait for an answer: their notice is only
+        published, so one sent while this process's channel was down is read here."""
+        try:
+            rows = self.services.approvals.pending(self.batch.id)
+        except LedgerUnavailable:
+            return []
+        return [ApprovalRequested(call_id=r.call_id, tool=r.tool, reason=r.reason) for r in rows]
 
     def _past_deadline(self) -> None:
         try:

@@ -36,6 +36,11 @@ class Standing:
             return None
         return known[1]
 
+    def saw(self, key_id: str) -> None:
+        """The key was just found live (a request authenticated with it)."""
+        with self._lock:
+            self._known[key_id] = (time.monotonic(), True)
+
     def live(self, key_id: str) -> bool:
         """Asks the ledger unless `fresh` knows (blocking: call it off the event loop)."""
         known = self.fresh(key_id)
@@ -62,4 +67,5 @@ def bearer(request: Request) -> Key:
     if key is None:
         raise Unauthorized("the API key is unknown, wrong or revoked")
     request.state.key_name = key.name
+    request.app.state.gateway.standing.saw(key.id)  # a long poll's first look needs no read
     return key

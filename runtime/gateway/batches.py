@@ -5,7 +5,6 @@ client: `Runtime.submit`/`submit_message`, `handle.stream()`, `handle.reply()`."
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -78,8 +77,9 @@ def submit(
         "on_error": submission.on_error,
         "timeout": submission.timeout,
         "rules": submission.rules,
-        # Keys are per gateway key, so two clients' keys never meet in one batch.
-        "key": f"gateway:{key.id}:{idempotency_key or uuid.uuid4().hex}",
+        # Keys are per gateway key, so two clients' keys never meet in one batch;
+        # without one the batch is new, and nothing need be looked up for it.
+        "key": f"gateway:{key.id}:{idempotency_key}" if idempotency_key else None,
         # Conversations too: one key's turns never chain to another key's batches.
         "conversation": submission.conversation and f"gateway:{key.id}:{submission.conversation}",
         "submitter": f"key:{key.name}",

@@ -106,6 +106,8 @@ async def settled(handle: BatchHandle, seconds: float, alive: Alive = _always) -
                 await asyncio.wait_for(ended.wait(), min(RECHECK, until - loop.time()))
             except TimeoutError:
                 pass
+            if handle.done:
+                return
             if not await alive():
                 raise Unauthorized("the API key was revoked while the request waited")
     finally:

@@ -7,6 +7,7 @@ Statements on a connection; callers reach them through `Ledger`'s methods.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +39,33 @@ def claimed(connection: Connection, batch_id: str) -> dict[str, datetime]:
         CALLS.c.batch_id == batch_id, CALLS.c.status == "running"
     )
     return {row.call_id: row.started_at or utc_now() for row in connection.execute(query)}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What moving a batch on reads of the ledger, read in one transaction
+    (one snapshot): its plan (if asked for), its cancel, ends and claims."""
+
+    plan: dict[str, Any] | None  # None: not asked for, or the batch has ended
+    cancelled_at: datetime | None
+    cancelled_by: str | None
+    ends: dict[str, ToolResult]
+    claimed: dict[str, datetime]
+    recorded: bool  # the batch has a row
+
+
+def progress(connection: Connection, batch_id: str, *, with_plan: bool) -> Progress:
+    head = connection.execute(
+        select(BATCHES.c.cancelled_at, BATCHES.c.cancelled_by).where(BATCHES.c.id == batch_id)
+    ).first()
+    return Progress(
+        plan=plan(connection, batch_id) if with_plan else None,
+        cancelled_at=head.cancelled_at if head else None,
+        cancelled_by=head.cancelled_by if head else None,
+        ends=ends(connection, batch_id),
+        claimed=claimed(connection, batch_id),
+        recorded=head is not None,
+    )
 
 
 def needing_attention(

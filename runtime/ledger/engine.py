@@ -27,9 +27,7 @@ def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     several processes can write one file, and its directory is made. The busy
     timeout is one attempt's wait for a lock: a ledger retrying for 5 s must not
     wait 30 s on a file some process keeps locked."""
-    parsed = make_url(url)
-    if parsed.drivername in ("postgres", "postgresql"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    parsed = _parsed(url)
     if parsed.get_backend_name() != "sqlite":
         # A lock wait is bounded like SQLite's busy timeout, and a session a frozen or
         # dead process left inside a transaction is ended by the server, locks and all.
@@ -49,6 +47,25 @@ def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     event.listen(found, "connect", partial(_sqlite_connect, busy_ms=int(busy_seconds * 1000)))
     event.listen(found, "begin", _sqlite_begin)
     return found
+
+
+def load_driver(url: str) -> None:
+    """Import the database's driver (its DBAPI module: sqlite3, psycopg) now.
+    A prefork worker calls this before it forks its pool, so its processes
+    share the driver's pages instead of each importing its own copy when it
+    first builds its engine (docs/architecture.md, "Round trips and memory").
+    A driver that is not installed is left for `engine` to report."""
+    try:
+        _parsed(url).get_dialect().import_dbapi()
+    except ImportError:
+        pass
+
+
+def _parsed(url: str):
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
 
 
 def writer(found: Engine) -> Engine:

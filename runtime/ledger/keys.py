@@ -4,7 +4,12 @@ minting and checking a token is `runtime.gateway.keys`'s job."""
 
 from __future__ import annotations
 
-from sqlalchemy import update
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, update
+from sqlalchemy import select as core_select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import select
@@ -13,12 +18,17 @@ from runtime.errors import ConfigurationError, LedgerRefused
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import ApiKeyRow, BatchOwnerRow, utc_now
 
-OWNERS = BatchOwnerRow.__table__
+KEYS, OWNERS = ApiKeyRow.__table__, BatchOwnerRow.__table__
+
+
+OWNERS_KEPT = 4096  # owner rows this process remembers: written once, they never change
 
 
 class Keys:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self._owners: OrderedDict[str, Any] = OrderedDict()  # batch id -> its owner row
+        self._lock = threading.Lock()
 
     def add(self, row: ApiKeyRow) -> None:
         """Store a new key; a name in use (revoked or not) is refused, so a
@@ -40,7 +50,9 @@ class Keys:
             raise ConfigurationError(f"a key named {row.name!r} exists already")
 
     def get(self, key_id: str) -> ApiKeyRow | None:
-        return self.ledger.transaction(lambda s: s.get(ApiKeyRow, key_id), write=False)
+        """The key's row (its columns, read as one SQL statement: every request
+        of the gateway asks, docs/architecture.md, "Round trips and memory")."""
+        return self._one(KEYS, KEYS.c.id == key_id)
 
     def all(self) -> list[ApiKeyRow]:
         query = select(ApiKeyRow).order_by(ApiKeyRow.created_at)
@@ -66,14 +78,38 @@ class Keys:
             "at": utc_now(),
         }
 
-        def work(connection) -> None:
+        def work(connection) -> bool:
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            connection.execute(make(OWNERS).values(**row).on_conflict_do_nothing())
+            done = connection.execute(make(OWNERS).values(**row).on_conflict_do_nothing())
+            return done.rowcount == 1
 
-        self.ledger.transaction(work, core=True)
+        if self.ledger.transaction(work, core=True):  # this row is the one: the poll that
+            self._remember(batch_id, BatchOwnerRow(**row))  # follows needs no read
 
     def owner(self, batch_id: str) -> BatchOwnerRow | None:
-        return self.ledger.transaction(lambda s: s.get(BatchOwnerRow, batch_id), write=False)
+        """The batch's owner row; one found is remembered (it never changes)."""
+        with self._lock:
+            known = self._owners.get(batch_id)
+        if known is not None:
+            return known
+        found = self._one(OWNERS, OWNERS.c.batch_id == batch_id)
+        if found is not None:
+            self._remember(batch_id, found)
+        return found
+
+    def _remember(self, batch_id: str, row: Any) -> None:
+        with self._lock:
+            self._owners[batch_id] = row
+            while len(self._owners) > OWNERS_KEPT:
+                self._owners.popitem(last=False)
+
+    def _one(self, table: Table, where: ColumnElement[bool]) -> Any:
+        """One row's columns, with attribute access as on the table's model,
+        without an ORM session's bookkeeping; None if there is none."""
+        query = core_select(table).where(where)
+        return self.ledger.transaction(
+            lambda connection: connection.execute(query).first(), write=False, core=True
+        )
 
     def owned(self, key_id: str, batch_ids: list[str]) -> set[str]:
         """Those of `batch_ids` that `key_id` submitted."""

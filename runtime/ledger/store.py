@@ -245,6 +245,11 @@ class Ledger:
         """The batch's plan, or None once it has ended or if it was never recorded."""
         return self._read(batches.plan, batch_id)
 
+    def progress(self, batch_id: str, *, with_plan: bool = False) -> batches.Progress:
+        """The batch's cancel, ends and claims (`with_plan`: and its plan), in
+        one read transaction: what an advance reads (`runtime.batch.advance`)."""
+        return self._read(batches.progress, batch_id, with_plan=with_plan)
+
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         """The results of the batch's calls that have ended, by call id."""
         return self._read(batches.ends, batch_id)

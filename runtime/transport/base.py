@@ -48,6 +48,17 @@ class Look:
     result: ToolResult | None  # a result already published (a redelivered message)
 
 
+@dataclass(frozen=True)
+class Known:
+    """What the state holds of a batch when it is moved on, read at once."""
+
+    sent: dict[str, float]  # call id -> when it was last sent (epoch seconds)
+    started: set[str]  # calls a worker has taken (reads and idempotent calls count here)
+    cancelled: bool  # the batch's cancel flag
+    ends: dict[str, ToolResult]  # the ends announced so far
+    holds: dict[str, float]  # the asked-for calls' leases: until when (epoch seconds)
+
+
 class Queue(Protocol):
     def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
         """Send signed task messages (`parallel`: to the reads queue; `chained`:
@@ -93,9 +104,22 @@ class BatchState(Protocol):
     def unwatch(self, batch_id: str) -> None: ...
 
     # Marks of what was sent and taken.
-    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+    def mark_sent(
+        self,
+        batch_id: str,
+        call_ids: list[str],
+        *,
+        again: bool = False,
+        plan: dict[str, Any] | None = None,
+    ) -> list[str]:
         """Mark calls sent now; the ones this call marked (`again`: all of them),
-        so that two processes moving a batch on never both send a call."""
+        so that two processes moving a batch on never both send a call. With
+        `plan`, keep the batch's plan copy too, in the same step (`keep_plan`)."""
+        ...
+
+    def known(self, batch_id: str, call_ids: list[str]) -> Known:
+        """`sent`, `started`, `cancelled`, `ends` and the `holds` of `call_ids`,
+        read together: what moving the batch on needs of the state."""
         ...
 
     def sent(self, batch_id: str) -> dict[str, float]:

@@ -12,6 +12,7 @@ polls; this does not. Redis's own errors stop here: past this class they are
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ import tenacity
 from runtime.errors import StateUnavailable
 from runtime.transport import tallies
 from runtime.transport.allowances import Allowances
-from runtime.transport.base import Inbox, Look
+from runtime.transport.base import Inbox, Known, Look
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
@@ -87,6 +88,7 @@ class RedisState:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._listener: Listener | None = None
+        self._listening = threading.Lock()
         self._renew = client.register_script(RENEW)
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
@@ -96,8 +98,9 @@ class RedisState:
     @property
     def listener(self) -> Listener:
         """The process's one results subscription, made when a batch is first watched."""
-        if self._listener is None:
-            self._listener = Listener(self.client)
+        with self._listening:  # two first submits at once (the gateway's offload threads)
+            if self._listener is None:
+                self._listener = Listener(self.client)
         return self._listener
 
     @property
@@ -158,19 +161,54 @@ class RedisState:
         self.listener.unwatch(batch_id)
 
     # Marks of what was sent and taken.
-    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
-        if not call_ids:
+    def mark_sent(
+        self,
+        batch_id: str,
+        call_ids: list[str],
+        *,
+        again: bool = False,
+        plan: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """With `plan`, the batch's plan copy is kept in the same round trip
+        (the submit's first send: docs/architecture.md, "Round trips and memory")."""
+        if not call_ids and plan is None:
             return []
         now = str(time.time())
         with (
             reaching(f"batch {batch_id}: cannot mark what was sent"),
             self.client.pipeline(transaction=False) as pipe,
         ):
+            if plan is not None:
+                pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
             for call_id in call_ids:
                 (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
             pipe.expire(sent_key(batch_id), TTL_SECONDS)
-            marked = pipe.execute()[:-1]
+            marked = pipe.execute()[(plan is not None) : -1]
         return [call_id for call_id, new in zip(call_ids, marked, strict=True) if again or new]
+
+    def known(self, batch_id: str, call_ids: list[str]) -> Known:
+        """What an advance reads of the batch, in one pipelined round trip:
+        marks of what was sent and taken, the cancel flag, the ends announced,
+        and the leases of `call_ids`."""
+        with (
+            reaching(f"batch {batch_id}: cannot read what it holds"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            pipe.hgetall(sent_key(batch_id))
+            pipe.hkeys(deliveries_key(batch_id))
+            pipe.exists(cancel_key(batch_id))
+            pipe.hgetall(results_key(batch_id))
+            if call_ids:
+                pipe.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
+            sent, started, cancelled, stored, *held = pipe.execute()
+        holds = zip(call_ids, held[0] if held else [], strict=False)
+        return Known(
+            sent={k.decode(): float(v) for k, v in sent.items()},
+            started={key.decode() for key in started},
+            cancelled=bool(cancelled),
+            ends={k.decode(): ToolResult.model_validate_json(v) for k, v in stored.items()},
+            holds={c: until for c, until in holds if until is not None},
+        )
 
     def sent(self, batch_id: str) -> dict[str, float]:
         with reaching(f"batch {batch_id}: cannot read what was sent"):

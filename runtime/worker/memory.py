@@ -30,7 +30,7 @@ from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
 from runtime.transport import chain
-from runtime.transport.base import Look
+from runtime.transport.base import Known, Look
 from runtime.types import CallMessage, ToolResult
 from runtime.usage.budgets import Counter
 from runtime.worker.sweeper import start_sweeping
@@ -123,11 +123,20 @@ class MemoryTransport:
             self._changed.notify_all()
         self._arrived(batch_id)
 
-    def mark_sent(self, batch_id: str, call_ids: list[str], *, again: bool = False) -> list[str]:
+    def mark_sent(
+        self, batch_id: str, call_ids: list[str], *, again: bool = False, plan: dict | None = None
+    ) -> list[str]:
+        if plan is not None:
+            self.keep_plan(batch_id, plan)
         with self._changed:
             marked = [c for c in call_ids if again or c not in self._sent[batch_id]]
             self._sent[batch_id].update(dict.fromkeys(marked, time.time()))
             return marked
+
+    def known(self, batch_id: str, call_ids: list[str]) -> Known:
+        started, cancelled = self.started(batch_id), self.cancelled(batch_id)
+        holds = self.holds(batch_id, call_ids)
+        return Known(self.sent(batch_id), started, cancelled, self.ends(batch_id), holds)
 
     def sent(self, batch_id: str) -> dict[str, float]:
         return dict(self._sent[batch_id])

@@ -169,6 +169,42 @@ def test_the_copy_of_an_ended_batch_s_plan_goes_too(world):
     assert world.ended(plan.batch.id) and world.transport.plan(plan.batch.id) is None
 
 
+def test_the_submit_keeps_the_plans_copy_with_its_send_marks(world):
+    plan, refusals = world.record(held("h1"), bump("w1"))
+    world.advancer.begin(plan, refusals, copy=plan.model_dump(mode="json"))
+    assert world.transport.plan(plan.batch.id) == plan.model_dump(mode="json")
+    assert set(world.transport.sent(plan.batch.id)) == {"h1"}
+    # One that sends nothing at submit (its call asks first) keeps its copy all the same.
+    asking, refused = world.record(bump("a1"), mode=Mode.default, allow=())
+    world.advancer.begin(asking, refused, copy=asking.model_dump(mode="json"))
+    assert world.transport.plan(asking.batch.id) == asking.model_dump(mode="json")
+    assert world.transport.sent(asking.batch.id) == {}
+    world.held_running(1)
+    release(world.workspace, HELD)
+
+
+def test_an_advance_reads_the_ledger_in_one_transaction_a_pass(world):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    plan, refusals = world.record(held("h1"), held("h2"), bump("w1"))
+    world.advancer.begin(plan, refusals)
+    world.held_running(2)
+    begun: list[object] = []
+
+    def count(connection) -> None:
+        begun.append(connection)
+
+    event.listen(Engine, "begin", count)
+    try:
+        assert world.advancer.advance(plan.batch.id) is False  # nothing to do: one pass
+    finally:
+        event.remove(Engine, "begin", count)
+    assert len(begun) == 1  # plan, cancel, ends and claims together
+    release(world.workspace, HELD)
+    assert world.ends(plan.batch.id, 3) == dict.fromkeys(["h1", "h2", "w1"], Status.ok)
+
+
 def test_a_stage_with_a_running_call_holds_the_next_back(world):
     plan, refusals = world.record(held("h1"), held("h2"), bump("w1"))
     world.advancer.begin(plan, refusals)

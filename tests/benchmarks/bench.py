@@ -15,8 +15,9 @@ limits' checks add per call (`--only F1`, `--only L1`).
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
-(`make bench BENCH_FLAGS="--only P7"`), and `--only P1` the latency of one-call
-batches alone. `--trace` turns OpenTelemetry on in the client and the workers,
+(`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P3`, `P6` and `G1` each
+measure that figure alone, both sides (the machine's load makes them noisy:
+say it next to them). `--trace` turns OpenTelemetry on in the client and the workers,
 exporting to an OTLP/HTTP receiver in this process (tracing's cost:
 `--only P1` with and without it).
 """
@@ -55,6 +56,7 @@ from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 from tests.support import otlp
 
+ALONE_FIGURES = ("P1", "P3", "P6", "G1", "P7", "F1", "L1")  # what `--only` measures without the rest
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -68,7 +70,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "p4_steps": (20, 5, "P4: ordered no-op writes in the batch"),
     "p5_calls": (64, 16, "P5: sleeping reads in the batch (more than one worker's slots)"),
     "p5_sleep": (0.1, 0.05, "P5: seconds each read sleeps"),
-    "p6_calls": (10_000, 200, "P6: calls each reads worker has run when its peak RSS is read"),
+    "p6_calls": (10_000, 200, "P6: calls each reads worker has run when its PSS is read"),
     "g1_samples": (100, 5, "G1: one-call batches over HTTP per repetition"),
     "g2_calls": (1000, 40, "G2: no-op reads through the gateway per repetition"),
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
@@ -89,7 +91,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out-dir", type=Path, help="where the JSON goes (default .toolrun)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's home (logs, ledger)")
     parser.add_argument(
-        "--only", choices=["P1", "P7", "F1", "L1"], help="measure this figure alone"
+        "--only", choices=ALONE_FIGURES, help="measure this figure alone (with its baseline)"
     )
     parser.add_argument(
         "--broker",
@@ -142,21 +144,12 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         broker(options.broker) as broker_url,
         harness(home, slots, console, otel.env, broker_url) as bench,
     ):
-        if options.only == "P7":
-            return open_batches.figures(options, bench, console), _meta(options, bench, otel)
-        if options.only == "F1":
-            return [limits.f1(options, bench, console)], _meta(options, bench, otel)
-        if options.only == "L1":
-            return limits.l1(options, bench, console), _meta(options, bench, otel)
-        if options.only == "P1":
-            meter = cpu.Meter(bench.processes())
-            found = compare.p1(options, bench.sides, console, meter)
-            found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()
-            return found, _meta(options, bench, otel)
+        if options.only:
+            return alone(options, bench, console), _meta(options, bench, otel)
         found = compare.measure(options, bench.sides, console, bench.processes())
         if options.broker:  # the broker's own figures: P1 to P4
             return found, _meta(options, bench, otel)
-        found.append(compare.peak_rss(options, bench, console))
+        found.append(compare.memory(options, bench, console))
         console.log("P5: two reads workers over one")
         found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))
         console.log(f"R1: a 32 KiB result redacted {options.r1_samples} times x {options.repeats}")
@@ -165,6 +158,28 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found += open_batches.figures(options, bench, console)
         found += [limits.f1(options, bench, console), *limits.l1(options, bench, console)]
         return found, _meta(options, bench, otel)
+
+
+def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
+    """`--only`: one figure without the rest of the suite (its CPU per call
+    where the full run measures it)."""
+    if options.only == "P7":
+        return open_batches.figures(options, bench, console)
+    if options.only == "F1":
+        return [limits.f1(options, bench, console)]
+    if options.only == "L1":
+        return limits.l1(options, bench, console)
+    if options.only == "P6":
+        return [compare.memory(options, bench, console)]
+    if options.only == "G1":
+        return gateway.measure(options, bench, console, only_g1=True)
+    meter = cpu.Meter(bench.processes())
+    if options.only == "P3":
+        found = [compare.p3(options, bench.sides, console, meter)]
+    else:
+        found = compare.p1(options, bench.sides, console, meter)
+    found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()
+    return found
 
 
 @contextmanager

@@ -62,25 +62,7 @@ def measure(
         [ms(v) for v in theirs],
         note="baseline: group(...).apply_async().get(), which polls every 0.5 s",
     )
-    console.log(f"P3: {o.p3_calls} no-op reads in batches of {o.p3_batch} x {o.p3_repeats}")
-    sizes = (o.p3_calls, o.p3_batch, o.p3_window)
-    ours, theirs = repeated(
-        lambda: figures.p3_toolrun(sides, *sizes),
-        lambda: figures.p3_baseline(sides, *sizes),
-        o.p3_repeats,
-        meters.get("P3"),
-        figures.batches(o.p3_calls, o.p3_batch) * o.p3_batch,
-    )
-    throughput = Figure(
-        "P3",
-        f"no-op reads, batches of {o.p3_batch}",
-        "calls/s",
-        Target("ratio", ">=", 0.8),
-        ours,
-        theirs,
-        note=f"{o.p3_window} batches in flight from one thread; "
-        "baseline: a group per batch, .get()",
-    )
+    throughput = p3(options, sides, console, meters.get("P3"))
     console.log(f"P4: {o.p4_steps} ordered no-op writes x {n}")
     ours, theirs = repeated(
         lambda: figures.p4_toolrun(sides, o.p4_steps),
@@ -143,27 +125,57 @@ def p1(
     return latency
 
 
-def peak_rss(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:
-    """Top each side's reads worker up to `p6_calls` calls, then read its VmHWM."""
-    console.log(f"P6: peak RSS of the reads workers after {options.p6_calls} calls")
+def p3(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    console: Console,
+    meter: cpu.Meter | None = None,
+) -> Figure:
+    """P3: the throughput of no-op reads in batches (`--only P3` measures it alone)."""
+    o = options
+    console.log(f"P3: {o.p3_calls} no-op reads in batches of {o.p3_batch} x {o.p3_repeats}")
+    sizes = (o.p3_calls, o.p3_batch, o.p3_window)
+    ours, theirs = repeated(
+        lambda: figures.p3_toolrun(sides, *sizes),
+        lambda: figures.p3_baseline(sides, *sizes),
+        o.p3_repeats,
+        meter,
+        figures.batches(o.p3_calls, o.p3_batch) * o.p3_batch,
+    )
+    return Figure(
+        "P3",
+        f"no-op reads, batches of {o.p3_batch}",
+        "calls/s",
+        Target("ratio", ">=", 0.8),
+        ours,
+        theirs,
+        note=f"{o.p3_window} batches in flight from one thread; "
+        "baseline: a group per batch, .get()",
+    )
+
+
+def memory(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:
+    """P6: top each side's reads worker up to `p6_calls` calls, then read the
+    PSS of the worker and its pool (`--only P6` measures it alone)."""
+    console.log(f"P6: PSS of the reads workers after {options.p6_calls} calls")
     sides = bench.sides
     for side, pump in (("toolrun", figures.p3_toolrun), ("baseline", figures.p3_baseline)):
         left = options.p6_calls - sides.reads_sent[side]
         if left > 0:
             pump(sides, left, options.p3_batch, options.p3_window)
     mib = {
-        side: round(figures.peak_rss_kib(bench.worker_pid(side, "reads")) / 1024, 1)
+        side: round(figures.pss_kib(bench.worker_pid(side, "reads")) / 1024, 1)
         for side in ("toolrun", "baseline")
     }
     return Figure(
         "P6",
-        f"reads worker peak RSS after {options.p6_calls:,} calls",
+        f"reads worker PSS after {options.p6_calls:,} calls",
         "MiB",
         Target("ratio", "<=", 1.3),
         [mib["toolrun"]],
         [mib["baseline"]],
-        note="VmHWM of the worker process and its children, read once at the end "
-        "(a high-water mark: one reading, not a median)",
+        note="PSS (smaps_rollup) of the worker process and its prefork pool, both sides "
+        "with the same concurrency, read once at the end (one reading, not a median)",
         extra={"calls": dict(sides.reads_sent)},
     )
 

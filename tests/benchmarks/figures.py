@@ -165,18 +165,20 @@ def p5_baseline(sides: Sides, calls: int, seconds: float) -> float:
     return calls / p2_baseline(sides, calls, seconds)
 
 
-# P6: peak RSS of a worker process and its children (KiB), from /proc.
+# P6: memory of a worker process and its pool, as the pages are shared (KiB), from /proc.
 
 
-def peak_rss_kib(pid: int) -> int:
-    """The sum of VmHWM (peak resident set) over `pid` and its descendants."""
+def pss_kib(pid: int) -> int:
+    """The sum of Pss (each shared page divided among the processes mapping it)
+    over `pid` and its descendants, from smaps_rollup: a prefork pool's pages
+    shared with its parent count once, as the machine pays for them."""
     total = 0
     for proc in cpu.process_tree(pid):
         try:
-            status = (proc / "status").read_text()
+            rollup = (proc / "smaps_rollup").read_text()
         except OSError:
             continue
         total += next(
-            (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0
+            (int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0
         )
     return total

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from redis.connection import AbstractConnection
 from rich.console import Console
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -222,15 +223,25 @@ def sql_client(bench: Harness, name: str) -> str:
 
 
 class _sql_counted:
-    """Count this process's SQL statements (by verb), commits and pool checkouts."""
+    """Count this process's SQL statements (by verb; BEGIN: transactions) and
+    commits, and its Redis round trips (a pipeline is one: `redis` in the counter)."""
 
     def __enter__(self) -> Counter:
         self.counter: Counter = Counter()
         event.listen(Engine, "before_cursor_execute", self._statement)
         event.listen(Engine, "commit", self._commit)
+        self._send = AbstractConnection.send_packed_command
+        counter, send = self.counter, self._send
+
+        def counted(connection, command, check_health=True):
+            counter["redis"] += 1
+            return send(connection, command, check_health)
+
+        AbstractConnection.send_packed_command = counted
         return self.counter
 
     def __exit__(self, *_: object) -> None:
+        AbstractConnection.send_packed_command = self._send
         event.remove(Engine, "before_cursor_execute", self._statement)
         event.remove(Engine, "commit", self._commit)
 
@@ -250,12 +261,18 @@ def worker_body(bench: Harness, calls: int, out: Path) -> str:
     task, inbox = _task_module(bench), queue.Queue()
     app = bench.runtime.app
     app.send_task = lambda name, args=None, **options: inbox.put(args[0])
-    kinds = {"reads": (NOOP, 1, None), "effects": (WRITE, 20, figures.WRITES)}
+    kinds = {
+        "reads": ([NOOP], None),
+        "effects": ([WRITE] * 20, figures.WRITES),
+        "staged": ([NOOP, WRITE, NOOP], figures.WRITES),  # three stages: two boundaries
+    }
     text = "# the worker's task body in this process, Celery taken out, per call\n"
+    text += "# (redis: round trips of client and worker body; BEGIN: ledger transactions)\n"
     try:
-        for label, (tool, size, rules) in kinds.items():
+        for label, (tools, rules) in kinds.items():
+            size = len(tools)
             batches = max(1, calls // size)
-            drive = functools.partial(_drive, bench, task, inbox, tool, size, rules)
+            drive = functools.partial(_drive, bench, task, inbox, tools, rules)
             drive(3)
             with _sql_counted() as counted:
                 started = time.perf_counter()
@@ -275,10 +292,12 @@ def worker_body(bench: Harness, calls: int, out: Path) -> str:
     return text + "\n"
 
 
-def _drive(bench, task, inbox: queue.Queue, tool: str, size: int, rules, count: int) -> None:
-    """`count` batches, each call's message run here as the worker would run it."""
+def _drive(bench, task, inbox: queue.Queue, tools: list[str], rules, count: int) -> None:
+    """`count` batches of `tools`' calls, each call's message run here as the
+    worker would run it."""
+    calls = [{"id": f"c{i}", "name": tool, "arguments": {}} for i, tool in enumerate(tools)]
     for _ in range(count):
-        handle = figures.submit(bench.sides, figures.make_calls(tool, size), rules=rules)
+        handle = figures.submit(bench.sides, calls, rules=rules)
         while not handle.done:
             try:
                 task.execute_call.run(inbox.get(timeout=0.001))

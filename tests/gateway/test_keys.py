@@ -81,3 +81,13 @@ def test_a_batch_keeps_its_first_owner(keys):
     assert keys.owner("b1").key_name == "alice"
     assert keys.owned("k1", ["b1", "b2"]) == {"b1"}
     assert keys.owner("b2") is None
+
+
+def test_a_batch_has_one_owner_whichever_process_reads_it(keys):
+    keys.own("b-1", key_id="k1", key_name="alice", format="anthropic")
+    keys.own("b-1", key_id="k2", key_name="bob", format=None)  # the first record stands
+    again = Keys(keys.ledger)  # another process: reads the ledger
+    for reader in (keys, again, again):
+        found = reader.owner("b-1")
+        assert (found.key_id, found.key_name, found.format) == ("k1", "alice", "anthropic")
+    assert keys.owner("b-2") is None and again.owner("b-2") is None

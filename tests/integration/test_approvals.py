@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -273,3 +274,45 @@ def test_closing_the_runtime_ends_its_pending_batches_without_a_traceback(
     assert [line.split()[:2] for line in lines] == [["w1", "cancelled"], ["w2", "cancelled"]]
     assert "the runtime was closed" in lines[0]
     assert marks(workspace, "bumps") == []
+
+
+def test_a_notice_published_while_the_clients_channel_is_down_still_reaches_it(
+    runtime, stack, workspace, request
+):
+    """A notice is only published (not kept in Redis): one sent while the
+    client's results channel was down comes from the ledger's pending approvals
+    on a later look, so the stream still shows it and the batch can go on."""
+    request.addfinalizer(lambda: release(workspace, "first"))
+    handle = runtime.submit(
+        [call("h", "held_write", label="first"), call("w1", "bump", label="asked")],
+        mode="default",
+        workspace=workspace,
+        rules={"allow": ["held_write"]},
+        timeout=120,
+    )
+    held_running(workspace, 1)
+    state = redis.Redis.from_url(stack.redis_url)
+    stop, killed = threading.Event(), []
+
+    def keep_channels_down() -> None:  # every subscriber, as often as it comes back
+        while not stop.is_set():
+            killed.append(state.client_kill_filter(_type="pubsub"))
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=keep_channels_down, daemon=True)
+    killer.start()
+    try:
+        release(workspace, "first")
+        deadline = time.monotonic() + 60
+        while not runtime.approvals.pending(handle.batch_id):  # asked, notice published
+            assert time.monotonic() < deadline, "w1 was never asked"
+            time.sleep(0.05)
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        killer.join()
+        state.close()
+    assert sum(killed) > 0
+    wait_for_notice(handle.stream(timeout=60), "w1")
+    assert handle.approve("w1", by="bob")
+    assert [r.status for r in handle.results(timeout=90)] == [Status.ok, Status.ok]

@@ -467,3 +467,32 @@ def test_a_batch_ends_at_the_time_of_its_last_end(ledger):
     last = max(ledger.transaction(lambda session: list(session.exec(query).all()), write=False))
     ledger.mark_ended(batch.id)
     assert ledger.batch(batch.id).ended_at == last
+
+
+def test_progress_reads_plan_cancel_ends_and_claims_in_one_transaction(ledger):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    batch = _batch("a", "b", "c")
+    ledger.record_batch(batch, plan={"stages": ["whole"]})
+    assert ledger.claim(batch.id, "b", worker="w1").start == "run"
+    ledger.record_result(batch.id, _result("a"))
+    ledger.mark_cancelled(batch.id, by="ops")
+    begun: list[object] = []
+
+    def count(connection) -> None:
+        begun.append(connection)
+
+    event.listen(Engine, "begin", count)
+    try:
+        found = ledger.progress(batch.id, with_plan=True)
+    finally:
+        event.remove(Engine, "begin", count)
+    assert len(begun) == 1
+    assert found.plan == {"stages": ["whole"]} and found.recorded
+    assert found.cancelled_by == "ops" and found.cancelled_at.tzinfo is not None
+    assert found.ends == {"a": _result("a")}
+    assert set(found.claimed) == {"b"}
+    assert ledger.progress(batch.id).plan is None  # not asked for
+    nothing = ledger.progress("no-such-batch", with_plan=True)
+    assert (nothing.plan, nothing.recorded, nothing.ends, nothing.claimed) == (None, False, {}, {})

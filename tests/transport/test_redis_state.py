@@ -6,6 +6,7 @@ from the append-only file, which may miss the last writes). Real redis-server.""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import redis
@@ -37,3 +38,72 @@ def test_an_empty_start_and_another_server_each_count_as_lost_once(tmp_path):
         assert not state.lost("me")
     finally:
         stop_process(pid, needles=redis_needles(url))
+
+
+class Counting(redis.Connection):
+    """A real connection that counts its round trips (a pipeline is one)."""
+
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):
+        Counting.sends += 1
+        return super().send_packed_command(command, check_health)
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    settings = Settings(home=tmp_path_factory.mktemp("redis-state"))
+    url, pid = start_redis(settings)
+    pool = redis.ConnectionPool.from_url(url, connection_class=Counting)
+    found = RedisState(redis.Redis(connection_pool=pool))
+    found.client.ping()
+    try:
+        yield found
+    finally:
+        found.close()
+        stop_process(pid, needles=redis_needles(url))
+
+
+def round_trips(work) -> tuple[object, int]:
+    before = Counting.sends
+    done = work()
+    return done, Counting.sends - before
+
+
+def test_the_submits_plan_copy_goes_with_its_send_marks_in_one_round_trip(state):
+    plan = {"batch": {"id": "rs-submit"}, "stages": []}
+    marked, trips = round_trips(lambda: state.mark_sent("rs-submit", ["c1", "c2"], plan=plan))
+    assert (marked, trips) == (["c1", "c2"], 1)
+    assert state.plan("rs-submit") == plan
+    assert set(state.sent("rs-submit")) == {"c1", "c2"}
+    assert state.mark_sent("rs-submit", ["c1", "c3"]) == ["c3"]  # marked once only
+    marked, trips = round_trips(lambda: state.mark_sent("rs-plan-only", [], plan=plan))
+    assert (marked, trips, state.plan("rs-plan-only")) == ([], 1, plan)
+
+
+def test_what_an_advance_reads_of_the_state_comes_in_one_round_trip(state):
+    from runtime.results import formatter
+
+    batch = "rs-known"
+    state.mark_sent(batch, ["c1", "c2", "c3"])
+    state.look(batch, "c1", hold=60)  # c1 taken, its lease held
+    state.look(batch, "c2")  # c2 taken, no lease
+    ended = formatter.success("c2", "nap", "slept", max_bytes=1024)
+    state.publish(batch, ended, reply_to=None)
+    state.cancel(batch, by="ops")
+    known, trips = round_trips(lambda: state.known(batch, ["c1", "c2", "c3"]))
+    assert trips == 1
+    assert set(known.sent) == {"c1", "c2", "c3"}
+    assert known.started == {"c1", "c2"}
+    assert known.cancelled
+    assert known.ends == {"c2": ended}
+    assert set(known.holds) == {"c1"} and known.holds["c1"] > time.time() + 30
+    nothing, trips = round_trips(lambda: state.known("rs-none", []))
+    assert trips == 1
+    assert (nothing.sent, nothing.started, nothing.cancelled, nothing.ends, nothing.holds) == (
+        {},
+        set(),
+        False,
+        {},
+        {},
+    )

@@ -1,0 +1,89 @@
+"""Whether the workers of a batch's calls are alive, as the advancer judges it
+from leases (docs/architecture.md, "Leases"), and the batch records kept
+while the ledger was away. Helpers of `runtime.batch.advance`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+
+from runtime.batch.plan import BatchPlan
+from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
+from runtime.ledger.batch_record import BatchRecord
+from runtime.ledger.store import Ledger
+from runtime.registry.capabilities import Registry
+from runtime.transport.base import BatchState, Known
+from runtime.types import Risk
+
+log = logging.getLogger("toolrun.batch")
+
+
+def claims(registry: Registry, plan: BatchPlan, call_id: str) -> bool:
+    """Whether a call of the plan runs only under a claim (a side effect
+    that is not idempotent), so a lost worker's call ends, not runs again."""
+    planned = plan.calls.get(call_id)
+    spec = registry.get(planned.tool) if planned is not None else None
+    return spec is not None and spec.risk is not Risk.read and not spec.idempotent
+
+
+def gone(
+    state: BatchState,
+    held: Known | None,
+    claimed: dict[str, datetime],
+    taken: set[str],
+    lease_seconds: float,
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The calls whose worker is gone: claimed ones (lost: they end) and
+    others a worker took (stalled: they run again). A lease ran out (`held`:
+    the leases the state holds); or a claimed call has none, and neither its
+    claim nor the state's last start is a lease's time old (its holder takes
+    the lease right after the claim, and after a restart of the state renews
+    it). With the state away (`held` None), none."""
+    if held is None:
+        return frozenset(), frozenset()
+    holds = held.holds
+    try:
+        bare = any(call_id not in holds for call_id in claimed)
+        reset = state.reset_at() if bare else 0.0
+    except StateUnavailable:
+        return frozenset(), frozenset()
+    now = time.time()
+
+    def lapsed(call_id: str, since: float) -> bool:
+        if call_id in holds:
+            return holds[call_id] <= now
+        return now - max(since, reset) >= lease_seconds
+
+    lost = frozenset(c for c, at in claimed.items() if lapsed(c, at.timestamp()))
+    stalled = frozenset(c for c in taken if c in holds and lapsed(c, now))
+    return lost, stalled
+
+
+def lapsed(state: BatchState) -> set[tuple[str, str]]:
+    """(batch id, call id) of every lease run out now; none with the state away."""
+    try:
+        return state.lapsed(time.time())
+    except StateUnavailable:
+        return set()
+
+
+def record_kept(state: BatchState, ledger: Ledger) -> None:
+    """Write the batch records kept while the ledger was away (their
+    submitters may be gone); the ledger's compare-and-set makes a record
+    its submitter wrote meanwhile a no-op (docs/architecture.md, "The
+    ledger")."""
+    try:
+        kept = state.kept_records()
+    except StateUnavailable:
+        return
+    for batch_id, text in kept.items():
+        try:
+            BatchRecord.loads(text).write(ledger)
+        except LedgerRefused as error:  # it can never land
+            log.error("batch %s: its kept record was refused: %s", batch_id, error)
+        except LedgerUnavailable:
+            return  # still away: the next sweep
+        except (ValueError, KeyError, TypeError) as error:
+            log.error("batch %s: its kept record is unreadable: %s", batch_id, error)
+        state.drop_record(batch_id)
