@@ -56,7 +56,8 @@ from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 from tests.support import otlp
 
-ALONE_FIGURES = ("P1", "P3", "P6", "G1", "P7", "F1", "L1")  # what `--only` measures without the rest
+# What `--only` measures without the rest.
+ALONE_FIGURES = ("P1", "P3", "P6", "G1", "P7", "F1", "L1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
