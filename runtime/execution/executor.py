@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.execution import allowance
+from runtime.execution import allowance, throttling, time_limits
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
@@ -87,6 +87,11 @@ def execute(
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
         (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
+    if isinstance(admission, Admitted):  # its rates' hits and caps' slots ("Flow control")
+        lease = time_limits.hard_limit(message.tool, registry, settings) + settings.lease_seconds
+        admission = throttling.check(admission, message, state, lease=lease)
+    if isinstance(admission, throttling.Delayed):
+        return Outcome(admission.result, False)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
     claimed = admission.spec.risk is not Risk.read and not admission.spec.idempotent
