@@ -9,6 +9,7 @@ Redis or the ledger: the names that need them load on first use.
 from importlib import import_module
 
 from runtime.errors import (
+    BatchTooLarge,
     ConfigurationError,
     InvalidBatch,
     KeyConflict,
@@ -19,6 +20,7 @@ from runtime.errors import (
     StateUnavailable,
     ToolError,
     ToolrunError,
+    TooManyOpenBatches,
     UnsupportedArgument,
 )
 from runtime.registry.capabilities import (
@@ -81,6 +83,8 @@ __all__ = [
     "ConfigurationError",
     "ErrorInfo",
     "InvalidBatch",
+    "BatchTooLarge",
+    "TooManyOpenBatches",
     "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",

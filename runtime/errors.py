@@ -87,6 +87,16 @@ class KeyConflict(InvalidBatch):
         self.differs = differs
 
 
+class BatchTooLarge(InvalidBatch):
+    """More calls than the policy's `limits.size.calls_per_batch` allows:
+    refused before anything of the batch is written (the gateway's 413)."""
+
+
+class TooManyOpenBatches(InvalidBatch):
+    """The submitter has as many open batches as the policy's
+    `limits.size.open_batches_per_key` allows (the gateway's 429)."""
+
+
 class CallTimedOut(BaseException):
     """Raised inside a tool's thread once its call has timed out, so a tool still
     running Python code stops instead of holding a core or a slot for nothing.

@@ -52,6 +52,11 @@ class Status(StrEnum):
     # A budget of the policy's `limits.budget` would be passed: the call did not
     # run (docs/architecture.md, "Usage and budgets").
     over_budget = "over_budget"
+    # A rate limit or concurrency cap of the policy's `limits` whose
+    # `on_limit` is "refuse": the call did not run; its content says when to
+    # try again (docs/architecture.md, "Flow control").
+    rate_limited = "rate_limited"
+    concurrency_limited = "concurrency_limited"
 
 
 OnError = Literal["stop", "continue"]

@@ -18,6 +18,8 @@ EXPORTED = [
     "ConfigurationError",
     "ErrorInfo",
     "InvalidBatch",
+    "BatchTooLarge",
+    "TooManyOpenBatches",
     "KeyConflict",
     "LedgerRefused",
     "LedgerUnavailable",

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from runtime.batch import liveness
+from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
 from runtime.batch.signer import Signer
@@ -56,6 +57,7 @@ class Advancer:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
         self.lease_seconds, self.resend_after = lease_seconds, resend_after
+        self.flow = Flow(state=state, queue=queue, registry=registry)  # "Flow control"
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
@@ -133,7 +135,7 @@ class Advancer:
         )
         lapsed = liveness.lapsed(self.state)
         found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
-        found |= {batch_id for batch_id, _ in lapsed}
+        found |= {batch_id for batch_id, _ in lapsed} | self.flow.due()
         for batch_id in sorted(found):
             try:
                 self.advance(batch_id)
@@ -246,7 +248,7 @@ class Advancer:
             ):
                 self.approvals.expire(plan.batch.id, end.result.call_id)
             ended |= self.conclude(plan, end, decision)
-        self._send(plan, steps.send, copy)
+        ended |= self._send(plan, steps.send, copy)
         ended |= self._resend(plan, steps.resend)
         for call_id in steps.ask:
             self._ask(plan, call_id)
@@ -254,7 +256,12 @@ class Advancer:
             ended |= self._run_approved(plan, call_id)
         return ended
 
-    def _send(self, plan: BatchPlan, groups: list[list[str]], copy: dict | None = None) -> None:
+    def _send(self, plan: BatchPlan, groups: list[list[str]], copy: dict | None = None) -> bool:
+        """Send what may go now; True if a call was ended instead (refused at a limit)."""
+        if copy is not None and plan.policy.get("limits"):  # the copy before any end
+            self.state.keep_plan(plan.batch.id, copy)
+            copy = None
+        groups, ended = self.flow.gate(plan, groups, self.conclude)
         batch_id = plan.batch.id
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
         ordered = [group for group in groups if not plan.calls[group[0]].read]
@@ -268,6 +275,7 @@ class Advancer:
                 self.queue.post(
                     [plan.calls[c].message for c in group], parallel=False, chained=len(group) > 1
                 )
+        return ended
 
     def _resend(self, plan: BatchPlan, call_ids: list[str]) -> bool:
         """Calls sent a while ago that no worker took: their message was lost.

@@ -34,7 +34,7 @@ from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable, TooManyOpenBatches
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
@@ -182,9 +182,11 @@ class Runtime:
         model_usage: dict[str, Any] | None = None,
     ) -> BatchHandle:
         batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
+        self._check_size(batch)
         _check_name("conversation", conversation)
         _check_name("submitter", submitter)
         submitter = submitter or _principal()
+        self._check_open(submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
@@ -210,6 +212,26 @@ class Runtime:
             return self.attach(batch.id)
         self.follower.follow(run)
         return BatchHandle(run)
+
+    def _check_size(self, batch: Batch) -> None:
+        """The policy's size cap, before anything of the batch is written
+        (docs/architecture.md, "Flow control")."""
+        cap = self.policies.limits.calls_per_batch
+        if len(batch.calls) > cap:
+            raise BatchTooLarge(
+                f"the batch has {len(batch.calls)} calls and the policy allows {cap} per batch "
+                "(limits.size.calls_per_batch); submit them in batches of at most that many"
+            )
+
+    def _check_open(self, submitter: str) -> None:
+        """The policy's cap on a submitter's open batches, if it sets one."""
+        size = self.policies.limits.size
+        cap = size.open_batches_per_key if size else None
+        if cap is not None and self.ledger.open_batches(submitter) >= cap:
+            raise TooManyOpenBatches(
+                f"{submitter} has {cap} batches open, as many as the policy allows "
+                "(limits.size.open_batches_per_key); wait for one to end, or cancel one"
+            )
 
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the

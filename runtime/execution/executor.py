@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.execution import allowance
+from runtime.execution import allowance, throttling, time_limits
 from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
@@ -96,6 +96,12 @@ def execute(
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
         (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
+    if isinstance(admission, Admitted):  # its rates' hits and caps' slots ("Flow control")
+        lease = time_limits.hard_limit(message.tool, registry, settings) + settings.lease_seconds
+        admission = throttling.check(admission, message, state, lease=lease)
+    if isinstance(admission, throttling.Delayed):
+        settle(previous, ledger)
+        return Outcome(admission.result, False)
     claimed = isinstance(admission, Admitted) and _claims(admission)
     if not claimed:  # only a claim writes it with this call's first row
         settle(previous, ledger)

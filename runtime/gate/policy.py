@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigurationError
+from runtime.gate import limits as flow_limits
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
 from runtime.gate.rules import Level, Rule, parse
@@ -60,15 +61,20 @@ class Policy:
     # Budgets and prices (runtime/usage/budgets.py, `Spending.snapshot`), and
     # the submitter they are counted for; None: the policy has none.
     spending: dict[str, Any] | None = None
+    # Rates, concurrency caps and fair share (runtime/gate/limits.py,
+    # `Limits.snapshot`) and the submitter they count for; None: none.
+    limits: dict[str, Any] | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The policy as JSON, carried (signed) in every task message so the
         worker checks against exactly what the batch was submitted under."""
         internal = {"internal_hosts": list(self.internal_hosts)} if self.internal_hosts else {}
         usage = {"usage": self.spending} if self.spending else {}
+        flow = {"limits": self.limits} if self.limits else {}
         return {
             **internal,
             **usage,
+            **flow,
             "rules": [
                 {
                     "text": r.text,
@@ -85,10 +91,10 @@ class Policy:
         }
 
     def counted_for(self, principal: str) -> Policy:
-        """The policy with the submitter its budgets are counted for."""
-        if not self.spending:
-            return self
-        return replace(self, spending={**self.spending, "principal": principal})
+        """The policy with the submitter its budgets and limits are counted for."""
+        spending = self.spending and {**self.spending, "principal": principal}
+        limits = self.limits and {**self.limits, "principal": principal}
+        return replace(self, spending=spending, limits=limits)
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any]) -> Policy:
@@ -106,6 +112,7 @@ class Policy:
             data["version"],
             internal,
             data.get("usage"),
+            data.get("limits"),
         )
 
 
@@ -116,6 +123,8 @@ class PolicySources:
     def __init__(self, settings: Settings) -> None:
         self.org = _read(settings.policy_file, Level.org, required=True)
         self.user = _read(settings.user_settings_file, Level.user, required=False)
+        # What the submitter checks before anything else: the org's and user's sizes.
+        self.limits = _limits(self.org, self.user)
 
     def rules(self) -> list[Rule]:
         """The org and user files' rules, known from startup."""
@@ -137,6 +146,8 @@ class PolicySources:
         roots = self.org.get("workspace_roots")
         internal = tuple(self.org.get("internal_hosts", ()))
         spending = _spending(self.org, project, self.user)
+        flow = _limits(self.org, project, self.user)
+        limits = flow.snapshot() if flow else None
         body = {
             "rules": [r.as_dict() for r in rules],
             "trusted": trusted,
@@ -144,6 +155,7 @@ class PolicySources:
             "workspace": str(workspace),
             **({"internal_hosts": list(internal)} if internal else {}),  # older versions stay
             **({"usage": spending} if spending else {}),
+            **({"limits": limits} if limits else {}),
         }
         version = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         return Policy(
@@ -154,6 +166,7 @@ class PolicySources:
             version,
             internal,
             spending,
+            limits,
         )
 
 
@@ -193,6 +206,7 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
         except ValueError as error:
             raise ConfigurationError(f"{path}: {error}") from None
     reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
+    flow_limits.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
     return data
 
@@ -205,6 +219,15 @@ def _spending(*files: dict[str, Any]) -> dict[str, Any] | None:
     prices = reading.read_prices(files[0], files[0].get("_source", "org"))
     spending = spend.Spending(budgets, prices)
     return spending.snapshot() if spending else None
+
+
+def _limits(org: dict[str, Any], *others: dict[str, Any]) -> flow_limits.Limits:
+    """The org file's limits, tightened by the other files'."""
+
+    def of(data: dict[str, Any], org: bool) -> flow_limits.Limits:
+        return flow_limits.read(data, data.get("_source", "settings"), org=org)
+
+    return flow_limits.merged(of(org, True), *(of(d, False) for d in others))
 
 
 def _rules(data: dict[str, Any], level: Level) -> list[Rule]:

@@ -19,6 +19,7 @@ from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.cursors import Cursors
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
+from runtime.gateway.waits import Waits
 from runtime.ledger.keys import Keys
 from runtime.redaction import Redactor, redactor_for
 from runtime.settings import Settings, get_settings
@@ -44,6 +45,7 @@ class Gateway:
     org_allows: list[str]  # what a submitter key's batch rules may allow
     standing: Standing  # whether the key of an open stream or poll is still live
     cursors: Cursors  # this process's logs of its streams, for short event ids
+    waits: Waits  # the streams and long polls each key holds open ("Flow control")
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
@@ -60,6 +62,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         org_allows=list(org.get("allow", [])),
         standing=Standing(keys),
         cursors=Cursors(),
+        waits=Waits(runtime.policies.limits.size and runtime.policies.limits.size.waits_per_key),
     )
 
     @asynccontextmanager

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sse_starlette import EventSourceResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from runtime import adapters, transcript
@@ -119,7 +120,8 @@ async def state(
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
     gateway = request.app.state.gateway
     seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
-    await events.settled(seen.handle, wait, _alive(gateway, key))
+    with gateway.waits.holding(key, wait):
+        await events.settled(seen.handle, wait, _alive(gateway, key))
     finals, waiting = seen.handle.so_far()
     batch = seen.handle.batch
     return {
@@ -156,6 +158,7 @@ async def stream(
     gateway = request.app.state.gateway
     sent = gateway.cursors.parse(last_event_id)
     seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    release = gateway.waits.take(key)  # a 429 past the key's cap, before the stream starts
 
     async def counted():
         gateway.metrics.streams.inc()
@@ -170,8 +173,12 @@ async def stream(
                 yield event
         finally:
             gateway.metrics.streams.dec()
+            release()
 
-    return EventSourceResponse(counted(), ping=15, sep="\n")  # plain LF: the simplest parsers cope
+    # A stream that never started (its client gone at once) is released after the response.
+    return EventSourceResponse(
+        counted(), ping=15, sep="\n", background=BackgroundTask(release)
+    )  # plain LF: the simplest parsers cope  # plain LF: the simplest parsers cope
 
 
 @router.get("/{batch_id}/reply")
@@ -186,7 +193,8 @@ async def reply(
     once every call has ended (409 before; `wait` holds the request)."""
     gateway = request.app.state.gateway
     seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
-    await events.settled(seen.handle, wait, _alive(gateway, key))
+    with gateway.waits.holding(key, wait):
+        await events.settled(seen.handle, wait, _alive(gateway, key))
     if not seen.handle.done:
         raise Problem(
             409,

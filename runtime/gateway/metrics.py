@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gateway import usage_metrics
+from runtime.gateway.limit_metrics import LimitGauges
 from runtime.ledger.approvals import Approvals
 from runtime.transport import broker
 from runtime.transport.names import QUEUES
@@ -120,6 +121,7 @@ class Metrics:
             )
         if runtime is not None:
             self.registry.register(_usage(runtime))
+            self.registry.register(LimitGauges(runtime.policies.limits, runtime.transport))
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

@@ -12,7 +12,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from runtime.errors import ConfigurationError, InvalidBatch, LedgerUnavailable
+from runtime.errors import (
+    BatchTooLarge,
+    ConfigurationError,
+    InvalidBatch,
+    LedgerUnavailable,
+    TooManyOpenBatches,
+)
 from runtime.redaction import BUILT_IN, Redactor
 
 log = logging.getLogger("toolrun.gateway")
@@ -99,6 +105,10 @@ def install(app: FastAPI, redactor: Redactor = BUILT_IN) -> None:
 
     @app.exception_handler(InvalidBatch)
     async def _batch(request: Request, error: InvalidBatch) -> JSONResponse:
+        if isinstance(error, BatchTooLarge):  # a size limit of the policy ("Flow control")
+            return problem(413, "batch too large", str(error), request.url.path)
+        if isinstance(error, TooManyOpenBatches):
+            return problem(429, "too many open batches", str(error), request.url.path)
         return problem(422, "invalid batch", str(error), request.url.path)
 
     @app.exception_handler(ConfigurationError)

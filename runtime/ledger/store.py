@@ -288,6 +288,10 @@ class Ledger:
         message or a lost hand-on could be holding them up."""
         return self._read(batches.needing_attention, now=now, stale_before=stale_before)
 
+    def open_batches(self, submitter: str) -> int:
+        """How many of `submitter`'s batches are open (`limits.size.open_batches_per_key`)."""
+        return self._read(batches.open_of, submitter, now=utc_now())
+
     def ping(self) -> None:
         """Raise `LedgerUnavailable` unless the database answers a query."""
         self._read(lambda c: c.execute(text("SELECT 1")))

@@ -52,6 +52,14 @@ def over_budget(call_id: str, tool: str, message: str, content: dict[str, Any]) 
     return failure(call_id, tool, Status.over_budget, message, kind="over_budget", content=content)
 
 
+def limited(
+    call_id: str, tool: str, status: Status, message: str, content: dict[str, Any]
+) -> ToolResult:
+    """A rate limit or concurrency cap that refused this call
+    (runtime/gate/limits.py): which one, and `retry_after_s`."""
+    return failure(call_id, tool, status, message, kind=status.value, content=content)
+
+
 def awaiting_approval(call_id: str, tool: str, reason: str) -> ToolResult:
     """A notice, not an end: the call's final result follows."""
     return failure(call_id, tool, Status.awaiting_approval, f"awaiting approval: {reason}")

@@ -69,6 +69,9 @@ class Queue(Protocol):
 
 class BatchState(Protocol):
     reply_to: str | None  # this process's results channel, where its batches' ends arrive
+    # Rates, concurrency slots and fair share across the cluster
+    # (runtime/transport/throttle.py); None: this state does not enforce them.
+    throttle: Any
 
     # The result bus.
     def publish(

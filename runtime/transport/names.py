@@ -102,3 +102,32 @@ def budget_key(counter: str) -> str:
     """A budget's counter in one window (`usage.budgets.Counter.key`: the
     file, the budget, the submitter or batch, the window), expiring after it."""
     return f"toolrun:budget:{counter}"
+
+
+# Flow control (runtime/transport/throttle.py; docs/architecture.md, "Flow control").
+HELD = "toolrun:held"  # sorted set: batch id with calls waiting for a rate or slot -> when due
+
+
+PARKING = "toolrun:share:parking"  # set: submitters that have parked reads (the sweep's look)
+
+
+def slots_key(scope: str) -> str:
+    """A concurrency cap's slots in one scope (`<file tag>:<name>:<tool or
+    key>`): sorted set of "<batch id> <call id>" -> when the slot lapses."""
+    return f"toolrun:slots:{scope}"
+
+
+def in_flight_key(principal: str) -> str:
+    """A submitter's reads in the shared queue or running (fair share):
+    sorted set of "<batch id> <call id>" -> when its place lapses."""
+    return f"toolrun:share:{principal}:in-flight"
+
+
+def parked_key(principal: str) -> str:
+    """A submitter's reads waiting their turn: a list of their messages."""
+    return f"toolrun:share:{principal}:parked"
+
+
+def parked_set_key(principal: str) -> str:
+    """The members of `parked_key`, to find one without reading the list."""
+    return f"toolrun:share:{principal}:parked-set"

@@ -44,6 +44,7 @@ from runtime.transport.names import (
     sent_key,
     stages_key,
 )
+from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
 from runtime.usage.budgets import Counter
 
@@ -92,6 +93,7 @@ class RedisState:
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
         self._allowances = Allowances(client)
+        self.throttle: Throttle | None = Throttle(client)  # "Flow control"
 
     @property
     def listener(self) -> Listener:

@@ -43,6 +43,7 @@ SWEEP_SECONDS = 0.05
 
 class MemoryTransport:
     reply_to = WORKER
+    throttle = None  # rates, caps and fair share need Redis ("Flow control")
 
     def __init__(
         self,

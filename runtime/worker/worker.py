@@ -187,6 +187,7 @@ class Worker:
         ledger was down), publish it, hand its chain on, and move the batch on
         when it ended its stage's last call. Someone else's end was published
         by them."""
+        self.advancer.flow.finished(message)  # its slots, its submitter's next reads
         if ended is False:
             return
         batch_id = message.batch_id

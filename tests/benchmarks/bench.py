@@ -10,6 +10,9 @@ exits 0 whether or not targets are met: it reports, it does not judge. Sizes
 come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 `BENCH_REPEATS=3`), else the issue's sizes.
 
+F1 and L1 (`limits.py`) are flow control's: fair share, and the CPU the
+limits' checks add per call (`--only F1`, `--only L1`).
+
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
 (`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P3`, `P4`, `P6` and `G1` each
@@ -44,6 +47,7 @@ from tests.benchmarks import (
     compare,
     cpu,
     gateway,
+    limits,
     open_batches,
     redaction_time,
     report,
@@ -52,7 +56,8 @@ from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 from tests.support import otlp
 
-ALONE_FIGURES = ("P1", "P3", "P4", "P6", "G1", "P7")  # what `--only` measures without the rest
+# What `--only` measures without the rest.
+ALONE_FIGURES = ("P1", "P3", "P4", "P6", "G1", "P7", "F1", "L1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -71,6 +76,9 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "g2_calls": (1000, 40, "G2: no-op reads through the gateway per repetition"),
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
     "p7_batches": (5000, 50, "P7: one-call batches waiting for approval in one client process"),
+    "f1_flood": (2000, 100, "F1: key A's no-op reads queued while key B's batch is timed"),
+    "f1_samples": (5, 2, "F1: key B's one-call batches per repetition (their median)"),
+    "f1_share": (4, 2, "F1: fair share's reads in flight per key"),
 }
 
 
@@ -149,6 +157,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found.append(redaction_time.figure(options))
         found += gateway.measure(options, bench, console)
         found += open_batches.figures(options, bench, console)
+        found += [limits.f1(options, bench, console), *limits.l1(options, bench, console)]
         return found, _meta(options, bench, otel)
 
 
@@ -157,6 +166,10 @@ def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
     where the full run measures it)."""
     if options.only == "P7":
         return open_batches.figures(options, bench, console)
+    if options.only == "F1":
+        return [limits.f1(options, bench, console)]
+    if options.only == "L1":
+        return limits.l1(options, bench, console)
     if options.only == "P6":
         return [compare.memory(options, bench, console)]
     if options.only == "G1":

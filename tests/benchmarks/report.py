@@ -12,8 +12,9 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-ALONE = ("P7_threads", "P7_rss")  # figures of toolrun alone: bare Celery has no approvals
-FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1", "G1", "G2", *ALONE)
+# Figures of toolrun alone: bare Celery has no approvals, and no limits to cost anything.
+ALONE = ("P7_threads", "P7_rss", "L1_P1", "L1_P3")
+FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1", "G1", "G2", "F1", *ALONE)
 
 
 @dataclass(frozen=True)

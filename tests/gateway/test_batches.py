@@ -164,3 +164,20 @@ def test_a_traceparent_header_travels_in_the_batchs_signed_messages(gateway, key
         assert plan["traceparent"] == parent
         assert plan["calls"]["w1"]["message"]["traceparent"] == parent
         assert client.post(f"/v1/batches/{batch_id}/cancel").status_code in (200, 202)
+
+
+def test_a_batch_over_the_size_cap_is_a_413_before_anything_is_written(gateway, keys, space):
+    """The org policy sets no size, so the default cap of 1,000 calls per batch holds."""
+    calls = [
+        {"id": f"c{i}", "name": "read_file", "arguments": {"path": "a.txt"}} for i in range(1001)
+    ]
+    with gateway.client(keys["submitter"]) as client:
+        response = client.post(
+            "/v1/batches",
+            json={"calls": calls, "mode": "default", "workspace": str(space)},
+            headers={"Idempotency-Key": "too-large"},
+        )
+        assert response.status_code == 413
+        problem = response.json()
+        assert problem["title"] == "batch too large"
+        assert "1001 calls and the policy allows 1000 per batch" in problem["detail"]

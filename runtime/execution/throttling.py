@@ -1,0 +1,73 @@
+"""A call held to its batch's rates and concurrency caps right before its
+tool runs (docs/architecture.md, "Flow control"): here it takes its hit of
+each rate's window and a slot of each cap, atomically in Redis. The sender
+only looked at what was left (runtime/batch/flow.py), so two senders may
+both have sent into the last place: the one that comes second here waits
+(`on_limit: "delay"`: it goes back to its batch unsent, holding nothing, and
+the sweep sends it when the limit allows) or ends (`"refuse"`).
+
+A slot is a lease for the tool's hard limit and a lease more: a worker
+killed while holding it leaves it to lapse. With the state away, nothing is
+enforced (a warning is logged): limits are a brake, not a permission."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from runtime.errors import StateUnavailable
+from runtime.gate.admission import Admitted, Refused
+from runtime.gate.limits import Limits, Reached
+from runtime.ledger.tables import EventKind
+from runtime.transport.base import BatchState
+from runtime.transport.names import lease_member
+from runtime.types import CallMessage, ToolResult
+
+log = logging.getLogger("toolrun.limits")
+
+
+@dataclass(frozen=True)
+class Delayed:
+    """Sent back to wait: no end, no delivery counted. `result` says why, for
+    the worker's trace only."""
+
+    result: ToolResult
+
+
+def check(
+    admission: Admitted, message: CallMessage, state: BatchState | None, *, lease: float
+) -> Admitted | Refused | Delayed:
+    """Take the call's hits and slots (`lease`: seconds a slot is held), or
+    say it must wait or end."""
+    limits = Limits.from_snapshot(message.policy.get("limits"))
+    throttle = getattr(state, "throttle", None)
+    if not (limits.rates or limits.caps) or throttle is None:
+        return admission
+    tool = admission.spec.name
+    member = lease_member(message.batch_id, message.call_id)
+    slots = limits.slots(tool)
+    windows = limits.windows(tool, message.arguments)
+    try:
+        full = throttle.take([(scope, cap.max) for cap, scope in slots], member, lease)
+        if full is not None:
+            reached = Reached(slots[full[0]][0], slots[full[0]][1], full[1])
+        elif (hit := throttle.hit([(rate.item, scope) for rate, scope in windows])) is not None:
+            throttle.release([scope for _, scope in slots], member)
+            reached = Reached(windows[hit[0]][0], windows[hit[0]][1], hit[1])
+        else:
+            return admission
+    except StateUnavailable as error:
+        log.warning("limits of %s not checked: %s", message.call_id, error)
+        return admission
+    now = time.time()
+    if reached.entry.on_limit == "refuse":
+        result = reached.result(message.call_id, tool, now)
+        decision = reached.decision(now)
+        return Refused(admission.call, admission.spec, result, EventKind.decision, decision)
+    try:
+        throttle.unsend(message.batch_id, message.call_id)
+        throttle.hold_batch(message.batch_id, max(reached.at, now + 0.05))
+    except StateUnavailable as error:  # its sent mark ages: the sweep sends it again
+        log.warning("%s waits for its limit, unmarked: %s", message.call_id, error)
+    return Delayed(reached.result(message.call_id, tool, now))

@@ -1,0 +1,309 @@
+"""Rate limits, concurrency caps, size caps and fair share of a policy
+(docs/architecture.md, "Flow control").
+
+The org policy file declares them beside the budgets (runtime/usage/budgets.py):
+
+    {"limits": {
+        "rate": [{"name": "fetches", "per": "host", "tools": ["http_get"], "limit": "5/second"},
+                 {"name": "keys", "per": "key", "limit": "100/minute", "on_limit": "refuse"}],
+        "concurrency": [{"name": "shells", "per": "tool", "tools": ["shell"], "max": 2}],
+        "size": {"calls_per_batch": 500, "open_batches_per_key": 20},
+        "fair_share": {"in_flight_per_key": 8}}}
+
+A rate counts calls started in a moving window (`limit` in the `limits`
+library's notation: "5/second", "100 per minute"), per `tool`, per `key`
+(the gateway's key or the `submitter` given to `submit`; `principal` names
+the same), per `key_tool`, or per `host` (of a URL a tool is given:
+`http_get`'s `url`). A concurrency cap counts calls running at once, per
+`tool` or per `key`. `tools` and `keys` narrow an entry to some tools or
+submitters. `on_limit` says what a call over it gets: `delay` (the default:
+it waits, holding nothing, until the limit allows or its batch's deadline) or
+`refuse` (it ends at once, `rate_limited` or `concurrency_limited`, saying
+when to try again).
+
+The user and project files may add rates and caps (each applies, so adding
+only tightens) and may lower a size; fair share is the org's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import limits as ratelimits
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from runtime.errors import ConfigurationError
+from runtime.gate.decision import Decision
+from runtime.results import endings
+from runtime.types import Status, ToolResult
+from runtime.usage.reading import _problems
+
+CALLS_PER_BATCH = 1000  # the default size cap: more is refused at submit
+OnLimit = Literal["delay", "refuse"]
+_NAME = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+SECTIONS = {"budget", "rate", "concurrency", "size", "fair_share"}
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = _NAME
+    tools: tuple[str, ...] | None = None  # the tools it applies to; None: every tool
+    keys: tuple[str, ...] | None = None  # the submitters it applies to; None: each of them
+    on_limit: OnLimit = "delay"
+    source: str = ""  # the file it came from (set when read)
+
+    def applies(self, tool: str, principal: str | None) -> bool:
+        return (self.tools is None or tool in self.tools) and (
+            self.keys is None or principal in self.keys
+        )
+
+    @property
+    def tag(self) -> str:
+        """What names the entry in Redis keys: its file and its name."""
+        return f"{hashlib.sha256(self.source.encode()).hexdigest()[:8]}:{self.name}"
+
+
+class Rate(_Entry):
+    per: Literal["tool", "key", "principal", "key_tool", "host"]
+    limit: str
+
+    @field_validator("limit")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        try:
+            ratelimits.parse(value)
+        except ValueError:
+            example = '"5/second" or "100 per minute"'
+            raise ValueError(f"{value!r} is not a rate such as {example}") from None
+        return value
+
+    @property
+    def item(self) -> ratelimits.RateLimitItem:
+        return _item(self.limit)
+
+    def scope(self, tool: str, principal: str | None, arguments: Any) -> str | None:
+        """Who this call counts for under the rate; None: it does not count."""
+        who = principal or "anonymous"
+        if self.per == "host":
+            return host_of(arguments)
+        return {"tool": tool, "key": who, "principal": who, "key_tool": f"{who}|{tool}"}[self.per]
+
+    def describe(self) -> str:
+        return f"rate {self.name!r} ({self.limit} per {self.per}, from {self.source})"
+
+
+class Concurrency(_Entry):
+    per: Literal["tool", "key", "principal"]
+    max: int = Field(ge=1)
+
+    def scope(self, tool: str, principal: str | None) -> str:
+        return tool if self.per == "tool" else principal or "anonymous"
+
+    def describe(self) -> str:
+        at_once = f"{self.max} at once per {self.per}"
+        return f"concurrency cap {self.name!r} ({at_once}, from {self.source})"
+
+
+class Size(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    calls_per_batch: int = Field(default=CALLS_PER_BATCH, ge=1)
+    open_batches_per_key: int | None = Field(default=None, ge=1)
+    waits_per_key: int | None = Field(default=None, ge=1)  # the gateway's streams and polls
+
+
+class FairShare(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    in_flight_per_key: int = Field(default=8, ge=1)
+
+
+class Limits(BaseModel):
+    """Every file's limits, merged; carried (signed) in the batch's policy
+    snapshot with the submitter they count for, so the worker checks what
+    the batch was admitted under."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rates: tuple[Rate, ...] = ()
+    caps: tuple[Concurrency, ...] = ()
+    size: Size | None = None  # None: the defaults (`Size()`)
+    fair_share: FairShare | None = None
+    principal: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.rates or self.caps or self.fair_share)
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"size"})
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any] | None) -> Limits:
+        return cls.model_validate(data) if data else NONE
+
+    @property
+    def calls_per_batch(self) -> int:
+        return (self.size or Size()).calls_per_batch
+
+    def rates_for(self, tool: str) -> list[Rate]:
+        return [r for r in self.rates if r.applies(tool, self.principal)]
+
+    def caps_for(self, tool: str) -> list[Concurrency]:
+        return [c for c in self.caps if c.applies(tool, self.principal)]
+
+    def windows(self, tool: str, arguments: Any) -> list[tuple[Rate, str]]:
+        """The rates a call of `tool` counts in, each with its window's scope."""
+        out = []
+        for rate in self.rates_for(tool):
+            scope = rate.scope(tool, self.principal, arguments)
+            if scope is not None:
+                out.append((rate, f"{rate.tag}:{rate.per}:{scope}"))
+        return out
+
+    def slots(self, tool: str) -> list[tuple[Concurrency, str]]:
+        """The caps a call of `tool` takes a slot of, each with its scope."""
+        caps = self.caps_for(tool)
+        return [(c, f"{c.tag}:{c.per}:{c.scope(tool, self.principal)}") for c in caps]
+
+    @property
+    def sender(self) -> str:
+        return self.principal or "anonymous"
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A rate or cap a call may not pass now, as the model and the ledger are
+    told it: which one, from which file, and when it allows a call again."""
+
+    entry: Rate | Concurrency
+    scope: str
+    at: float  # epoch seconds
+
+    @property
+    def status(self) -> Status:
+        return Status.rate_limited if isinstance(self.entry, Rate) else Status.concurrency_limited
+
+    def content(self, now: float) -> dict[str, Any]:
+        e = self.entry
+        return {
+            "limit": e.name,
+            "kind": "rate" if isinstance(e, Rate) else "concurrency",
+            "source": e.source,
+            "per": e.per,
+            "scope": self.scope.split(":", 3)[-1],
+            "allows": e.limit if isinstance(e, Rate) else e.max,
+            "retry_after_s": round(max(0.0, self.at - now), 3),
+        }
+
+    def message(self, now: float) -> str:
+        wait = self.content(now)["retry_after_s"]
+        what = "rate limited" if isinstance(self.entry, Rate) else "concurrency limited"
+        return (
+            f"{what}: {self.entry.describe()} allows no more calls now, so this call was not "
+            f"run. Try again in {wait:g} s (retry_after_s), or do without it."
+        )
+
+    def decision(self, now: float) -> Decision:
+        kind = "rate" if isinstance(self.entry, Rate) else "concurrency"
+        rule = f"{kind}:{self.entry.name}"
+        return Decision.deny(self.message(now), rule=rule, source=self.entry.source)
+
+    def result(self, call_id: str, tool: str, now: float) -> ToolResult:
+        return endings.limited(call_id, tool, self.status, self.message(now), self.content(now))
+
+
+NONE = Limits()
+
+
+def host_of(arguments: Any) -> str | None:
+    """The host a call reaches: of its `url` argument (http_get and the like)."""
+    url = arguments.get("url") if isinstance(arguments, dict) else None
+    if not isinstance(url, str):
+        return None
+    try:
+        return (urlsplit(url).hostname or "").lower() or None
+    except ValueError:
+        return None
+
+
+def read(data: dict[str, Any], source: str, *, org: bool) -> Limits:
+    """The `limits` section of one settings file, checked: a bad entry is a
+    `ConfigurationError` naming the file and the entry (its budgets are read
+    by `runtime/usage/reading.py`)."""
+    section = data.get("limits", {})
+    if not isinstance(section, dict):
+        raise ConfigurationError(f"{source}: limits must be an object")
+    unknown = sorted(set(section) - SECTIONS)
+    if unknown:
+        raise ConfigurationError(f"{source}: unknown key(s) {unknown} in limits")
+    if "fair_share" in section and not org:
+        raise ConfigurationError(f"{source}: limits.fair_share is the org policy's to set")
+    rates = _entries(section, "rate", Rate, source)
+    caps = _entries(section, "concurrency", Concurrency, source)
+    size = _one(section, "size", Size, source)
+    fair = _one(section, "fair_share", FairShare, source)
+    return Limits(rates=rates, caps=caps, size=size, fair_share=fair)
+
+
+def merged(org: Limits, *others: Limits) -> Limits:
+    """The org's limits tightened by the others': every rate and cap applies;
+    a size is the smallest any file gives."""
+    size = org.size
+    for other in (o.size for o in others if o.size is not None):
+        size = size or Size()
+        size = Size(
+            calls_per_batch=min(size.calls_per_batch, other.calls_per_batch),
+            open_batches_per_key=_least(size.open_batches_per_key, other.open_batches_per_key),
+            waits_per_key=_least(size.waits_per_key, other.waits_per_key),
+        )
+    rates = org.rates + tuple(r for o in others for r in o.rates)
+    caps = org.caps + tuple(c for o in others for c in o.caps)
+    return Limits(rates=rates, caps=caps, size=size, fair_share=org.fair_share)
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _entries(section: dict[str, Any], key: str, model: type[_Entry], source: str) -> tuple:
+    entries = section.get(key, [])
+    if not isinstance(entries, list):
+        raise ConfigurationError(f"{source}: limits.{key} must be a list")
+    out, names = [], set()
+    for index, entry in enumerate(entries):
+        where = f"{source}: limits.{key}[{index}]"
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            where += f" ({entry['name']})"
+        if not isinstance(entry, dict) or "source" in entry:
+            raise ConfigurationError(f"{where}: an entry is an object with a name and a per")
+        try:
+            out.append(model.model_validate({**entry, "source": source}))
+        except ValidationError as error:
+            raise ConfigurationError(f"{where}: {_problems(error)}") from None
+        if out[-1].name in names:
+            raise ConfigurationError(f"{where}: another entry of limits.{key} has its name")
+        names.add(out[-1].name)
+    return tuple(out)
+
+
+def _one(section: dict[str, Any], key: str, model: type[BaseModel], source: str) -> Any:
+    if key not in section:
+        return None
+    try:
+        return model.model_validate(section[key])
+    except ValidationError as error:
+        raise ConfigurationError(f"{source}: limits.{key}: {_problems(error)}") from None
+
+
+_ITEMS: dict[str, ratelimits.RateLimitItem] = {}
+
+
+def _item(text: str) -> ratelimits.RateLimitItem:
+    found = _ITEMS.get(text)
+    if found is None:
+        found = _ITEMS[text] = ratelimits.parse(text)
+    return found

@@ -1,0 +1,110 @@
+"""Flow control as the advancer sends (runtime/batch/flow.py), on the session
+stack's real Redis: what each limit lets through, ends or holds, and how fair
+share parks a key's reads and hands their turns on."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from runtime.batch.flow import Flow
+from runtime.batch.plan import BatchPlan, build
+from runtime.batch.signer import Signer
+from runtime.gate.admission import admit
+from runtime.gate.limits import Limits
+from runtime.tools.loading import load_tools
+from runtime.transport.names import HELD
+from runtime.transport.redis_state import RedisState
+from runtime.types import Batch, Mode, Status, ToolCall
+from tests.support.messages import KEY, policy
+
+
+class Posted:
+    def __init__(self) -> None:
+        self.messages: list = []
+
+    def post(self, messages, *, parallel: bool, chained: bool = False) -> bool:
+        self.messages += messages
+        return True
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_tools(["tests.support.tools"], mcp_servers_file=None)
+
+
+@pytest.fixture
+def world(stack, registry):
+    state = RedisState(redis.Redis.from_url(stack.redis_url))
+    posted = Posted()
+    yield Flow(state=state, queue=posted, registry=registry), state, posted
+    state.close()
+
+
+def planned(registry, workspace: Path, limits: dict, count: int = 5) -> BatchPlan:
+    calls = [ToolCall(id=f"c{i}", name="nap", arguments={"label": "x"}) for i in range(count)]
+    batch = Batch(calls=calls, mode=Mode.auto, workspace=str(workspace))
+    snapshot = Limits.model_validate(limits).snapshot()
+    base = policy(workspace)
+    rules = dataclasses.replace(base, limits=snapshot).counted_for(f"k-{uuid.uuid4().hex[:8]}")
+    admissions = [
+        admit(c, registry=registry, mode=batch.mode, workspace=workspace, policy=rules)
+        for c in calls
+    ]
+    signer = Signer(KEY, batch, rules.snapshot(), reply_to=None)
+    return build(
+        batch,
+        admissions,
+        sign=lambda a, where: signer.message(a, stage=where),
+        policy=signer.snapshot,
+        reply_to=None,
+        deadline=time.time() + 60,
+        approval_timeout=30,
+    )
+
+
+def ids(plan: BatchPlan) -> list[list[str]]:
+    return [[c] for c in plan.stages[0].calls]
+
+
+def test_without_limits_every_group_goes_and_nothing_is_asked(world, registry, tmp_path):
+    flow, _, _ = world
+    plan = planned(registry, tmp_path, {})
+    assert flow.gate(plan, ids(plan), conclude=None) == (ids(plan), False)
+
+
+def test_refuse_ends_the_calls_past_the_rate(world, registry, tmp_path):
+    flow, _, _ = world
+    rate = {"name": "two", "per": "key", "limit": "2/minute", "on_limit": "refuse"}
+    plan = planned(registry, tmp_path, {"rates": [rate]})
+    ended = []
+    going, any_ended = flow.gate(plan, ids(plan), lambda p, end, d: ended.append((end, d)) or True)
+    assert going == [["c0"], ["c1"]] and any_ended
+    assert [e.result.status for e, _ in ended] == [Status.rate_limited] * 3
+    assert {d.rule for _, d in ended} == {"rate:two"}
+
+
+def test_delay_holds_the_batch_for_the_sweep(world, registry, tmp_path):
+    flow, state, _ = world
+    cap = {"name": "one", "per": "key", "max": 1}
+    plan = planned(registry, tmp_path, {"caps": [cap]})
+    going, ended = flow.gate(plan, ids(plan), conclude=None)
+    assert going == [["c0"]] and not ended
+    due = state.client.zscore(HELD, plan.batch.id)  # the stack's sweep takes it when due
+    assert due is None or time.time() < due <= time.time() + 1.0
+
+
+def test_fair_share_parks_a_key_s_reads_and_its_ends_send_the_next(world, registry, tmp_path):
+    flow, state, posted = world
+    plan = planned(registry, tmp_path, {"fair_share": {"in_flight_per_key": 2}})
+    going, _ = flow.gate(plan, ids(plan), conclude=None)
+    assert going == [["c0"], ["c1"]]
+    assert flow.gate(plan, ids(plan)[2:], conclude=None)[0] == []  # parked once, not again
+    flow.finished(plan.calls["c0"].message)
+    assert [m.call_id for m in posted.messages] == ["c2"]
+    assert "c2" in state.sent(plan.batch.id)

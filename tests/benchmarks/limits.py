@@ -1,0 +1,141 @@
+"""F1 and L1: flow control's figures, toolrun alone (docs/architecture.md,
+"Flow control").
+
+F1, fair share: the latency of a 1-call batch from key B while key A has
+`--f1-flood` no-op reads queued, as a ratio to its latency on the idle
+cluster (the "baseline" column here is toolrun idle, not bare Celery).
+`without_fair_share_ms` is the same latency under a policy without fair
+share, for contrast.
+
+L1, the cost of the checks: CPU per call (client, workers and Redis) of P1's
+one-call batches and P3's no-op reads under a policy with a rate, a
+concurrency cap and fair share configured (none of them ever reached), less
+the same without limits, repetitions taking turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import uuid
+
+from rich.console import Console
+
+from runtime.client import Runtime
+from tests.benchmarks import cpu, figures
+from tests.benchmarks.harness import Harness
+from tests.benchmarks.report import Figure, Target
+from tests.benchmarks.tools import NOOP
+
+WIDE = {  # limits that apply to every call and never hold one back
+    "rate": [{"name": "wide", "per": "key", "limit": "1000000/second"}],
+    "concurrency": [{"name": "wide", "per": "key", "max": 100000}],
+    "fair_share": {"in_flight_per_key": 100000},
+}
+
+
+def runtime_with(bench: Harness, limits: dict) -> Runtime:
+    """A client of the bench's stack under an org policy of `limits` (the
+    workers read the policy from each signed message: they need nothing)."""
+    path = bench.settings.home / f"policy-{uuid.uuid4().hex[:8]}.json"
+    path.write_text(json.dumps({"limits": limits}))
+    return Runtime(bench.runtime.settings.model_copy(update={"policy_file": path}))
+
+
+def f1(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:
+    flood, samples, share = options.f1_flood, options.f1_samples, options.f1_share
+    console.log(f"F1: key B's 1-call batch with key A's {flood} no-op reads queued")
+    size = {"size": {"calls_per_batch": flood}}
+    shared = runtime_with(bench, {"fair_share": {"in_flight_per_key": share}, **size})
+    plain = runtime_with(bench, size)
+    workspace = bench.sides.workspace
+    try:
+        one = lambda rt: _one(rt, workspace)  # noqa: E731
+        one(shared), one(plain)  # warm-up
+        idle, loaded, queued = [], [], []
+        for _ in range(options.repeats):
+            idle.append(statistics.median(one(shared) for _ in range(samples)))
+            a = _flood(shared, workspace, flood)
+            loaded.append(statistics.median(one(shared) for _ in range(samples)))
+            queued.append(not a.done)
+            figures.check(a.results(timeout=figures.WAIT * 5), "F1")
+        a = _flood(plain, workspace, flood)
+        without = one(plain)
+        figures.check(a.results(timeout=figures.WAIT * 5), "F1")
+    finally:
+        shared.close()
+        plain.close()
+    ms = lambda values: [round(v * 1000, 3) for v in values]  # noqa: E731
+    return Figure(
+        "F1",
+        f"key B's 1-call batch, key A's {flood:,} reads queued / idle",
+        "ms",
+        Target("ratio", "<=", 3.0),
+        ms(loaded),
+        ms(idle),
+        note=f"baseline: the same batch on the idle cluster (toolrun); fair share "
+        f"{share} reads in flight per key; medians of {samples} batches",
+        extra={
+            "without_fair_share_ms": round(without * 1000, 3),
+            "flood_still_queued": queued,
+        },
+    )
+
+
+def l1(options: argparse.Namespace, bench: Harness, console: Console) -> list[Figure]:
+    console.log("L1: CPU per call of P1 and P3 with limits configured, less without")
+    limited = runtime_with(bench, WIDE)
+    sides = {
+        "plain": figures.Sides(bench.runtime, bench.sides.workspace),
+        "limited": figures.Sides(limited, bench.sides.workspace),
+    }
+    o = options
+    p3_calls = figures.batches(o.p3_calls, o.p3_batch) * o.p3_batch
+    work = {
+        "P1": (lambda s: figures.p1_toolrun(s, o.p1_samples), o.p1_samples),
+        "P3": (lambda s: figures.p3_toolrun(s, o.p3_calls, o.p3_batch, o.p3_window), p3_calls),
+    }
+    found = []
+    try:
+        for key, (run, calls) in work.items():
+            run(sides["plain"]), run(sides["limited"])  # warm-up
+            added, spent, where = [], {}, {}
+            for _ in range(o.repeats):
+                for name in ("plain", "limited"):
+                    meter = cpu.Meter(bench.processes())
+                    meter.measure(name, calls, lambda r=run, n=name: r(sides[n]))
+                    where[name] = meter.per_call_ms()[name]
+                    spent[name] = sum(where[name].values())
+                added.append(round(spent["limited"] - spent["plain"], 3))
+            found.append(
+                Figure(
+                    f"L1_{key}",
+                    f"CPU per call the limits add to {key}",
+                    "ms",
+                    Target("toolrun", "<=", 0.3),
+                    added,
+                    note="a rate, a concurrency cap and fair share, none reached; every "
+                    "process (client, workers, Redis), with limits less without",
+                    extra={"cpu_ms_per_call_last": where},
+                )
+            )
+    finally:
+        limited.close()
+    return found
+
+
+def _one(runtime: Runtime, workspace) -> float:
+    started = time.perf_counter()
+    handle = runtime.submit(
+        figures.make_calls(NOOP, 1), mode="auto", workspace=workspace, submitter="bench-b"
+    )
+    figures.check(handle.results(timeout=figures.WAIT), "F1")
+    return time.perf_counter() - started
+
+
+def _flood(runtime: Runtime, workspace, calls: int):
+    return runtime.submit(
+        figures.make_calls(NOOP, calls), mode="auto", workspace=workspace, submitter="bench-a"
+    )

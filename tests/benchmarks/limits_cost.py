@@ -1,0 +1,115 @@
+"""The CPU the limits' checks cost per call, measured alone, in this process
+and in Redis: `python -m tests.benchmarks.limits_cost REDIS_URL` (a Redis of
+your own: it is flushed). The figures of L1 in `make bench` are the same
+cost seen in every process of a stack, where a 10 ms clock tick and pool
+processes that come and go make them noisy on a busy machine; these are the
+checks alone: the sender's look at a batch (`Flow.gate`), the worker's take
+(`throttling.check`) and its release (`Flow.finished`), and Redis's own CPU
+(INFO), per call, for one-call batches (P1) and batches of ten (P3), with a
+rate and a cap configured, and with fair share besides."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from runtime.batch.flow import Flow
+from runtime.batch.plan import BatchPlan, build
+from runtime.batch.signer import Signer
+from runtime.execution import throttling
+from runtime.gate.admission import admit
+from runtime.gate.limits import Limits
+from runtime.tools.loading import load_tools
+from runtime.transport.redis_state import RedisState
+from runtime.types import Batch, Mode, ToolCall
+from tests.benchmarks.limits import WIDE
+from tests.benchmarks.tools import MODULE, NOOP
+from tests.support.messages import KEY, policy
+
+WORKSPACE = Path("/tmp")
+
+
+class Nowhere:
+    def post(self, messages, *, parallel: bool, chained: bool = False) -> bool:
+        return True
+
+
+def plan_of(registry, limits: dict, size: int) -> BatchPlan:
+    calls = [ToolCall(id=f"c{i}", name=NOOP, arguments={}) for i in range(size)]
+    batch = Batch(calls=calls, mode=Mode.auto, workspace=str(WORKSPACE))
+    rules = dataclasses.replace(policy(WORKSPACE), limits=limits).counted_for("bench")
+    admissions = [
+        admit(c, registry=registry, mode=batch.mode, workspace=WORKSPACE, policy=rules)
+        for c in calls
+    ]
+    signer = Signer(KEY, batch, rules.snapshot(), reply_to=None)
+    return build(
+        batch,
+        admissions,
+        sign=lambda a, where: signer.message(a, stage=where),
+        policy=signer.snapshot,
+        reply_to=None,
+        deadline=time.time() + 60,
+        approval_timeout=30,
+    )
+
+
+def measure(url: str) -> None:
+    registry = load_tools([MODULE], mcp_servers_file=None)
+    client = redis.Redis.from_url(url)
+    state = RedisState(client)
+    flow = Flow(state=state, queue=Nowhere(), registry=registry)
+
+    def redis_cpu() -> float:
+        info = client.info("cpu")
+        return info["used_cpu_user"] + info["used_cpu_sys"]
+
+    checks = {"rates": WIDE["rate"], "caps": WIDE["concurrency"]}
+    for label, limits in (
+        ("a rate and a cap", checks),
+        ("and fair share", {**checks, "fair_share": WIDE["fair_share"]}),
+    ):
+        snapshot = Limits.model_validate(limits).snapshot()
+        for figure, size, rounds in (("P1", 1, 400), ("P3", 10, 60)):
+            client.flushdb()
+            plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
+            messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
+            admitted = [
+                admit(
+                    ToolCall(id=m.call_id, name=m.tool, arguments=m.arguments),
+                    registry=registry,
+                    mode=m.mode,
+                    workspace=WORKSPACE,
+                    policy=policy(WORKSPACE),
+                )
+                for m in messages
+            ]
+            before, began = redis_cpu(), time.process_time()
+            for p in plans:
+                flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
+            sent = time.process_time()
+            for admission, message in zip(admitted, messages, strict=True):
+                throttling.check(admission, message, state, lease=30.0)
+            checked = time.process_time()
+            for message in messages:
+                flow.finished(message)
+            ended, spent = time.process_time(), redis_cpu() - before
+            n = len(messages)
+            parts = {
+                "send": sent - began,
+                "worker check": checked - sent,
+                "finish": ended - checked,
+                "redis": spent,
+            }
+            text = ", ".join(f"{k} {1000 * v / n:.3f}" for k, v in parts.items())
+            total = 1000 * sum(parts.values()) / n
+            print(f"{figure} ({label}): {text}; total {total:.3f} ms per call")
+    state.close()
+
+
+if __name__ == "__main__":
+    measure(sys.argv[1])

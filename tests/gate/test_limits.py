@@ -1,0 +1,117 @@
+"""The `limits` section of the settings files: rates, concurrency caps, sizes
+and fair share read and checked at startup (a bad entry names its file and
+itself), only tightened by the user and project files, and what a limit
+that fired tells the model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import ConfigurationError
+from runtime.gate import limits
+from runtime.gate.limits import Concurrency, Limits, Rate, Reached
+from runtime.gate.policy import PolicySources
+from runtime.settings import Settings
+from runtime.types import Status
+
+
+def sources(tmp_path: Path, org: dict, user: dict | None = None) -> PolicySources:
+    org_file, user_file = tmp_path / "org.json", tmp_path / "user.json"
+    org_file.write_text(json.dumps(org))
+    user_file.write_text(json.dumps(user or {}))
+    return PolicySources(
+        Settings(home=tmp_path / "home", policy_file=org_file, user_settings_file=user_file)
+    )
+
+
+def test_a_policy_s_limits_reach_the_snapshot_with_the_submitter(tmp_path):
+    rate = {"name": "fetch", "per": "host", "tools": ["http_get"], "limit": "5/second"}
+    cap = {"name": "shells", "per": "tool", "tools": ["shell"], "max": 2, "on_limit": "refuse"}
+    found = sources(tmp_path, {"limits": {"rate": [rate], "concurrency": [cap]}})
+    policy = found.policy_for(tmp_path).counted_for("key:ci")
+    snap = Limits.from_snapshot(policy.snapshot()["limits"])
+    assert snap.principal == "key:ci"
+    assert snap.rates[0].source == str(tmp_path / "org.json")
+    assert snap.caps[0].on_limit == "refuse" and snap.caps[0].max == 2
+    assert snap.windows("http_get", {"url": "https://Example.com/x"})[0][1].endswith(
+        "fetch:host:example.com"
+    )
+    assert snap.windows("read_file", {}) == [] and snap.slots("shell")[0][0].name == "shells"
+
+
+@pytest.mark.parametrize(
+    ("section", "says"),
+    [
+        ({"rate": [{"name": "r", "per": "key", "limit": "fast"}]}, "limits.rate[0] (r): limit"),
+        ({"rate": [{"name": "r", "per": "moon", "limit": "1/s"}]}, "limits.rate[0] (r): per"),
+        ({"concurrency": [{"name": "c", "per": "key", "max": 0}]}, "limits.concurrency[0] (c)"),
+        ({"concurrency": [{"name": "c", "per": "key", "max": 1, "on_limit": "x"}]}, "on_limit"),
+        ({"size": {"calls_per_batch": 0}}, "limits.size: calls_per_batch"),
+        ({"speed": {}}, "unknown key(s) ['speed'] in limits"),
+        ({"rate": {"name": "r"}}, "limits.rate must be a list"),
+    ],
+)
+def test_a_bad_entry_is_an_error_at_startup_naming_its_file_and_itself(tmp_path, section, says):
+    with pytest.raises(ConfigurationError) as caught:
+        sources(tmp_path, {"limits": section})
+    assert str(tmp_path / "org.json") in str(caught.value) and says in str(caught.value)
+
+
+def test_two_entries_of_one_name_are_an_error(tmp_path):
+    rate = {"name": "r", "per": "key", "limit": "1/second"}
+    with pytest.raises(ConfigurationError, match=r"limits.rate\[1\] \(r\): another entry"):
+        sources(tmp_path, {"limits": {"rate": [rate, rate]}})
+
+
+def test_the_user_file_may_only_tighten(tmp_path):
+    org = {"limits": {"size": {"calls_per_batch": 100}, "fair_share": {"in_flight_per_key": 4}}}
+    user_rate = {"name": "mine", "per": "key", "limit": "1/second"}
+    found = sources(
+        tmp_path, org, {"limits": {"size": {"calls_per_batch": 500}, "rate": [user_rate]}}
+    )
+    assert found.limits.calls_per_batch == 100  # a larger size does not loosen
+    snap = Limits.from_snapshot(found.policy_for(tmp_path).snapshot()["limits"])
+    assert [r.name for r in snap.rates] == ["mine"] and snap.fair_share.in_flight_per_key == 4
+    assert (
+        sources(
+            tmp_path, {"limits": {"size": {"calls_per_batch": 5000}}}, {}
+        ).limits.calls_per_batch
+        == 5000
+    )  # a file without a size leaves it
+    tighter = sources(tmp_path, org, {"limits": {"size": {"calls_per_batch": 10}}})
+    assert tighter.limits.calls_per_batch == 10
+    with pytest.raises(ConfigurationError, match="fair_share is the org policy's"):
+        sources(tmp_path, {}, {"limits": {"fair_share": {"in_flight_per_key": 99}}})
+
+
+def test_without_limits_the_size_is_the_default_and_nothing_travels(tmp_path):
+    found = sources(tmp_path, {})
+    assert found.limits.calls_per_batch == limits.CALLS_PER_BATCH == 1000
+    assert "limits" not in found.policy_for(tmp_path).snapshot()
+
+
+def test_what_a_limit_that_fired_tells_the_model_and_the_ledger():
+    rate = Rate(name="fetch", per="host", limit="5/second", source="/etc/org.json")
+    reached = Reached(rate, f"{rate.tag}:host:example.com", at=110.5)
+    result = reached.result("c1", "http_get", now=110.0)
+    assert result.status is Status.rate_limited
+    assert result.content["retry_after_s"] == 0.5 and result.content["scope"] == "example.com"
+    assert "rate 'fetch' (5/second per host, from /etc/org.json)" in result.model_message
+    assert "Try again in 0.5 s" in result.model_message
+    decision = reached.decision(now=110.0)
+    assert (decision.rule, decision.source) == ("rate:fetch", "/etc/org.json")
+    cap = Concurrency(name="two", per="key", max=2, source="org")
+    capped = Reached(cap, f"{cap.tag}:key:key:ci", at=100.0).result("c2", "nap", now=101.0)
+    assert capped.status is Status.concurrency_limited and capped.content["scope"] == "key:ci"
+    assert capped.content["retry_after_s"] == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "host"),
+    [({"url": "https://A.example/x"}, "a.example"), ({"url": 3}, None), ("x", None), ({}, None)],
+)
+def test_the_host_of_a_call(arguments, host):
+    assert limits.host_of(arguments) == host

@@ -1,0 +1,93 @@
+"""Rate windows, concurrency slots, fair share and held batches on the
+session stack's real Redis (docs/architecture.md, "Flow control")."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import limits as ratelimits
+import pytest
+import redis
+
+from runtime.transport.names import sent_key
+from runtime.transport.throttle import Throttle
+
+
+@pytest.fixture
+def throttle(stack):
+    client = redis.Redis.from_url(stack.redis_url)
+    yield Throttle(client)
+    client.close()
+
+
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def test_a_moving_window_allows_its_rate_then_says_when_it_frees(throttle):
+    item, scope = ratelimits.parse("3/minute"), unique()
+    assert throttle.left(item, scope)[0] == 3
+    assert throttle.hit([(item, scope)] * 3) is None
+    index, at = throttle.hit([(ratelimits.parse("9/minute"), unique()), (item, scope)])
+    assert index == 1 and time.time() < at <= time.time() + 61
+    assert throttle.left(item, scope)[0] == 0
+
+
+def test_slots_are_taken_all_or_none_and_lapse(throttle):
+    a, b = unique(), unique()
+    assert throttle.take([(a, 2), (b, 1)], "batch c1", 30) is None
+    assert throttle.take([(a, 2), (b, 1)], "batch c1", 30) is None  # held already: kept
+    full = throttle.take([(a, 2), (b, 1)], "batch c2", 30)
+    assert full is not None and full[0] == 1
+    assert throttle.free([(a, 2), (b, 1)]) == [1, 0]  # c2 took nothing
+    throttle.release([a, b], "batch c1")
+    assert throttle.free([(a, 2), (b, 1)]) == [2, 1]
+    assert throttle.take([(b, 1)], "batch c3", 0.2) is None  # a lease of a killed worker
+    time.sleep(0.3)
+    assert throttle.take([(b, 1)], "batch c4", 30) is None  # it lapsed
+    assert throttle.slots_used()[b] == 1
+
+
+def test_fair_share_parks_past_the_cap_and_hands_the_next_turn_on(throttle):
+    who = unique()
+    parcels = [(f"c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(5)]
+    assert throttle.admit_reads(who, 2, "b", parcels) == [True, True, False, False, False]
+    assert throttle.parked(who, ["b c0", "b c2", "b c9"]) == [False, True, False]
+    assert throttle.admit_reads(who, 2, "b", parcels[2:3]) == [False]  # parked once only
+    turn = throttle.next_reads(who, 2, "b c0")
+    assert [json.loads(p)["member"] for p in turn] == ["b c2"]
+    assert throttle.parked(who, ["b c2"]) == [False]
+    assert len(throttle.next_reads(who, 4)) == 2  # a larger cap takes the rest
+
+
+def test_a_read_its_batch_sent_already_is_neither_admitted_nor_parked(throttle):
+    who, batch = unique(), unique()
+    throttle.client.hset(sent_key(batch), "c0", time.time())
+    parcels = [(f"c{i}", json.dumps({"member": f"{batch} c{i}"})) for i in range(3)]
+    assert throttle.admit_reads(who, 1, batch, parcels) == [False, True, False]
+    assert throttle.parked(who, [f"{batch} c0", f"{batch} c2"]) == [False, True]
+
+
+def test_held_batches_are_due_once_and_an_earlier_due_wins(throttle):
+    batch = unique()
+    throttle.hold_batch(batch, time.time() + 60)
+    throttle.hold_batch(batch, time.time() - 1)
+    throttle.hold_batch(batch, time.time() + 90)
+    assert batch in throttle.due(time.time())
+    assert batch not in throttle.due(time.time() + 120)
+
+
+def test_a_call_sent_back_is_unsent(throttle):
+    batch = unique()
+    throttle.client.hset(sent_key(batch), "c1", time.time())
+    throttle.unsend(batch, "c1")
+    assert not throttle.client.hexists(sent_key(batch), "c1")
+
+
+def test_the_sweep_finds_each_key_s_first_parked_read(throttle):
+    who = unique()
+    parcels = [(f"c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(3)]
+    throttle.admit_reads(who, 1, "b", parcels)
+    assert json.loads(throttle.waiting()[who])["member"] == "b c1"
