@@ -94,7 +94,9 @@ class Flow:
         """The first limit a call of `tool` may not pass now; else None, and
         its place counted in `room` for the calls after it."""
         throttle = self.state.throttle
-        windows, slots = limits.windows(tool, arguments), limits.slots(tool)
+        spec = self.registry.get(tool)
+        host = spec.host if spec is not None else None
+        windows, slots = limits.windows(tool, arguments, host), limits.slots(tool)
         for rate, scope in windows:
             if scope not in room:
                 room[scope] = throttle.left(rate.item, scope)

@@ -47,7 +47,7 @@ def check(
     tool = admission.spec.name
     member = lease_member(message.batch_id, message.call_id)
     slots = limits.slots(tool)
-    windows = limits.windows(tool, message.arguments)
+    windows = limits.windows(tool, message.arguments, admission.spec.host)
     try:
         full = throttle.take([(scope, cap.max) for cap, scope in slots], member, lease)
         if full is not None:

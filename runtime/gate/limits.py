@@ -85,11 +85,14 @@ class Rate(_Entry):
     def item(self) -> ratelimits.RateLimitItem:
         return _item(self.limit)
 
-    def scope(self, tool: str, principal: str | None, arguments: Any) -> str | None:
-        """Who this call counts for under the rate; None: it does not count."""
+    def scope(
+        self, tool: str, principal: str | None, arguments: Any, host: str | None = None
+    ) -> str | None:
+        """Who this call counts for under the rate; None: it does not count.
+        `host`: the one every call of the tool reaches (an MCP server's URL)."""
         who = principal or "anonymous"
         if self.per == "host":
-            return host_of(arguments)
+            return host or host_of(arguments)
         return {"tool": tool, "key": who, "principal": who, "key_tool": f"{who}|{tool}"}[self.per]
 
     def describe(self) -> str:
@@ -155,11 +158,12 @@ class Limits(BaseModel):
     def caps_for(self, tool: str) -> list[Concurrency]:
         return [c for c in self.caps if c.applies(tool, self.principal)]
 
-    def windows(self, tool: str, arguments: Any) -> list[tuple[Rate, str]]:
-        """The rates a call of `tool` counts in, each with its window's scope."""
+    def windows(self, tool: str, arguments: Any, host: str | None = None) -> list[tuple[Rate, str]]:
+        """The rates a call of `tool` counts in, each with its window's scope
+        (`host`: the tool's own, `CapabilitySpec.host`)."""
         out = []
         for rate in self.rates_for(tool):
-            scope = rate.scope(tool, self.principal, arguments)
+            scope = rate.scope(tool, self.principal, arguments, host)
             if scope is not None:
                 out.append((rate, f"{rate.tag}:{rate.per}:{scope}"))
         return out
@@ -220,7 +224,8 @@ NONE = Limits()
 
 
 def host_of(arguments: Any) -> str | None:
-    """The host a call reaches: of its `url` argument (http_get and the like)."""
+    """The host a call reaches: of its `url` argument (http_get and the like);
+    an MCP server reached by URL gives its tools' host instead (`CapabilitySpec.host`)."""
     url = arguments.get("url") if isinstance(arguments, dict) else None
     if not isinstance(url, str):
         return None

@@ -20,6 +20,7 @@ import logging
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from runtime.registry.capabilities import CapabilitySpec, Registry
 from runtime.types import Risk
@@ -110,6 +111,7 @@ def specs_for(
             risk=risk,
             idempotent=idempotent,
             timeout=config.startup_timeout + config.timeout + STOP_GRACE,
+            host=urlsplit(config.url).hostname if config.url else None,  # rates per host
         )
     return list(specs.values())
 

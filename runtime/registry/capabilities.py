@@ -96,6 +96,7 @@ class CapabilitySpec:
     transient: tuple[type[BaseException], ...] = field(default=())
     retry_attempts: int = 3
     retry_max_delay: float = 5.0
+    host: str | None = None  # the host every call reaches (an MCP server's URL): rates per host
 
     @property
     def parallel(self) -> bool:

@@ -115,3 +115,14 @@ def test_what_a_limit_that_fired_tells_the_model_and_the_ledger():
 )
 def test_the_host_of_a_call(arguments, host):
     assert limits.host_of(arguments) == host
+
+
+def test_a_tool_with_a_host_of_its_own_counts_there_whatever_its_arguments(tmp_path):
+    """An MCP server reached by URL: its tools' calls count under a per-host
+    rate at the server's host (`CapabilitySpec.host`), not at a URL argument."""
+    rate = {"name": "remote", "per": "host", "limit": "5/second"}
+    found = sources(tmp_path, {"limits": {"rate": [rate]}})
+    snap = Limits.from_snapshot(found.policy_for(tmp_path).counted_for("k").snapshot()["limits"])
+    [(_, scope)] = snap.windows("search__find", {"url": "https://other.org/"}, "mcp.example.com")
+    assert scope.endswith("remote:host:mcp.example.com")
+    assert snap.windows("search__find", {}) == []  # no host at all: it does not count

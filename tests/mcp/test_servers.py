@@ -20,7 +20,7 @@ from runtime.adapters.mcp import annotations_for
 from runtime.errors import ConfigurationError, ToolError
 from runtime.mcp.config import ServerConfig, load_servers
 from runtime.mcp.schema import arguments_of, input_model
-from runtime.mcp.servers import register_servers, risk_of, tool_name
+from runtime.mcp.servers import register_servers, risk_of, specs_for, tool_name
 from runtime.mcp.session import STOP_GRACE, ServerTimeout, list_tools
 from runtime.registry.capabilities import Registry, ToolContext
 from runtime.registry.validation import Invalid, validate
@@ -412,3 +412,12 @@ def test_pdfs_become_document_blocks_and_other_binaries_are_described():
     assert same_after_validation(FunctionCallOutput, item)
     assert item["output"][1]["type"] == "input_file" and item["output"][1]["filename"] == "a.pdf"
     assert results.success("c1", "fs__read", done, max_bytes=4096, max_media_bytes=4).media == []
+
+
+def test_a_server_reached_by_url_gives_its_tools_its_host():
+    tools = [{"name": "find", "inputSchema": {"type": "object", "properties": {}}}]
+    remote = ServerConfig(url="https://MCP.example.com:8443/mcp")
+    [spec] = specs_for("search", remote, tools)
+    assert spec.host == "mcp.example.com"
+    [local] = specs_for("files", ServerConfig(command="npx"), tools)
+    assert local.host is None
