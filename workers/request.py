@@ -11,6 +11,13 @@ sessions that process started (a shell's bash, an MCP stdio server:
 `runtime.sessions`) are killed, and gone, first; then the call's end is
 recorded and published from the worker's main process, since the pool process
 is dead (a lost read or idempotent call is delivered again instead).
+
+A chain runs in one task (docs/architecture.md, "A chain in one task"): its
+task's limit is the sum of its steps' (a backstop), and each step gets its
+own from the watchdog, which reads on the live board (`runtime.worker.board`)
+which step each pool process runs and since when, and takes a step past its
+hard limit down the same path as Celery's own limit. A killed or lost chain
+ends the step it was running; the steps after it are the cluster's.
 """
 
 from __future__ import annotations
@@ -20,16 +27,22 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 from billiard.einfo import ExceptionWithTraceback
 from billiard.exceptions import WorkerLostError
+from celery.worker import state
 from celery.worker.request import Request
+from kombu.asynchronous import get_event_loop
 
 from runtime import sessions
 from runtime.stack.processes import is_alive
+from runtime.transport import chain
+from runtime.worker.board import Step, tag_of
 
 log = logging.getLogger("toolrun.worker")
 DEATH_PATIENCE = 5.0  # seconds a SIGKILLed pool process may take to be gone
+WATCH_SECONDS = 0.1  # how often the watchdog looks at the chain steps running
 
 
 class CallRequest(Request):
@@ -37,17 +50,46 @@ class CallRequest(Request):
         super().__init__(*args, **kwargs)
         from workers import tasks  # loaded by now: this class is named by its task
 
-        message = self._args[0] if self._args else None
-        self.time_limits = (tasks.worker().hard_limit(message), None)
+        self.raw = self._args[0] if self._args else None
+        self.steps = chain.length(self.raw)
+        self.time_limits = (tasks.worker().hard_limit(self.raw), None)
+        self._step: Step | None = None  # the chain step last seen running
+
+    def step(self) -> tuple[int, Any]:
+        """The index and message (carrying the steps after it) of the step
+        this request's pool process runs, as the live board says."""
+        if self.steps > 1 and self.worker_pid:
+            from workers import tasks
+
+            board = tasks.board()
+            found = board.step(self.worker_pid, tag_of(self.id)) if board else None
+            self._step = found or self._step
+        index = self._step.index if self._step else 0
+        return index, chain.step_of(self.raw, index)
+
+    def overdue(self, now: float) -> bool:
+        """Whether the chain step running has passed its own hard limit."""
+        if self.steps <= 1 or not self.worker_pid:
+            return False
+        from workers import tasks
+
+        index, message = self.step()
+        if self._step is None or message is None:
+            return False
+        return now - self._step.started >= tasks.worker().hard_limit(message, alone=True)
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if soft:
             return super().on_timeout(soft, timeout)
+        from workers import tasks
+
+        _, message = self.step()  # read before the kill: the board keeps it, but say so
+        limit = tasks.worker().hard_limit(message, alone=True) if self.steps > 1 else timeout
         if self.worker_pid:
             _kill(self.worker_pid)
             sessions.end_left_by(self.worker_pid)
-        super().on_timeout(soft, timeout)
-        self._end(timeout, lost=False)
+        super().on_timeout(soft, limit)
+        self._end(limit, message, lost=False)
 
     def on_failure(self, exc_info, send_failed_event: bool = True, return_ok: bool = False):
         """A pool process lost mid-call: its sessions go before its message is
@@ -55,21 +97,23 @@ class CallRequest(Request):
         error = exc_info.exception
         error = error.exc if isinstance(error, ExceptionWithTraceback) else error
         if isinstance(error, WorkerLostError) and self.worker_pid:
+            _, message = self.step()
             sessions.end_left_by(self.worker_pid)
-            self._end(0.0, lost=True)
+            self._end(0.0, message, lost=True)
         return super().on_failure(
             exc_info, send_failed_event=send_failed_event, return_ok=return_ok
         )
 
-    def _end(self, limit: float, *, lost: bool) -> None:
-        """End the call on a thread, once the sessions of its process are gone
-        (SIGKILL takes effect at once, unless a process is stuck in the kernel:
-        then this waits as long as it takes)."""
-        if not self._args:
+    def _end(self, limit: float, raw: Any, *, lost: bool) -> None:
+        """End the call (`raw`: a chain's step that was running) on a thread,
+        once the sessions of its process are gone (SIGKILL takes effect at
+        once, unless a process is stuck in the kernel: then this waits as long
+        as it takes)."""
+        if raw is None:
             return
         from workers import tasks
 
-        pid, raw, name = self.worker_pid, self._args[0], self.hostname
+        pid, name = self.worker_pid, self.hostname
 
         def end() -> None:
             while pid and not sessions.end_left_by(pid):
@@ -77,6 +121,32 @@ class CallRequest(Request):
             tasks.worker().end_killed(raw, limit, name=name, lost=lost)
 
         threading.Thread(target=end, name="killed-call", daemon=True).start()
+
+
+def watch_chains(pool: Any, every: float = WATCH_SECONDS) -> None:
+    """From the worker's main process, on its event loop: every `every`
+    seconds, give a chain step past its hard limit the treatment of Celery's
+    own hard limit (`pool`: the worker's `TaskPool`; its process is killed,
+    the step ends, the task is acknowledged). Without an event loop (a pool
+    other than prefork) chains keep their task's limit alone."""
+    hub = get_event_loop()
+    if hub is None or not hasattr(pool, "_pool"):
+        log.warning("no event loop: chain steps keep their task's time limit alone")
+        return
+
+    def tick() -> None:
+        now = time.monotonic()
+        for request in list(state.active_requests):
+            if not isinstance(request, CallRequest):
+                continue
+            try:
+                job = request._apply_result() if request._apply_result else None
+                if job is not None and not job.ready() and request.overdue(now):
+                    pool._pool.on_hard_timeout(job)
+            except Exception:  # noqa: BLE001 - the next tick looks again
+                log.exception("the chain watchdog failed on %s", request.id)
+
+    hub.call_repeatedly(every, tick)
 
 
 def _kill(pid: int) -> None:

@@ -15,24 +15,29 @@ import os
 
 from billiard.util import get_pdeathsig
 from celery import signals
+from celery.utils.log import current_process_index
 from celery.worker import state
 
 from runtime import sessions, tracing
 from runtime.ledger.engine import load_driver
 from runtime.results.formatter import ledger_summary
+from runtime.transport import chain
 from runtime.transport.broker import declare_dead_letters, drain_dead_letters
 from runtime.transport.names import TASK
 from runtime.worker import Worker
 from runtime.worker.assembly import Parts
+from runtime.worker.board import Board, tag_of
 from runtime.worker.heartbeat import start_heartbeat
 from runtime.worker.sweeper import start_sweeping, sweep_holder
 from workers import app
+from workers.request import CallRequest, watch_chains
 
 log = logging.getLogger("toolrun.worker")
 SWEEP_SECONDS = 1.0  # how often each worker offers to sweep
 _parts: list[Parts] = []
 _workers: dict[int, Worker] = {}
 _holder = sweep_holder()  # this worker's name as the sweep's holder
+_board: list[Board] = []
 
 
 def parts() -> Parts:
@@ -50,9 +55,19 @@ def worker() -> Worker:
     return _workers[pid]
 
 
+def board() -> Board | None:
+    """The live board this worker's main process made before forking its pool."""
+    return _board[0] if _board else None
+
+
 @app.task(name=TASK, bind=True, Request="workers.request:CallRequest")
 def execute_call(self, message: dict) -> dict | None:
-    result = worker().run(message, name=self.request.hostname)
+    steps = _on_step(self.request.id) if chain.length(message) > 1 else None
+    try:
+        result = worker().run(message, name=self.request.hostname, on_step=steps)
+    finally:
+        if steps is not None:
+            steps(-1)
     if result is None:  # too malformed to name a call: nobody to answer
         return None
     # Results travel on toolrun's channel and the backend keeps none; this value is
@@ -69,6 +84,7 @@ def _build_before_forking(**_: object) -> None:
     memory"). Pool processes record the sessions their calls start
     (`runtime.sessions`); what dead pool processes left is killed here."""
     settings = parts().settings
+    _board.append(Board())  # shared with every pool process forked from here on
     sessions.configure(settings.home / "sessions")
     sessions.end_orphans()  # left by the pool processes of a worker that died
     load_driver(settings.ledger_url)  # each pool process builds its engine on it
@@ -89,9 +105,11 @@ def _leave_pool_process(**_: object) -> None:
 
 
 @signals.worker_ready.connect
-def _start_sweeping(**_: object) -> None:
+def _start_sweeping(sender: object = None, **_: object) -> None:
     """Every worker offers to sweep, one at a time does; and the main process
-    renews the leases of the calls its pool runs."""
+    renews the leases of the calls its pool runs and watches the time of each
+    chain step (`workers/request.py`)."""
+    watch_chains(getattr(sender, "pool", None))
     try:
         declare_dead_letters(app)  # RabbitMQ drops a dead letter with nowhere to go
     except Exception as error:  # noqa: BLE001 - the broker away: the first sweep declares it
@@ -116,6 +134,33 @@ def _end_dead_letters() -> None:
     drain_dead_letters(app, worker().end_dead_letter)
 
 
+def _on_step(task_id: str):
+    """What a pool process tells the live board as each step of a chain
+    begins (-1: the task has ended)."""
+    spot, pid, tag = current_process_index(base=0), os.getpid(), tag_of(task_id)
+    found = board()
+    if spot is None or found is None:  # not a prefork pool process: nobody reads it
+        return lambda index: None
+
+    def step(index: int) -> None:
+        if index < 0:
+            found.clear(spot, pid)
+        else:
+            found.begin(spot, pid, tag, index)
+
+    return step
+
+
 def _running() -> list[object]:
-    """The task messages this worker's pool is running (its main process's view)."""
-    return [request.args[0] for request in list(state.active_requests) if request.args]
+    """The task messages this worker's pool is running (its main process's
+    view): of a chain, the step running and the one before it, whose end may
+    still be on its way to the ledger."""
+    running: list[object] = []
+    for request in list(state.active_requests):
+        if isinstance(request, CallRequest) and request.steps > 1:
+            index, _ = request.step()
+            steps = (chain.step_of(request.raw, i) for i in range(max(0, index - 1), index + 1))
+            running += [step for step in steps if step is not None]
+        elif request.args:
+            running.append(request.args[0])
+    return running

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.execution import allowance, throttling, time_limits
+from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
@@ -42,10 +43,12 @@ class Outcome(NamedTuple):
     """A call's result, and whether this delivery's end is the one the ledger
     holds: True (it ended the call), False (the call had ended already: its end
     was published by whoever ended it), None (not known yet: the row waits in
-    the buffer while the ledger is down)."""
+    the buffer while the ledger is down). `deferred`: a claimed call that ran
+    under `defer`, its end not written yet (`runtime.execution.handover`)."""
 
     result: ToolResult
     ended: bool | None
+    deferred: bool = False
 
 
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
@@ -60,10 +63,15 @@ def execute(
     key: bytes,
     worker: str | None = None,
     state: BatchState | None = None,
+    previous: Previous | None = None,
+    defer: bool = False,
 ) -> Outcome:
     """Check a task message again and run its call; never raises for anything
     the tool, its input or the message does. `state` says whether the batch
-    was cancelled and finds results already published."""
+    was cancelled and finds results already published. In a chain,
+    `previous` is the step before, whose end is written with this step's
+    claim if it gets that far, else first; `defer` leaves this step's end
+    unwritten, if it ran under a claim, for the step after it."""
     meta = {"worker": worker, "attempts": 1}
     call = ToolCall(id=message.call_id, name=message.tool, arguments=message.arguments)
     if not signing.genuine(message, key):
@@ -73,6 +81,7 @@ def execute(
             rule="signature",
             source="worker",
         )
+        settle(previous, ledger)  # its end comes before anything of this call
         return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
     admission = admit(
         call,
@@ -91,15 +100,24 @@ def execute(
         lease = time_limits.hard_limit(message.tool, registry, settings) + settings.lease_seconds
         admission = throttling.check(admission, message, state, lease=lease)
     if isinstance(admission, throttling.Delayed):
+        settle(previous, ledger)
         return Outcome(admission.result, False)
+    claimed = isinstance(admission, Admitted) and _claims(admission)
+    if not claimed:  # only a claim writes it with this call's first row
+        settle(previous, ledger)
     if isinstance(admission, Refused):
         return _refuse(ledger, message, admission, meta)
-    claimed = admission.spec.risk is not Risk.read and not admission.spec.idempotent
-    run = _claimed if claimed else _at_least_once
-    outcome = run(admission, message, ledger, settings, worker, state)
+    if claimed:
+        outcome = _claimed(admission, message, ledger, settings, worker, state, previous, defer)
+    else:
+        outcome = _at_least_once(admission, message, ledger, settings, worker, state)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
         allowance.charge(outcome.result, spending, state, message.batch_id)
     return outcome
+
+
+def _claims(admission: Admitted) -> bool:
+    return admission.spec.risk is not Risk.read and not admission.spec.idempotent
 
 
 def _at_least_once(
@@ -177,15 +195,18 @@ def _claimed(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    previous: Previous | None = None,
+    defer: bool = False,
 ) -> Outcome:
     """A side effect that is not idempotent: it runs only if this delivery
     claims it in the ledger first, so it runs at most once."""
     call, spec, meta = admission.call, admission.spec, {"worker": worker, "attempts": 1}
     if state is not None and _cancelled(state, message.batch_id):
+        settle(previous, ledger)
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
         return _record(ledger, message, cancelled, EventKind.cancelled)
     try:
-        begun = ledger.claim(message.batch_id, call.id, worker=worker)
+        begun = claim_after(ledger, message, worker, previous)
     except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)
@@ -203,7 +224,8 @@ def _claimed(
         if begun.start is Start.finished:
             return Outcome(early, False)
         return _record(ledger, message, early)
-    _hold(state, message, settings.lease_seconds)
+    if previous is None or previous.leased != call.id:  # else taken as the step before ended
+        _hold(state, message, settings.lease_seconds)
 
     def retried(attempt: int, error: BaseException) -> None:
         ledger.eventually(
@@ -226,6 +248,8 @@ def _claimed(
         on_retry=retried,
         quiet=ledger.quiet,
     )
+    if defer:  # the next step's claim writes it
+        return Outcome(result, None, deferred=True)
     return _record(ledger, message, result)  # publishing the end releases the lease
 
 

@@ -56,15 +56,18 @@ class LedgerBuffer:
     def flush(self) -> bool:
         """Write what is kept, oldest first; False if the ledger is still down."""
         with self._lock:
-            while self._pending:
-                try:
-                    self._pending[0]()
-                except LedgerRefused as error:
-                    log.error("the ledger refused a buffered row, which is lost: %s", error)
-                except LedgerUnavailable:
-                    return False
-                self._pending.popleft()
-            return True
+            return self._flush()
+
+    def _flush(self) -> bool:
+        while self._pending:
+            try:
+                self._pending[0]()
+            except LedgerRefused as error:
+                log.error("the ledger refused a buffered row, which is lost: %s", error)
+            except LedgerUnavailable:
+                return False
+            self._pending.popleft()
+        return True
 
     def _start_flusher(self) -> None:
         if self._flusher is None or not self._flusher.is_alive():
@@ -74,8 +77,14 @@ class LedgerBuffer:
             self._flusher.start()
 
     def _flush_until_empty(self) -> None:
+        """Flush every `interval` until nothing is kept. It says it is done
+        under the lock it flushed under: a row kept while it was still alive
+        but past its last flush would otherwise wait for a next write that may
+        never come (the soak found such ends, published and never written)."""
         while True:
             time.sleep(self.interval)
-            if self.flush():
-                log.info("ledger back: buffered rows written")
-                return
+            with self._lock:
+                if self._flush():
+                    self._flusher = None  # a row kept from now on starts another
+                    break
+        log.info("ledger back: buffered rows written")

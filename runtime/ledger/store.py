@@ -227,6 +227,30 @@ class Ledger:
             core=True,
         )
 
+    def end_and_claim(
+        self, end: CallEnd, batch_id: str, call_id: str, *, worker: str | None
+    ) -> tuple[bool | None, Begun]:
+        """A chain step's end and the claim of the step after it, in one
+        transaction (docs/architecture.md, "A chain in one task"): whether
+        the end ended its call, and the claim. While rows of this process wait
+        in its buffer, the end goes after them (None: it waits too) and the
+        claim is made alone."""
+        if len(self._buffer):
+            ended: list[bool] = []
+            self.eventually(
+                lambda: ended.append(self._run(lambda c: write_ends(c, [end]), core=True)[0])
+            )
+            return (ended[0] if ended else None), self.claim(batch_id, call_id, worker=worker)
+
+        def work(connection: Connection) -> tuple[bool, Begun]:
+            [ended] = write_ends(connection, [end])
+            claimed = claims.claim(
+                connection, batch_id, call_id, worker=worker, redactor=self.redactor
+            )
+            return ended, claimed
+
+        return self._run(work, core=True)
+
     def mark_ended(self, batch_id: str) -> bool:
         """Every call has ended: the batch ends at its last end's time, the
         sweep passes it by, and its plan (unredacted arguments) is deleted.

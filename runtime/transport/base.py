@@ -82,11 +82,13 @@ class BatchState(Protocol):
         reply_to: str | None,
         stage: int | None = None,
         patience: float = 0.0,
+        hold: tuple[str, float] | None = None,
     ) -> int | None:
         """Store a call's end where clients and workers find it and announce it,
         and release its lease; with `stage`, count it as one more end of that
-        stage and return the count. Keeps trying for `patience` seconds while
-        the state is away."""
+        stage and return the count; with `hold` (call id, seconds), take the
+        lease of that call of the batch (a chain's next step, claimed with
+        this end). Keeps trying for `patience` seconds while the state is away."""
         ...
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:

@@ -116,6 +116,7 @@ class RedisState:
         reply_to: str | None,
         stage: int | None = None,
         patience: float = 0.0,
+        hold: tuple[str, float] | None = None,
     ) -> int | None:
         """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
         else on the batch's channel), and count it as one more end of its
@@ -139,6 +140,9 @@ class RedisState:
                         pipe.expire(stages_key(batch_id), TTL_SECONDS)
                     pipe.zrem(LEASES, lease_member(batch_id, result.call_id))
                     tallies.tally(pipe, result)  # the operators' figures, in the same round trip
+                    if hold is not None:  # a chain's next step (`BatchState.publish`)
+                        member = lease_member(batch_id, hold[0])
+                        pipe.zadd(LEASES, {member: time.time() + hold[1]}, gt=True)
                     done = pipe.execute()
         return int(done[3]) if stage is not None else None
 

@@ -106,10 +106,13 @@ class MemoryTransport:
         reply_to: str | None,
         stage: int | None = None,
         patience: float = 0.0,
+        hold: tuple[str, float] | None = None,
     ) -> int | None:
         with self._changed:
             self._results[batch_id][result.call_id] = result
             self._held.discard((batch_id, result.call_id))
+            if hold is not None:
+                self._held.add((batch_id, hold[0]))
             if stage is not None:
                 self._stages[batch_id, stage] += 1
             self._changed.notify_all()

@@ -17,15 +17,17 @@ no second copy of this logic (docs/architecture.md, "The worker").
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
 import tenacity
 
-from runtime import tracing
+from runtime import logs, tracing
 from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
+from runtime.execution.handover import Previous, settled_after
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
@@ -67,30 +69,118 @@ class Worker:
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
         self._sweeping: str | None = None  # the sweep's holder while this worker sweeps
 
-    def run(self, raw: Any, *, name: str | None = None) -> ToolResult | None:
-        """Run one delivered task message to its end; the call's result, or None
-        for a message too malformed to name a call (there is nobody to answer)."""
+    def run(
+        self, raw: Any, *, name: str | None = None, on_step: Callable[[int], None] | None = None
+    ) -> ToolResult | None:
+        """Run one delivered task message to its end; the (first) call's
+        result, or None for a message too malformed to name a call (there is
+        nobody to answer). A chain's steps run here one after another, each
+        checked, claimed, run and published as if it had come alone, for as
+        long as the batch may go on (docs/architecture.md, "A chain in one
+        task"); `on_step(index)` is told as each step begins (the Celery
+        binding shows it to the worker's main process, which limits, renews
+        and, if killed, ends that step)."""
         message = CallMessage.from_wire(raw)
         if message is None:
             log.error("malformed task message refused")
             return None
         worker = name or self.name
+        step: CallMessage | None = message
+        index, previous, first = 0, None, None
+        while step is not None:
+            if on_step is not None:
+                on_step(index)
+            outcome = self._execute(step, worker, previous, defer=bool(step.then))
+            first = first or outcome.result
+            following = chain.follow(step, outcome.result) if outcome.ended is not False else None
+            previous = None
+            if following is None:
+                ended = self._settled(step, outcome)
+                self.finish(step, outcome.result, ended)
+            elif outcome.deferred:  # its end is written with the next step's claim
+                published = self._publisher(step, outcome.result)
+                previous = Previous(step.batch_id, outcome.result, published)
+            else:
+                self.publish(step, outcome.result, outcome.ended)
+            if following is not None:  # its queue wait starts now, as if it were handed on
+                following.sent_at = time.time()
+            step, index = following, index + 1
+        return first
+
+    def _execute(
+        self, step: CallMessage, worker: str | None, previous: Previous | None, *, defer: bool
+    ) -> executor.Outcome:
+        """One step, its log lines and span its own; however it ends (an
+        exception too), the step before has its end written and published."""
         redactor, arguments = self.ledger.redactor, self.settings.trace_arguments
-        with tracing.call_span(
-            message, worker=worker, redactor=redactor, arguments=arguments
-        ) as span:
-            outcome = executor.execute(
-                message,
-                registry=self.registry,
-                ledger=self.ledger,
-                settings=self.settings,
-                key=self.key,
-                worker=worker,
-                state=self.state,
-            )
-            span.ended(outcome.result)
-            self.finish(message, outcome.result, outcome.ended)
-        return outcome.result
+        token = logs.enter_call(step.batch_id, step.call_id)
+        try:
+            with (
+                settled_after(previous, self.ledger),
+                tracing.call_span(
+                    step, worker=worker, redactor=redactor, arguments=arguments
+                ) as span,
+            ):
+                outcome = executor.execute(
+                    step,
+                    registry=self.registry,
+                    ledger=self.ledger,
+                    settings=self.settings,
+                    key=self.key,
+                    worker=worker,
+                    state=self.state,
+                    previous=previous,
+                    defer=defer,
+                )
+                span.ended(outcome.result)
+        finally:
+            logs.leave_call(token)
+        return outcome
+
+    def _settled(self, step: CallMessage, outcome: executor.Outcome) -> bool | None:
+        """Whether this delivery ended the call, its end written now if it was
+        deferred for a next step that will not run."""
+        if not outcome.deferred:
+            return outcome.ended
+        told: list[bool | None] = []
+        Previous(step.batch_id, outcome.result, lambda ended, _: told.append(ended)).settle(
+            self.ledger
+        )
+        return told[0]
+
+    def _publisher(
+        self, step: CallMessage, result: ToolResult
+    ) -> Callable[[bool | None, str | None], None]:
+        return lambda ended, lease: self.publish(step, result, ended, lease=lease)
+
+    def publish(
+        self,
+        message: CallMessage,
+        result: ToolResult,
+        ended: bool | None,
+        *,
+        lease: str | None = None,
+    ) -> None:
+        """Publish a chain step's end, if this delivery ended it (or may have),
+        and count it for its stage; the chain goes on in this task. `lease`:
+        the next step, just claimed, whose lease is taken in the same round
+        trip."""
+        seconds = self.settings.lease_seconds
+        try:
+            if ended is not False:
+                held = (lease, seconds) if lease else None
+                self.state.publish(
+                    message.batch_id,
+                    result,
+                    reply_to=message.reply_to,
+                    stage=message.stage,
+                    patience=self.publish_patience,
+                    hold=held,
+                )
+            elif lease:
+                self.state.hold(message.batch_id, lease, seconds)
+        except StateUnavailable as error:  # its row is kept: the sweep finds it ended
+            log.error("the end of %s could not be published: %s", message.call_id, error)
 
     def finish(self, message: CallMessage, result: ToolResult, ended: bool | None) -> None:
         """After a call's end: if this delivery ended it (or may have: the
@@ -157,9 +247,17 @@ class Worker:
                     error,
                 )
 
-    def hard_limit(self, raw: Any) -> float:
-        """Seconds after which the pool process running `raw` is killed."""
-        return time_limits.hard_limit(CallMessage.tool_of(raw), self.registry, self.settings)
+    def hard_limit(self, raw: Any, *, alone: bool = False) -> float:
+        """Seconds after which the pool process running `raw` is killed: for a
+        chain, the sum of its steps' limits (each step has its own as well,
+        `workers/request.py`); `alone`: its first step's only."""
+        steps = 1 if alone else chain.length(raw)
+        return sum(
+            time_limits.hard_limit(
+                CallMessage.tool_of(chain.step_of(raw, index)), self.registry, self.settings
+            )
+            for index in range(steps)
+        )
 
     def end_killed(
         self, raw: Any, limit: float, *, name: str | None = None, lost: bool = False

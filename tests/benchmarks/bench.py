@@ -15,7 +15,7 @@ limits' checks add per call (`--only F1`, `--only L1`).
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
-(`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P3`, `P6` and `G1` each
+(`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P3`, `P4`, `P6` and `G1` each
 measure that figure alone, both sides (the machine's load makes them noisy:
 say it next to them). `--trace` turns OpenTelemetry on in the client and the workers,
 exporting to an OTLP/HTTP receiver in this process (tracing's cost:
@@ -57,7 +57,7 @@ from tests.benchmarks.report import Figure
 from tests.support import otlp
 
 # What `--only` measures without the rest.
-ALONE_FIGURES = ("P1", "P3", "P6", "G1", "P7", "F1", "L1")
+ALONE_FIGURES = ("P1", "P3", "P4", "P6", "G1", "P7", "F1", "L1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -177,6 +177,8 @@ def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
     meter = cpu.Meter(bench.processes())
     if options.only == "P3":
         found = [compare.p3(options, bench.sides, console, meter)]
+    elif options.only == "P4":
+        found = [compare.p4(options, bench.sides, console, meter)]
     else:
         found = compare.p1(options, bench.sides, console, meter)
     found[0].extra["cpu_ms_per_call"] = meter.per_call_ms()

@@ -63,23 +63,7 @@ def measure(
         note="baseline: group(...).apply_async().get(), which polls every 0.5 s",
     )
     throughput = p3(options, sides, console, meters.get("P3"))
-    console.log(f"P4: {o.p4_steps} ordered no-op writes x {n}")
-    ours, theirs = repeated(
-        lambda: figures.p4_toolrun(sides, o.p4_steps),
-        lambda: figures.p4_baseline(sides, o.p4_steps),
-        n,
-        meters.get("P4"),
-        o.p4_steps,
-    )
-    steps = Figure(
-        "P4",
-        f"{o.p4_steps}-step ordered writes, per step",
-        "ms",
-        Target("ratio", "<=", 1.0),
-        [ms(v) for v in ours],
-        [ms(v) for v in theirs],
-        note="baseline: chain(write.si() x steps).apply_async().get()",
-    )
+    steps = p4(options, sides, console, meters.get("P4"))
     found = [*latency, wall, throughput, steps]
     for figure in found:
         meter = meters.get(figure.key.split("_")[0])
@@ -151,6 +135,33 @@ def p3(
         theirs,
         note=f"{o.p3_window} batches in flight from one thread; "
         "baseline: a group per batch, .get()",
+    )
+
+
+def p4(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    console: Console,
+    meter: cpu.Meter | None = None,
+) -> Figure:
+    """P4: ordered writes, per step (`--only P4` measures it alone)."""
+    o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
+    console.log(f"P4: {o.p4_steps} ordered no-op writes x {n}")
+    ours, theirs = repeated(
+        lambda: figures.p4_toolrun(sides, o.p4_steps),
+        lambda: figures.p4_baseline(sides, o.p4_steps),
+        n,
+        meter,
+        o.p4_steps,
+    )
+    return Figure(
+        "P4",
+        f"{o.p4_steps}-step ordered writes, per step",
+        "ms",
+        Target("ratio", "<=", 1.0),
+        [ms(v) for v in ours],
+        [ms(v) for v in theirs],
+        note="baseline: chain(write.si() x steps).apply_async().get()",
     )
 
 

@@ -47,3 +47,51 @@ def test_a_refused_row_is_dropped_not_retried(caplog):
     database.up = False
     assert not buffer.write(database.row("a", LedgerRefused))
     assert len(buffer) == 0 and "refused a row" in caplog.text
+
+
+def test_a_row_kept_as_the_flusher_finishes_is_written_all_the_same():
+    """A row kept while the flusher writes the last rows it holds (the writer
+    waits for its lock) must not be left behind when that flusher stops: the
+    soak found ends published by a worker and never written. A slow log
+    handler stands for the worker's log file, written as the flusher stops."""
+    import logging
+    import time
+
+    class Slow(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            time.sleep(0.01)
+
+    logger, handler = logging.getLogger("toolrun.ledger"), Slow()
+    logger.addHandler(handler)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        _kept_as_the_flusher_finishes()
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level
+
+
+def _kept_as_the_flusher_finishes() -> None:
+    import threading
+    import time
+
+    for _ in range(20):
+        buffer, written = LedgerBuffer(interval=0.001), []
+        inside, go = threading.Event(), threading.Event()
+
+        def first(inside=inside, go=go, written=written) -> None:
+            inside.set()
+            go.wait(5)
+            written.append("first")
+
+        buffer.keep(first)
+        assert inside.wait(5)  # the flusher is writing `first`, holding its lock
+        late = threading.Thread(target=buffer.write, args=(lambda w=written: w.append("late"),))
+        late.start()  # `first` is still kept: this row is kept after it
+        time.sleep(0.002)
+        go.set()
+        late.join(5)
+        deadline = time.monotonic() + 5
+        while written != ["first", "late"]:
+            assert time.monotonic() < deadline, written
+            time.sleep(0.001)

@@ -297,3 +297,25 @@ def burn(args: Burn, ctx: ToolContext) -> ToolOutput:
     while time.process_time() < end:
         pass
     return ToolOutput(content=None, message="burnt", summary="burnt", spent={"burns": 1})
+
+
+@tool(risk=Risk.write)
+def tagged_write(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A side effect that records the Celery task it runs in (its id; None off
+    Celery) and when, so a test sees which steps of a chain shared a task."""
+    from celery import current_task
+
+    task = current_task.request.id if current_task else None
+    _mark(
+        ctx,
+        "tasks",
+        {
+            "label": args.label,
+            "call_id": ctx.call_id,
+            "task": task,
+            "pid": os.getpid(),
+            "at": time.time(),
+        },
+    )
+    time.sleep(args.seconds)
+    return ToolOutput(content={"label": args.label}, message="tagged", summary="tagged")

@@ -198,8 +198,8 @@ def test_the_seal_checks_out_and_any_edit_or_other_key_fails_it(rt, workspace):
 
 
 def test_each_attempt_shows_its_queue_wait_and_cpu_time(tmp_path):
-    """A read, then two writes the worker hands on to each other as a chain:
-    each step is posted on its own, so each has its own queue wait."""
+    """A read, then two writes that run as a chain in one task: each step has
+    its own queue wait (the next step's from the end of the one before)."""
     calls = [
         {"id": "r", "name": "burn", "arguments": {"label": "r"}},
         {"id": "w1", "name": "burn_write", "arguments": {"label": "w1"}},

@@ -51,3 +51,15 @@ def test_each_step_keeps_its_own_signature_whatever_it_carries():
     assert head.wire()["then"][0] == head.then[0].wire()  # on the wire too
     tampered = head.then[0].model_copy(update={"arguments": {"label": "other"}})
     assert not signing.genuine(tampered, KEY)
+
+
+def test_the_main_process_finds_each_step_of_a_delivered_chain_without_decoding_it():
+    raw = chain.link(steps()).wire()
+    assert chain.length(raw) == 3 and chain.length(steps()[0].wire()) == 1
+    assert chain.step_of(raw, 0) is raw
+    second = chain.step_of(raw, 1)
+    assert second["call_id"] == "c1" and [m["call_id"] for m in second["then"]] == ["c2"]
+    last = CallMessage.from_wire(chain.step_of(raw, 2))
+    assert last.call_id == "c2" and last.then == [] and signing.genuine(last, KEY)
+    assert chain.step_of(raw, 3) is None and chain.step_of(raw, -1) is None
+    assert chain.step_of({"then": "no"}, 1) is None and chain.length(None) == 1

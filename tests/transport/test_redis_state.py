@@ -107,3 +107,18 @@ def test_what_an_advance_reads_of_the_state_comes_in_one_round_trip(state):
         {},
         {},
     )
+
+
+def test_publishing_a_chain_steps_end_takes_the_next_steps_lease_in_one_round_trip(state):
+    """The end stored and counted, its lease released, and the lease of the
+    step claimed with it taken ("A chain in one task")."""
+    from runtime.results import formatter
+
+    state.hold("rs-chain", "a", 30)
+    done = formatter.success("a", "bump", "bumped", max_bytes=1024)
+    count, trips = round_trips(
+        lambda: state.publish("rs-chain", done, reply_to=None, stage=0, hold=("b", 30))
+    )
+    assert (count, trips) == (1, 1)
+    assert state.recall("rs-chain", "a") == done
+    assert set(state.holds("rs-chain", ["a", "b"])) == {"b"}
