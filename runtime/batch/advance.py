@@ -22,6 +22,7 @@ from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
 from runtime.batch.signer import Signer
+from runtime.batch.unrecorded import UnrecordedEnds
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
@@ -58,6 +59,7 @@ class Advancer:
         self.queue, self.state, self.approvals = queue, state, approvals
         self.lease_seconds, self.resend_after = lease_seconds, resend_after
         self.flow = Flow(state=state, queue=queue, registry=registry)  # "Flow control"
+        self.unrecorded = UnrecordedEnds(ledger)  # rows lost with a killed worker's buffer
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
@@ -200,6 +202,10 @@ class Advancer:
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.
         ends = {**(held.ends if held else {}), **found.ends}
+        if held is not None and len(ends) > len(found.ends):
+            announced = {c: r for c, r in held.ends.items() if c not in found.ends}
+            for call_id in self.unrecorded.look(batch_id, announced):
+                found.ends[call_id] = ends[call_id]  # written now: the batch may be marked ended
         running = found.claimed  # a redelivered read shows running too
         claimed = {c: at for c, at in running.items() if liveness.claims(self.registry, plan, c)}
         started = held.started if held else set()

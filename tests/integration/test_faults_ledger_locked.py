@@ -16,10 +16,12 @@ import pytest
 from sqlmodel import select
 
 from runtime.ledger.tables import EndRow
+from runtime.types import Status
 from tests.support import submitter
 from tests.support.faults import FaultStack
 from tests.support.ledger_lock import held_elsewhere
 from tests.support.postgres import fresh_database
+from tests.support.tools import held_running, release
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 ALLOW = {"allow": ["bump"]}
@@ -160,3 +162,34 @@ def test_a_batch_whose_submitter_dies_while_the_ledger_is_locked_still_lands_and
         assert sorted(decisions) == ["r0", "w1"]
         again = runtime.submit(spec["calls"], **{k: v for k, v in spec.items() if k != "calls"})
         assert again.batch_id == batch_id
+
+
+@pytest.mark.timeout(300)
+def test_a_read_whose_row_died_with_its_worker_gets_its_announced_end_in_the_ledger(
+    locked_stack, workspace, request
+):
+    """A read ends while the ledger is locked: its end reaches the caller and
+    its row waits in the pool process's buffer; the worker is killed before the
+    lock goes, and the row with it. Once the ledger is back, the advancer writes
+    the announced end (after its patience) and the batch ends, with the status
+    the caller got (docs/architecture.md, "The ledger")."""
+    stack = locked_stack
+    request.addfinalizer(lambda: release(workspace, "kept"))
+    with stack.client() as runtime:
+        handle = runtime.submit(
+            [call("r1", "held", label="kept")], mode="auto", workspace=workspace, timeout=240
+        )
+        held_running(workspace, 1, bound=60)
+        with held_elsewhere(stack.settings.ledger_url):
+            release(workspace, "kept")
+            [result] = handle.results(timeout=60)  # announced while the ledger is locked
+            assert result.status is Status.ok, result.model_message
+            for worker in stack.workers("reads"):
+                stack.kill_worker(worker)  # and the row its pool process kept
+        stack.add_worker("reads")
+        bound = time.monotonic() + 180
+        while (row := runtime.ledger.batch(handle.batch_id)) is None or row.ended_at is None:
+            assert time.monotonic() < bound, f"the batch did not end in the ledger: {row}"
+            time.sleep(0.2)
+        ends = runtime.ledger.ends(handle.batch_id)
+        assert {c: r.status for c, r in ends.items()} == {"r1": Status.ok}
