@@ -29,12 +29,19 @@ from celery import Celery
 from pydantic import ValidationError
 
 from runtime import adapters, config, tracing
+from runtime.batch import liveness
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable, TooManyOpenBatches
+from runtime.errors import (
+    BatchTooLarge,
+    InvalidBatch,
+    LedgerUnavailable,
+    StateUnavailable,
+    TooManyOpenBatches,
+)
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
@@ -61,6 +68,7 @@ CLOSE_SECONDS = CANCEL_GRACE + 3.0
 REDIS_CONNECTIONS = 16
 REDIS_WAIT_SECONDS = 30.0  # how long a thread waits for a free connection before failing
 OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
+ATTACH_SECONDS = 30.0  # how long `attach` waits for a kept record to land in the ledger
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
 
 
@@ -239,7 +247,7 @@ class Runtime:
         following = next((r for r in self.follower.open_runs() if r.batch.id == batch_id), None)
         if following is not None:  # this process follows it already
             return BatchHandle(following)
-        row = self.ledger.batch(batch_id)
+        row = self.ledger.batch(batch_id) or self._landed(batch_id)
         if row is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
         calls = [
@@ -257,6 +265,24 @@ class Runtime:
         run.attach()
         self.follower.follow(run)
         return BatchHandle(run)
+
+    def _landed(self, batch_id: str) -> Any:
+        """The batch's row once the record its submitter kept in Redis (the
+        ledger was away at submit: "The ledger") has landed, written here as
+        the sweep would; None if no record of it is kept, or it has not
+        landed within `ATTACH_SECONDS`."""
+        state = self.services.transport
+        until = time.monotonic() + ATTACH_SECONDS
+        while True:
+            try:
+                if batch_id not in state.kept_records():
+                    return self.ledger.batch(batch_id)  # landed meanwhile, or never kept
+            except StateUnavailable:
+                return None
+            liveness.record_kept(state, self.ledger)
+            if (row := self.ledger.batch(batch_id)) is not None or time.monotonic() > until:
+                return row
+            time.sleep(0.5)
 
     def transcript(self, batch_id: str) -> dict[str, Any]:
         """The batch's transcript from the ledger (`toolrun.transcript/1`),

@@ -193,3 +193,31 @@ def test_a_read_whose_row_died_with_its_worker_gets_its_announced_end_in_the_led
             time.sleep(0.2)
         ends = runtime.ledger.ends(handle.batch_id)
         assert {c: r.status for c, r in ends.items()} == {"r1": Status.ok}
+
+
+def test_attaching_to_a_batch_whose_record_waits_in_redis_lands_it(locked_stack, workspace):
+    """A batch submitted while the ledger was locked, its submitter killed: its
+    record waits in Redis for the sweep. With no worker alive to sweep, `attach`
+    once the lock goes writes the record itself and follows the batch (before,
+    it said the batch did not exist)."""
+    stack = locked_stack
+    spec = {
+        "calls": [call("r0", "nap", label="r0")],
+        "mode": "auto",
+        "workspace": str(workspace),
+        "timeout": TIMEOUT,
+    }
+    with held_elsewhere(stack.settings.ledger_url):
+        for queue in ("reads", "effects"):
+            for worker in stack.workers(queue):
+                stack.kill_worker(worker)  # no sweep to write the kept record
+        process, batch_id = submitter.spawn(stack, spec)
+        process.kill()
+        process.wait(timeout=10)
+        assert batch_id, "the submitter printed no batch id"
+    with stack.client() as runtime:
+        handle = runtime.attach(batch_id)
+        assert runtime.ledger.batch(batch_id) is not None
+        for queue in ("reads", "effects"):
+            stack.add_worker(queue)
+        assert [r.status for r in handle.results(timeout=90)] == [Status.ok]
