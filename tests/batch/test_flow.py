@@ -13,15 +13,13 @@ import pytest
 import redis
 
 from runtime.batch.flow import Flow
-from runtime.batch.plan import BatchPlan, build
-from runtime.batch.signer import Signer
-from runtime.gate.admission import admit
+from runtime.batch.plan import BatchPlan
 from runtime.gate.limits import Limits
 from runtime.tools.loading import load_tools
 from runtime.transport.names import HELD
 from runtime.transport.redis_state import RedisState
 from runtime.types import Batch, Mode, Status, ToolCall
-from tests.support.messages import KEY, policy
+from tests.support.messages import policy, signed_plan
 
 
 class Posted:
@@ -52,20 +50,7 @@ def planned(registry, workspace: Path, limits: dict, count: int = 5) -> BatchPla
     snapshot = Limits.model_validate(limits).snapshot()
     base = policy(workspace)
     rules = dataclasses.replace(base, limits=snapshot).counted_for(f"k-{uuid.uuid4().hex[:8]}")
-    admissions = [
-        admit(c, registry=registry, mode=batch.mode, workspace=workspace, policy=rules)
-        for c in calls
-    ]
-    signer = Signer(KEY, batch, rules.snapshot(), reply_to=None)
-    return build(
-        batch,
-        admissions,
-        sign=lambda a, where: signer.message(a, stage=where),
-        policy=signer.snapshot,
-        reply_to=None,
-        deadline=time.time() + 60,
-        approval_timeout=30,
-    )
+    return signed_plan(registry, batch, rules)
 
 
 def ids(plan: BatchPlan) -> list[list[str]]:

@@ -18,8 +18,7 @@ from pathlib import Path
 import redis
 
 from runtime.batch.flow import Flow
-from runtime.batch.plan import BatchPlan, build
-from runtime.batch.signer import Signer
+from runtime.batch.plan import BatchPlan
 from runtime.execution import throttling
 from runtime.gate.admission import admit
 from runtime.gate.limits import Limits
@@ -28,7 +27,7 @@ from runtime.transport.redis_state import RedisState
 from runtime.types import Batch, Mode, ToolCall
 from tests.benchmarks.limits import WIDE
 from tests.benchmarks.tools import MODULE, NOOP
-from tests.support.messages import KEY, policy
+from tests.support.messages import policy, signed_plan
 
 WORKSPACE = Path("/tmp")
 
@@ -42,20 +41,7 @@ def plan_of(registry, limits: dict, size: int) -> BatchPlan:
     calls = [ToolCall(id=f"c{i}", name=NOOP, arguments={}) for i in range(size)]
     batch = Batch(calls=calls, mode=Mode.auto, workspace=str(WORKSPACE))
     rules = dataclasses.replace(policy(WORKSPACE), limits=limits).counted_for("bench")
-    admissions = [
-        admit(c, registry=registry, mode=batch.mode, workspace=WORKSPACE, policy=rules)
-        for c in calls
-    ]
-    signer = Signer(KEY, batch, rules.snapshot(), reply_to=None)
-    return build(
-        batch,
-        admissions,
-        sign=lambda a, where: signer.message(a, stage=where),
-        policy=signer.snapshot,
-        reply_to=None,
-        deadline=time.time() + 60,
-        approval_timeout=30,
-    )
+    return signed_plan(registry, batch, rules)
 
 
 def measure(url: str) -> None:

@@ -3,14 +3,19 @@ to the executor or push messages into the broker themselves."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+from runtime.batch.plan import BatchPlan, build
+from runtime.batch.signer import Signer
+from runtime.gate.admission import admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.gate.rules import Effect, Level, parse
+from runtime.registry.capabilities import Registry
 from runtime.transport import signing
-from runtime.types import CallMessage, Mode
+from runtime.types import Batch, CallMessage, Mode
 
 KEY = b"test-signing-key"
 
@@ -55,3 +60,23 @@ def message(
     if key is not None:
         data[signing.FIELD] = signing.sign(data, key)
     return data
+
+
+def signed_plan(registry: Registry, batch: Batch, rules: Policy) -> BatchPlan:
+    """The plan of `batch` as a submitter builds it: each call admitted under
+    `rules`, its message signed with `KEY`, no reply channel, a minute to go."""
+    workspace = Path(batch.workspace)
+    admissions = [
+        admit(c, registry=registry, mode=batch.mode, workspace=workspace, policy=rules)
+        for c in batch.calls
+    ]
+    signer = Signer(KEY, batch, rules.snapshot(), reply_to=None)
+    return build(
+        batch,
+        admissions,
+        sign=lambda a, where: signer.message(a, stage=where),
+        policy=signer.snapshot,
+        reply_to=None,
+        deadline=time.time() + 60,
+        approval_timeout=30,
+    )
