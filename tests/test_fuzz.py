@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
-from runtime.client.runtime import MAX_CALL_ID
+from runtime.client.intake import MAX_CALL_ID
 from runtime.errors import InvalidBatch
 from runtime.registry.validation import Invalid, validate
 from runtime.results.formatter import SUMMARY_CHARS

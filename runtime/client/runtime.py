@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import getpass
 import hashlib
 import json
 import logging
 import os
-import socket
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +23,6 @@ from typing import Any
 
 import redis
 from celery import Celery
-from pydantic import ValidationError
 
 from runtime import adapters, config, tracing
 from runtime.batch import liveness
@@ -34,11 +30,11 @@ from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
+from runtime.client.intake import batch_from, check_name, keyed_id, link, principal
 from runtime.client.run import BatchRun, Services, check_key
 from runtime.errors import (
     BatchTooLarge,
     InvalidBatch,
-    LedgerUnavailable,
     StateUnavailable,
     TooManyOpenBatches,
 )
@@ -50,7 +46,7 @@ from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
 from runtime.transcript import build as build_transcript
-from runtime.transcript import chain, seal
+from runtime.transcript import seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
@@ -69,7 +65,6 @@ REDIS_CONNECTIONS = 16
 REDIS_WAIT_SECONDS = 30.0  # how long a thread waits for a free connection before failing
 OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
 ATTACH_SECONDS = 30.0  # how long `attach` waits for a kept record to land in the ledger
-MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
 
 
 class Runtime:
@@ -189,11 +184,11 @@ class Runtime:
         format: adapters.Format | None = None,
         model_usage: dict[str, Any] | None = None,
     ) -> BatchHandle:
-        batch = _batch(calls, mode=mode, workspace=workspace, on_error=on_error)
+        batch = batch_from(calls, mode=mode, workspace=workspace, on_error=on_error)
         self._check_size(batch)
-        _check_name("conversation", conversation)
-        _check_name("submitter", submitter)
-        submitter = submitter or _principal()
+        check_name("conversation", conversation)
+        check_name("submitter", submitter)
+        submitter = submitter or principal()
         self._check_open(submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if key is not None:
@@ -209,7 +204,7 @@ class Runtime:
         deadline = time.time() + (timeout or self.settings.batch_timeout)
         columns = {"submitter": submitter, "format": format, **(model_usage or {})}
         if conversation is not None:
-            columns |= _link(self.ledger, conversation)
+            columns |= link(self.ledger, conversation)
         parent = tracing.traceparent(traceparent)
         with tracing.batch_span(batch.id, len(batch.calls), batch.mode.value, parent) as trace:
             started = run.start(
@@ -400,88 +395,6 @@ class Runtime:
         """Closes on a thread of the loop's executor: closing waits for the
         batches it cancelled to end."""
         await asyncio.get_running_loop().run_in_executor(None, self.close)
-
-
-def keyed_id(key: str) -> str:
-    """The batch id a submit key stands for: two submitters of one key race
-    for one batch, and the ledger keeps its first record."""
-    return "k" + hashlib.sha256(key.encode()).hexdigest()[:31]
-
-
-def _check_name(what: str, value: str | None) -> None:
-    if value is not None and not (
-        isinstance(value, str) and 0 < len(value) <= MAX_CALL_ID and "\0" not in value
-    ):
-        raise InvalidBatch(f"{what} must be a non-empty string of at most {MAX_CALL_ID} characters")
-
-
-def _principal() -> str:
-    """Who submits from this process, when the caller does not say: user@host."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container)
-        user = f"uid {os.getuid()}"
-    return f"{user}@{socket.gethostname()}"
-
-
-def _link(ledger: Ledger, conversation: str) -> dict[str, Any]:
-    """The new turn's link to the one before it; without the ledger, only its
-    conversation (the batch fails closed on its own, "A batch the cluster owns")."""
-    try:
-        return chain.link(ledger, conversation)
-    except LedgerUnavailable:
-        return {"conversation": conversation}
-
-
-def _call(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:
-    """A call of the batch; one without a string id and name cannot get its
-    result, so the batch is refused (bad arguments are the model's, and a result)."""
-    try:
-        call = call if isinstance(call, ToolCall) else ToolCall.model_validate(call)
-    except ValidationError as error:
-        fields = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']}"
-            for e in error.errors(include_url=False)
-        )
-        raise InvalidBatch(
-            f"call {index} of the batch is not a tool call "
-            f'{{"id": str, "name": str, "arguments": ...}}: {fields}'
-        ) from None
-    if len(call.id) > MAX_CALL_ID or "\0" in call.id:  # the ledger keys rows by it
-        raise InvalidBatch(
-            f"call {index} of the batch has an id longer than {MAX_CALL_ID} characters "
-            "or holding a NUL character; providers send short ids"
-        )
-    return call
-
-
-def _batch(calls, *, mode, workspace, on_error) -> Batch:
-    if isinstance(calls, Batch):
-        overrides = {"mode": mode, "workspace": workspace, "on_error": on_error}
-        batch = calls.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-        for index, call in enumerate(batch.calls):
-            _call(index, call)
-    else:
-        batch = Batch(
-            calls=[_call(index, c) for index, c in enumerate(calls)],
-            mode=Mode(mode or Mode.default),
-            workspace=str(workspace or "."),
-            on_error=on_error or "stop",
-        )
-    if not batch.calls:  # an empty batch has nothing to run, and no rows to record it by
-        raise InvalidBatch("the batch has no calls; send at least one tool call")
-    counts = Counter(call.id for call in batch.calls)  # linear: a batch may hold 10,000 calls
-    duplicates = sorted(i for i, n in counts.items() if n > 1)
-    if duplicates:
-        raise InvalidBatch(f"duplicate call ids in batch: {', '.join(duplicates)}")
-    root = Path(batch.workspace)
-    try:
-        usable = root.is_dir()
-    except OSError:  # a name too long, a NUL: no directory can be there either
-        usable = False
-    if not usable:
-        raise InvalidBatch(f"workspace {batch.workspace[:300]!r} is not a directory")
-    return batch.model_copy(update={"workspace": str(root.resolve())})
 
 
 def _state_client(settings: Settings, url: str) -> redis.Redis:

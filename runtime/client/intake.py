@@ -1,0 +1,106 @@
+"""What `Runtime.submit` is given, turned into a `Batch` or refused as an
+`InvalidBatch` before anything is written: the calls checked for an id and a
+name, the workspace for a directory, the names for their bounds; and the
+names a submit derives (a key's batch id, the submitter, a conversation's
+link)."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import socket
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.ledger.store import Ledger
+from runtime.transcript import chain
+from runtime.types import Batch, Mode, ToolCall
+
+MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
+
+
+def keyed_id(key: str) -> str:
+    """The batch id a submit key stands for: two submitters of one key race
+    for one batch, and the ledger keeps its first record."""
+    return "k" + hashlib.sha256(key.encode()).hexdigest()[:31]
+
+
+def check_name(what: str, value: str | None) -> None:
+    if value is not None and not (
+        isinstance(value, str) and 0 < len(value) <= MAX_CALL_ID and "\0" not in value
+    ):
+        raise InvalidBatch(f"{what} must be a non-empty string of at most {MAX_CALL_ID} characters")
+
+
+def principal() -> str:
+    """Who submits from this process, when the caller does not say: user@host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+def link(ledger: Ledger, conversation: str) -> dict[str, Any]:
+    """The new turn's link to the one before it; without the ledger, only its
+    conversation (the batch fails closed on its own, "A batch the cluster owns")."""
+    try:
+        return chain.link(ledger, conversation)
+    except LedgerUnavailable:
+        return {"conversation": conversation}
+
+
+def call_from(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:
+    """A call of the batch; one without a string id and name cannot get its
+    result, so the batch is refused (bad arguments are the model's, and a result)."""
+    try:
+        call = call if isinstance(call, ToolCall) else ToolCall.model_validate(call)
+    except ValidationError as error:
+        fields = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'call'}: {e['msg']}"
+            for e in error.errors(include_url=False)
+        )
+        raise InvalidBatch(
+            f"call {index} of the batch is not a tool call "
+            f'{{"id": str, "name": str, "arguments": ...}}: {fields}'
+        ) from None
+    if len(call.id) > MAX_CALL_ID or "\0" in call.id:  # the ledger keys rows by it
+        raise InvalidBatch(
+            f"call {index} of the batch has an id longer than {MAX_CALL_ID} characters "
+            "or holding a NUL character; providers send short ids"
+        )
+    return call
+
+
+def batch_from(calls, *, mode, workspace, on_error) -> Batch:
+    if isinstance(calls, Batch):
+        overrides = {"mode": mode, "workspace": workspace, "on_error": on_error}
+        batch = calls.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+        for index, call in enumerate(batch.calls):
+            call_from(index, call)
+    else:
+        batch = Batch(
+            calls=[call_from(index, c) for index, c in enumerate(calls)],
+            mode=Mode(mode or Mode.default),
+            workspace=str(workspace or "."),
+            on_error=on_error or "stop",
+        )
+    if not batch.calls:  # an empty batch has nothing to run, and no rows to record it by
+        raise InvalidBatch("the batch has no calls; send at least one tool call")
+    counts = Counter(call.id for call in batch.calls)  # linear: a batch may hold 10,000 calls
+    duplicates = sorted(i for i, n in counts.items() if n > 1)
+    if duplicates:
+        raise InvalidBatch(f"duplicate call ids in batch: {', '.join(duplicates)}")
+    root = Path(batch.workspace)
+    try:
+        usable = root.is_dir()
+    except OSError:  # a name too long, a NUL: no directory can be there either
+        usable = False
+    if not usable:
+        raise InvalidBatch(f"workspace {batch.workspace[:300]!r} is not a directory")
+    return batch.model_copy(update={"workspace": str(root.resolve())})
