@@ -24,7 +24,8 @@ from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.ledger.claims import Begun, Start
-from runtime.ledger.rows import CallEnd, event_fields
+from runtime.ledger.ends import CallEnd
+from runtime.ledger.rows import event_fields
 from runtime.ledger.store import EventKind, Ledger
 from runtime.ledger.tables import utc_now
 from runtime.registry.capabilities import Registry

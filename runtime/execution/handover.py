@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from runtime.errors import LedgerUnavailable
 from runtime.ledger.claims import Begun, Start
-from runtime.ledger.rows import CallEnd
+from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger
 from runtime.types import CallMessage, ToolResult
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runtime.ledger.rows import CallEnd
+from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind
 from runtime.types import Batch, ToolResult

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runtime.ledger.rows import CallEnd
+from runtime.ledger.ends import CallEnd
 
 
 @dataclass

@@ -2,39 +2,37 @@
 (the tables are in `runtime.ledger.tables`; re-exported here).
 
 A side-effecting call whose decision cannot be recorded does not run, so every
-write either lands or raises `LedgerUnavailable`, after retrying the faults that
-pass (a dropped connection, a locked SQLite file). Everything stored is redacted
-first; statuses and kinds are plain strings; times are aware and in UTC.
+write either lands or raises `LedgerUnavailable` (the retries and the schema
+are `runtime.ledger.database`'s). Everything stored is redacted first;
+statuses and kinds are plain strings; times are aware and in UTC.
 """
 
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-import tenacity
-from sqlalchemy import Connection, exc, insert, text
+from sqlalchemy import Connection, insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
-from runtime.ledger import batches, claims, records, schema, usage
-from runtime.ledger import engine as ledger_engine
+from runtime.ledger import batches, claims, records, usage
 from runtime.ledger.buffer import LedgerBuffer
 from runtime.ledger.claims import Begun
+from runtime.ledger.database import Database
+from runtime.ledger.ends import CallEnd, write_ends
 from runtime.ledger.group import CommitGroup
 from runtime.ledger.records import BatchRecord
 from runtime.ledger.rows import (
     BATCHES,
     CALLS,
     EVENTS,
-    CallEnd,
     batch_rows,
     event_fields,
+    event_rows,
     lock_batches,
     settle,
-    write_ends,
 )
 from runtime.ledger.tables import (
     ApprovalRow,
@@ -45,48 +43,22 @@ from runtime.ledger.tables import (
     PlanRow,
     utc_now,
 )
-from runtime.ledger.write_hold import WriteHold
-from runtime.redaction import BUILT_IN, Redactor, redactor_for
+from runtime.redaction import redactor_for
 from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
 
 __all__ = ["ApprovalRow", "BatchRow", "CallEnd", "CallRow", "EventKind", "EventRow", "Ledger"]
 
-T = TypeVar("T")
 
-
-class Ledger:
+class Ledger(Database):
     """The ledger in one database. One per process (a forked child makes its
     own: pooled connections must not cross a fork), shared by its threads."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        retry_seconds: float = 10.0,
-        retry_attempts: int = 6,
-        lazy: bool = False,
-        redactor: Redactor = BUILT_IN,
-    ) -> None:
-        """`lazy`: a database unreachable now is not an error yet; its schema is
-        checked on first use (a worker's pool process must not lose the call it
-        started for because the ledger was down that moment). `redactor`: what
-        every row is redacted with, and what those who build rows for this
-        ledger pass on (`CallEnd`, `event_fields`)."""
-        self.redactor = redactor
-        busy = min(ledger_engine.SQLITE_BUSY_MS / 1000, retry_seconds)
-        self._engine = ledger_engine.engine(url, busy_seconds=busy)
-        self._writer = ledger_engine.writer(self._engine)
-        self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
+    def __init__(self, url: str, **options: Any) -> None:
+        """`options` are `Database`'s (`runtime.ledger.database`)."""
         self._buffer = LedgerBuffer()
         self._group = CommitGroup(self._write_ends)
-        self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
-        self._schema_checked = False
-        try:
-            self._check_schema()
-        except LedgerUnavailable:
-            if not lazy:
-                raise
+        super().__init__(url, **options)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, lazy: bool = False) -> "Ledger":
@@ -96,15 +68,6 @@ class Ledger:
             lazy=lazy,
             redactor=redactor_for(settings.redaction_patterns),
         )
-
-    def _check_schema(self) -> None:
-        """The schema is Alembic's (`runtime.ledger.schema`): an empty database gets it
-        here, through the migrations; any other is left to `toolrun db upgrade`. A
-        read tells which, so a process starts, and reads, while another holds the
-        write lock (docs/architecture.md, "The ledger")."""
-        if not self._run(schema.present, write=False, checking=True, core=True):
-            self._run(lambda session: schema.bootstrap(session.connection()), checking=True)
-        self._schema_checked = True
 
     def record_batch(
         self,
@@ -130,7 +93,7 @@ class Ledger:
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
         head, calls = batch_rows(batch, risks or {}, policy_version, self.redactor)
         head |= columns or {}  # key, fingerprint, deadline_at
-        rows, ends = _event_rows(events, self.redactor), list(ends)
+        rows, ends = event_rows(events, self.redactor), list(ends)
 
         def work(connection: Connection) -> bool:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
@@ -161,7 +124,7 @@ class Ledger:
 
     def record_many(self, rows: Iterable[EventRow | dict[str, Any]]) -> None:
         """Several events in one transaction: all land or none do."""
-        fields = _event_rows(rows, self.redactor)
+        fields = event_rows(rows, self.redactor)
         if fields:
             self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
 
@@ -292,10 +255,6 @@ class Ledger:
         """How many of `submitter`'s batches are open (`limits.size.open_batches_per_key`)."""
         return self._read(batches.open_of, submitter, now=utc_now())
 
-    def ping(self) -> None:
-        """Raise `LedgerUnavailable` unless the database answers a query."""
-        self._read(lambda c: c.execute(text("SELECT 1")))
-
     def batch(self, batch_id: str) -> BatchRow | None:
         return self._run(lambda session: session.get(BatchRow, batch_id), write=False)
 
@@ -347,9 +306,6 @@ class Ledger:
         """A batch's usage: its calls summed, and its model's tokens."""
         return self._read(usage.batch_total, batch_id)
 
-    def close(self) -> None:
-        self._engine.dispose()
-
     def eventually(self, work: Callable[[], object]) -> bool:
         """`work` (a write on this ledger) now, or once the ledger is back."""
         return self._buffer.write(work)
@@ -362,73 +318,3 @@ class Ledger:
     def later(self, work: Callable[[], object]) -> None:
         """`work` once the ledger is back, without trying now (it just failed)."""
         self._buffer.keep(work)
-
-    def transaction(self, work: Callable[[Any], T], *, write: bool = True, core: bool = False) -> T:
-        """`work(session)` in one transaction with the ledger's retries, for the
-        stores in `runtime/ledger/` that keep their own tables (approvals, keys);
-        `core`: `work(connection)`, for SQL statements alone (cheaper). Nothing
-        outside `runtime/ledger/` holds a connection (docs/architecture.md,
-        "The ledger")."""
-        return self._run(work, write=write, core=core)
-
-    def _read(self, statement: Callable[..., T], *args: Any, **options: Any) -> T:
-        return self._run(lambda c: statement(c, *args, **options), write=False, core=True)
-
-    def _run(
-        self,
-        work: Callable[[Any], T],
-        *,
-        write: bool = True,
-        checking: bool = False,
-        core: bool = False,
-    ) -> T:
-        """`work(session)` (`core`: `work(connection)`) in one transaction,
-        retried on transient database faults; any database fault left becomes
-        `LedgerUnavailable`, which callers fail closed on."""
-        if not (checking or self._schema_checked):
-            self._check_schema()
-
-        def attempt() -> T:
-            bind = self._writer if write else self._engine
-            with self._hold.writing() if write else nullcontext():
-                if core:  # SQL statements only: a connection, without a session's bookkeeping
-                    with bind.begin() as connection:
-                        return work(connection)
-                with Session(bind, expire_on_commit=False) as session, session.begin():
-                    return work(session)
-
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(ledger_engine.transient),
-            stop=tenacity.stop_after_attempt(self._retry_attempts)
-            | tenacity.stop_after_delay(self._retry_seconds),
-            wait=tenacity.wait_random_exponential(multiplier=0.05, max=2),
-            reraise=True,
-        )
-        try:
-            return retrying(attempt)
-        except exc.SQLAlchemyError as error:
-            tries = retrying.statistics.get("attempt_number", 1)
-            cause = getattr(error, "orig", None) or error
-            text = self.redactor.redact_text(" ".join(str(cause).split()))
-            said = f"{type(cause).__name__}: {text[:500]}"
-            if ledger_engine.locked(error):
-                said = (
-                    f"another process held its write lock for over {self._retry_seconds:g} s "
-                    f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}"
-                )
-            url = self._engine.url.render_as_string(hide_password=True)
-            fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
-            raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error
-
-
-def _event_rows(
-    rows: Iterable[EventRow | dict[str, Any]], redactor: Redactor
-) -> list[dict[str, Any]]:
-    """Checked, redacted columns of events given as rows or as their fields."""
-    found = []
-    for row in rows:
-        fields = row if isinstance(row, dict) else row.model_dump(exclude={"id"})
-        found.append(
-            event_fields(**{k: v for k, v in fields.items() if k != "id"}, redactor=redactor)
-        )
-    return found

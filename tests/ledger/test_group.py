@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from runtime.ledger.ends import CallEnd
 from runtime.ledger.group import CommitGroup
-from runtime.ledger.rows import CallEnd
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import utc_now
 from runtime.results import formatter as results

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, exc, text
 from sqlalchemy.engine import make_url
 
 from runtime.errors import InvalidBatch, LedgerUnavailable
-from runtime.ledger.rows import CallEnd
+from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import EventKind, EventRow, Ledger
 from runtime.settings import Settings
 from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolResult

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runtime.ledger.rows import CallEnd
+from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger
 from runtime.types import Batch, Status, ToolCall, ToolResult, Usage
 from tests.support.postgres import fresh_database

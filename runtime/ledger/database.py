@@ -1,0 +1,126 @@
+"""One ledger database: its engines, its schema check and every transaction's
+retries. A write either lands or raises `LedgerUnavailable` (a fault that may
+pass: a dropped connection, a locked SQLite file, retried first) or
+`LedgerRefused` (one that will not); `runtime.ledger.store.Ledger` builds the
+ledger's rows on it (docs/architecture.md, "The ledger")."""
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any, TypeVar
+
+import tenacity
+from sqlalchemy import exc, text
+from sqlmodel import Session
+
+from runtime.errors import LedgerRefused, LedgerUnavailable
+from runtime.ledger import engine as ledger_engine
+from runtime.ledger import schema
+from runtime.ledger.write_hold import WriteHold
+from runtime.redaction import BUILT_IN, Redactor
+
+T = TypeVar("T")
+
+
+class Database:
+    """A ledger database, shared by a process's threads (a forked child makes
+    its own: pooled connections must not cross a fork)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        retry_seconds: float = 10.0,
+        retry_attempts: int = 6,
+        lazy: bool = False,
+        redactor: Redactor = BUILT_IN,
+    ) -> None:
+        """`lazy`: a database unreachable now is not an error yet; its schema is
+        checked on first use (a worker's pool process must not lose the call it
+        started for because the ledger was down that moment). `redactor`: what
+        every row is redacted with, and what those who build rows for this
+        ledger pass on (`CallEnd`, `event_fields`)."""
+        self.redactor = redactor
+        busy = min(ledger_engine.SQLITE_BUSY_MS / 1000, retry_seconds)
+        self._engine = ledger_engine.engine(url, busy_seconds=busy)
+        self._writer = ledger_engine.writer(self._engine)
+        self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
+        self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
+        self._schema_checked = False
+        try:
+            self._check_schema()
+        except LedgerUnavailable:
+            if not lazy:
+                raise
+
+    def _check_schema(self) -> None:
+        """The schema is Alembic's (`runtime.ledger.schema`): an empty database gets it
+        here, through the migrations; any other is left to `toolrun db upgrade`. A
+        read tells which, so a process starts, and reads, while another holds the
+        write lock (docs/architecture.md, "The ledger")."""
+        if not self._run(schema.present, write=False, checking=True, core=True):
+            self._run(lambda session: schema.bootstrap(session.connection()), checking=True)
+        self._schema_checked = True
+
+    def ping(self) -> None:
+        """Raise `LedgerUnavailable` unless the database answers a query."""
+        self._read(lambda c: c.execute(text("SELECT 1")))
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def transaction(self, work: Callable[[Any], T], *, write: bool = True, core: bool = False) -> T:
+        """`work(session)` in one transaction with the ledger's retries, for the
+        stores in `runtime/ledger/` that keep their own tables (approvals, keys);
+        `core`: `work(connection)`, for SQL statements alone (cheaper). Nothing
+        outside `runtime/ledger/` holds a connection (docs/architecture.md,
+        "The ledger")."""
+        return self._run(work, write=write, core=core)
+
+    def _read(self, statement: Callable[..., T], *args: Any, **options: Any) -> T:
+        return self._run(lambda c: statement(c, *args, **options), write=False, core=True)
+
+    def _run(
+        self,
+        work: Callable[[Any], T],
+        *,
+        write: bool = True,
+        checking: bool = False,
+        core: bool = False,
+    ) -> T:
+        """`work(session)` (`core`: `work(connection)`) in one transaction,
+        retried on transient database faults; any database fault left becomes
+        `LedgerUnavailable`, which callers fail closed on."""
+        if not (checking or self._schema_checked):
+            self._check_schema()
+
+        def attempt() -> T:
+            bind = self._writer if write else self._engine
+            with self._hold.writing() if write else nullcontext():
+                if core:  # SQL statements only: a connection, without a session's bookkeeping
+                    with bind.begin() as connection:
+                        return work(connection)
+                with Session(bind, expire_on_commit=False) as session, session.begin():
+                    return work(session)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(ledger_engine.transient),
+            stop=tenacity.stop_after_attempt(self._retry_attempts)
+            | tenacity.stop_after_delay(self._retry_seconds),
+            wait=tenacity.wait_random_exponential(multiplier=0.05, max=2),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except exc.SQLAlchemyError as error:
+            tries = retrying.statistics.get("attempt_number", 1)
+            cause = getattr(error, "orig", None) or error
+            text = self.redactor.redact_text(" ".join(str(cause).split()))
+            said = f"{type(cause).__name__}: {text[:500]}"
+            if ledger_engine.locked(error):
+                said = (
+                    f"another process held its write lock for over {self._retry_seconds:g} s "
+                    f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}"
+                )
+            url = self._engine.url.render_as_string(hide_password=True)
+            fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
+            raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error

@@ -1,0 +1,174 @@
+"""A call's end as ledger rows: its end row (the compare-and-set that decides
+which end a call has), its events, its call row's change and its usage row,
+written inside the caller's transaction (docs/architecture.md, "One end per
+call")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session
+
+from runtime.ledger.rows import CALLS, ENDS, EVENTS, USAGE, event_fields, lock_batches, scrub, text
+from runtime.ledger.tables import EventKind
+from runtime.redaction import BUILT_IN, Redactor
+from runtime.results.formatter import ledger_summary
+from runtime.types import ToolResult
+
+
+class CallEnd:
+    """A call's end as rows: its events (a started one first when the worker
+    writes both at once) and the change to its call row."""
+
+    def __init__(
+        self,
+        batch_id: str,
+        result: ToolResult,
+        *,
+        kind: EventKind = EventKind.finished,
+        started_at: datetime | None = None,
+        retries: Iterable[dict[str, Any]] = (),
+        unclaimed: bool = False,
+        redactor: Redactor = BUILT_IN,
+        **fields: Any,
+    ) -> None:
+        """`unclaimed`: end the call only while no worker has claimed it (a side
+        effect said not to have started must not be running). `redactor`: the
+        ledger's (`Ledger.redactor`)."""
+        self.unclaimed = unclaimed
+        error = result.error
+        meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
+        row = event_fields(
+            batch_id,
+            result.call_id,
+            kind,
+            detail=ledger_summary(result),
+            redactor=redactor,
+            **meta,
+            **fields,
+        )
+        self.batch_id, self.call_id, self.events = batch_id, result.call_id, [row]
+        self.end = {
+            "batch_id": batch_id,
+            "call_id": result.call_id,
+            "status": row["status"],
+            "result": result.model_dump(mode="json"),
+            "at": row["at"],
+        }
+        self.usage = usage_fields(batch_id, result, row["at"], redactor)
+        if started_at is not None:
+            retries = list(retries)  # each one an attempt more than the start's
+            start = event_fields(
+                batch_id,
+                result.call_id,
+                EventKind.started,
+                at=started_at,
+                worker=result.worker,
+                redactor=redactor,
+                attempt=(result.attempts or 1) - len(retries),
+            )
+            self.events[:0] = [start, *retries]
+        self.values: dict[str, Any] = {
+            "key_batch_id": batch_id,
+            "key_call_id": result.call_id,
+            "status": row["status"],
+            "summary": text(result.summary, redactor),
+            "error_kind": text(error.kind, redactor) if error else None,
+            "error_message": text(error.message, redactor) if error else None,
+            "duration_ms": result.duration_ms,
+            "attempts": result.attempts,
+            "finished_at": row["at"],
+            "new_worker": row["worker"],
+            "new_started_at": started_at,
+        }
+
+    def write(self, connection: Connection | Session, *, usage: bool = True) -> bool:
+        """The end row, if the call has none yet, then the events, the call
+        row (if there is one: a call never recorded keeps its events alone)
+        and (`usage`) the usage row. False, writing nothing, if another
+        reporter ended the call first."""
+        if self.unclaimed and not _pending(connection, self.batch_id, self.call_id):
+            return False
+        if not claim_end(connection, self.end):
+            return False
+        connection.execute(insert(EVENTS), self.events)
+        connection.execute(END_CALL, self.values)
+        if usage:
+            connection.execute(insert(USAGE), self.usage)
+        return True
+
+
+def usage_fields(
+    batch_id: str, result: ToolResult, at: datetime, redactor: Redactor = BUILT_IN
+) -> dict[str, Any]:
+    """A call's usage row (docs/architecture.md, "Usage and budgets"): its
+    figures when a worker ran it, else only that it ended, and how."""
+    usage = result.usage
+    return {
+        "batch_id": batch_id,
+        "call_id": result.call_id,
+        "tool": text(result.tool, redactor),
+        "status": result.status.value,
+        "at": at,
+        "wall_ms": usage.wall_ms if usage else None,
+        "cpu_ms": usage.cpu_ms if usage else None,
+        "queue_ms": usage.queue_ms if usage else None,
+        "approval_ms": usage.approval_ms if usage else None,
+        "cost": usage.cost if usage else None,
+        "reported": scrub(usage.reported, redactor) if usage and usage.reported else None,
+    }
+
+
+def _pending(connection: Connection | Session, batch_id: str, call_id: str) -> bool:
+    where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
+    status = connection.execute(select(CALLS.c.status).where(where).with_for_update()).scalar()
+    return status in (None, "pending")
+
+
+def claim_end(connection: Connection | Session, end: dict[str, Any]) -> bool:
+    """Insert a call's end row unless it has one: the one compare-and-set that
+    decides which end a call has (docs/architecture.md, "One end per call")."""
+    dialect = (
+        connection.get_bind().dialect if isinstance(connection, Session) else connection.dialect
+    )
+    make = postgresql_insert if dialect.name == "postgresql" else sqlite_insert
+    # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT.
+    statement = make(ENDS).values(**end).on_conflict_do_nothing().returning(ENDS.c.call_id)
+    return connection.execute(statement).first() is not None
+
+
+def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
+    """Several ends in the caller's transaction, each batch's lock taken first;
+    for each, whether it ended its call (False: the call had ended already)."""
+    lock_batches(connection, {end.batch_id for end in ends})
+    ended = [end.write(connection, usage=False) for end in ends]
+    usage = [end.usage for end, first in zip(ends, ended, strict=True) if first]
+    if usage:  # one statement for the group's usage rows
+        connection.execute(insert(USAGE), usage)
+    return ended
+
+
+# One statement, built once (its compiled form is cached): a call's row at its end.
+END_CALL = (
+    update(CALLS)
+    .where(CALLS.c.batch_id == bindparam("key_batch_id"))
+    .where(CALLS.c.call_id == bindparam("key_call_id"))
+    .values(
+        status=bindparam("status"),
+        summary=bindparam("summary"),
+        error_kind=bindparam("error_kind"),
+        error_message=bindparam("error_message"),
+        duration_ms=bindparam("duration_ms"),
+        attempts=bindparam("attempts"),
+        finished_at=bindparam("finished_at"),
+        worker=func.coalesce(bindparam("new_worker", type_=CALLS.c.worker.type), CALLS.c.worker),
+        started_at=func.coalesce(
+            CALLS.c.started_at, bindparam("new_started_at", type_=CALLS.c.started_at.type)
+        ),
+    )
+)
