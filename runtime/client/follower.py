@@ -71,6 +71,19 @@ class Follower:
         with self._changed:
             return list(self._followed)
 
+    def cancel_all(self, *, by: str, seconds: float) -> None:
+        """Cancel every open batch followed, then wait up to `seconds` in all
+        for them to end (`Runtime.close`)."""
+        open_runs = [run for run in self.open_runs() if not run.done]
+        for run in open_runs:
+            try:
+                run.cancel(by=by)
+            except Exception as error:  # noqa: BLE001 - the sweep ends it at its deadline
+                log.warning("batch %s: could not cancel it: %s", run.batch.id, error)
+        limit = time.monotonic() + seconds
+        for run in open_runs:
+            run.events.wait_done(max(0.0, limit - time.monotonic()))
+
     def close(self) -> None:
         """Stop following; the batches go on in the cluster."""
         with self._changed:

@@ -2,12 +2,13 @@
 `InvalidBatch` before anything is written: the calls checked for an id and a
 name, the workspace for a directory, the names for their bounds; and the
 names a submit derives (a key's batch id, the submitter, a conversation's
-link)."""
+link), and the size caps of its policy."""
 
 from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import os
 import socket
 from collections import Counter
@@ -16,7 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.adapters import ModelTurn
+from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable, TooManyOpenBatches
+from runtime.gate.limits import Limits
 from runtime.ledger.store import Ledger
 from runtime.transcript import chain
 from runtime.types import Batch, Mode, ToolCall
@@ -104,3 +107,32 @@ def batch_from(calls, *, mode, workspace, on_error) -> Batch:
     if not usable:
         raise InvalidBatch(f"workspace {batch.workspace[:300]!r} is not a directory")
     return batch.model_copy(update={"workspace": str(root.resolve())})
+
+
+def check_size(limits: Limits, batch: Batch) -> None:
+    """The policy's size cap, before anything of the batch is written
+    (docs/architecture.md, "Flow control")."""
+    cap = limits.calls_per_batch
+    if len(batch.calls) > cap:
+        raise BatchTooLarge(
+            f"the batch has {len(batch.calls)} calls and the policy allows {cap} per batch "
+            "(limits.size.calls_per_batch); submit them in batches of at most that many"
+        )
+
+
+def check_open(limits: Limits, ledger: Ledger, submitter: str) -> None:
+    """The policy's cap on a submitter's open batches, if it sets one."""
+    cap = limits.size.open_batches_per_key if limits.size else None
+    if cap is not None and ledger.open_batches(submitter) >= cap:
+        raise TooManyOpenBatches(
+            f"{submitter} has {cap} batches open, as many as the policy allows "
+            "(limits.size.open_batches_per_key); wait for one to end, or cancel one"
+        )
+
+
+def turn_key(turn: ModelTurn, workspace: str | Path | None) -> str:
+    """A provider message's submit key: its dialect, its workspace and its calls
+    (the provider's call ids among them), so the same turn again attaches."""
+    calls = json.dumps([c.model_dump(mode="json") for c in turn.calls], sort_keys=True)
+    where = Path(workspace or ".").resolve()
+    return f"{turn.format}:{where}:{hashlib.sha256(calls.encode()).hexdigest()}"

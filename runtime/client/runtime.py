@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,18 +22,24 @@ import redis
 from celery import Celery
 
 from runtime import adapters, config, tracing
-from runtime.batch import liveness
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
+from runtime.client.attach import attached
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
-from runtime.client.intake import batch_from, check_name, keyed_id, link, principal
+from runtime.client.intake import (
+    batch_from,
+    check_name,
+    check_open,
+    check_size,
+    keyed_id,
+    link,
+    principal,
+    turn_key,
+)
 from runtime.client.run import BatchRun, Services, check_key
 from runtime.errors import (
-    BatchTooLarge,
     InvalidBatch,
-    StateUnavailable,
-    TooManyOpenBatches,
 )
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
@@ -50,7 +53,7 @@ from runtime.transcript import seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
-from runtime.transport.redis_client import is_sentinel, state_client
+from runtime.transport.redis_client import client_state
 from runtime.types import Batch, Mode, OnError, ToolCall
 
 log = logging.getLogger("toolrun.client")
@@ -58,13 +61,7 @@ log = logging.getLogger("toolrun.client")
 # grace for calls still running, then a few seconds for the worker's sweep (once
 # a second) to end those and for their ends to reach this process.
 CLOSE_SECONDS = CANCEL_GRACE + 3.0
-# Connections to Redis of one Runtime, whatever it follows: the listener's
-# subscription, the follower's drivers, the offload threads and the caller's own
-# threads share them; a caller's thread waits for one when all are in use.
-REDIS_CONNECTIONS = 16
-REDIS_WAIT_SECONDS = 30.0  # how long a thread waits for a free connection before failing
 OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
-ATTACH_SECONDS = 30.0  # how long `attach` waits for a kept record to land in the ledger
 
 
 class Runtime:
@@ -92,7 +89,7 @@ class Runtime:
         if transport is None:
             self.redis_url = config.redis_url(settings)
             self.app = make_app(settings, redis_url=self.redis_url)
-            self.client = _state_client(settings, self.redis_url)
+            self.client = client_state(settings, self.redis_url)
             transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
         key = getattr(transport, "key", None) or config.signing_key(settings)
         self.transport = transport
@@ -185,11 +182,11 @@ class Runtime:
         model_usage: dict[str, Any] | None = None,
     ) -> BatchHandle:
         batch = batch_from(calls, mode=mode, workspace=workspace, on_error=on_error)
-        self._check_size(batch)
+        check_size(self.policies.limits, batch)
         check_name("conversation", conversation)
         check_name("submitter", submitter)
         submitter = submitter or principal()
-        self._check_open(submitter)
+        check_open(self.policies.limits, self.ledger, submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
@@ -216,68 +213,10 @@ class Runtime:
         self.follower.follow(run)
         return BatchHandle(run)
 
-    def _check_size(self, batch: Batch) -> None:
-        """The policy's size cap, before anything of the batch is written
-        (docs/architecture.md, "Flow control")."""
-        cap = self.policies.limits.calls_per_batch
-        if len(batch.calls) > cap:
-            raise BatchTooLarge(
-                f"the batch has {len(batch.calls)} calls and the policy allows {cap} per batch "
-                "(limits.size.calls_per_batch); submit them in batches of at most that many"
-            )
-
-    def _check_open(self, submitter: str) -> None:
-        """The policy's cap on a submitter's open batches, if it sets one."""
-        size = self.policies.limits.size
-        cap = size.open_batches_per_key if size else None
-        if cap is not None and self.ledger.open_batches(submitter) >= cap:
-            raise TooManyOpenBatches(
-                f"{submitter} has {cap} batches open, as many as the policy allows "
-                "(limits.size.open_batches_per_key); wait for one to end, or cancel one"
-            )
-
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
         results that have ended, then those still to come."""
-        following = next((r for r in self.follower.open_runs() if r.batch.id == batch_id), None)
-        if following is not None:  # this process follows it already
-            return BatchHandle(following)
-        row = self.ledger.batch(batch_id) or self._landed(batch_id)
-        if row is None:
-            raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
-        calls = [
-            ToolCall(id=c.call_id, name=c.tool, arguments=c.arguments)
-            for c in self.ledger.calls(batch_id)
-        ]
-        batch = Batch(
-            id=batch_id,
-            calls=calls,
-            mode=Mode(row.mode),
-            workspace=row.workspace,
-            on_error=row.on_error,
-        )
-        run = BatchRun(batch, self.services)
-        run.attach()
-        self.follower.follow(run)
-        return BatchHandle(run)
-
-    def _landed(self, batch_id: str) -> Any:
-        """The batch's row once the record its submitter kept in Redis (the
-        ledger was away at submit: "The ledger") has landed, written here as
-        the sweep would; None if no record of it is kept, or it has not
-        landed within `ATTACH_SECONDS`."""
-        state = self.services.transport
-        until = time.monotonic() + ATTACH_SECONDS
-        while True:
-            try:
-                if batch_id not in state.kept_records():
-                    return self.ledger.batch(batch_id)  # landed meanwhile, or never kept
-            except StateUnavailable:
-                return None
-            liveness.record_kept(state, self.ledger)
-            if (row := self.ledger.batch(batch_id)) is not None or time.monotonic() > until:
-                return row
-            time.sleep(0.5)
+        return attached(self.follower, self.services, self.ledger, batch_id)
 
     def transcript(self, batch_id: str) -> dict[str, Any]:
         """The batch's transcript from the ledger (`toolrun.transcript/1`),
@@ -335,9 +274,7 @@ class Runtime:
         if not turn.calls:
             raise InvalidBatch("the message holds no tool calls to run")
         if options.get("key") is None:  # the provider's call ids: the same turn again attaches
-            calls = json.dumps([c.model_dump(mode="json") for c in turn.calls], sort_keys=True)
-            where = Path(options.get("workspace") or ".").resolve()
-            options["key"] = f"{turn.format}:{where}:{hashlib.sha256(calls.encode()).hexdigest()}"
+            options["key"] = turn_key(turn, options.get("workspace"))
         handle = self._submit(turn.calls, format=turn.format, model_usage=turn.usage, **options)
         handle.format = turn.format
         return handle
@@ -368,15 +305,8 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        open_runs = [run for run in self.follower.open_runs() if not run.done] if cancel else []
-        for run in open_runs:
-            try:
-                run.cancel(by=CLOSED_BY)
-            except Exception as error:  # noqa: BLE001 - the sweep ends it at its deadline
-                log.warning("batch %s: could not cancel it: %s", run.batch.id, error)
-        limit = time.monotonic() + CLOSE_SECONDS
-        for run in open_runs:
-            run.events.wait_done(max(0.0, limit - time.monotonic()))
+        if cancel:
+            self.follower.cancel_all(by=CLOSED_BY, seconds=CLOSE_SECONDS)
         self.follower.close()
         self._offload.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
@@ -395,16 +325,3 @@ class Runtime:
         """Closes on a thread of the loop's executor: closing waits for the
         batches it cancelled to end."""
         await asyncio.get_running_loop().run_in_executor(None, self.close)
-
-
-def _state_client(settings: Settings, url: str) -> redis.Redis:
-    """The client's Redis: a bounded pool whose threads wait for a free
-    connection; through Sentinel, the master's pool (redis-py has no waiting
-    Sentinel pool), which follows a failover."""
-    name = f"toolrun-client:{os.getpid()}"
-    if is_sentinel(url):
-        return state_client(settings, url, client_name=name)
-    pool = redis.BlockingConnectionPool.from_url(
-        url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS, client_name=name
-    )
-    return redis.Redis.from_pool(pool)

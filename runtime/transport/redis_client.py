@@ -11,6 +11,7 @@ the same master name and sentinel password (`celery_options`).
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 from typing import Any
@@ -107,3 +108,23 @@ def celery_options(settings: Settings, url: str) -> dict[str, Any]:
 def celery_tls(settings: Settings) -> dict[str, Any] | None:
     """Celery's `broker_use_ssl` / `redis_backend_use_ssl` for a TLS Sentinel deployment."""
     return {"ssl_cert_reqs": ssl.CERT_REQUIRED} if settings.redis_sentinel_tls else None
+
+
+# Connections to Redis of one Runtime, whatever it follows: the listener's
+# subscription, the follower's drivers, the offload threads and the caller's own
+# threads share them; a caller's thread waits for one when all are in use.
+REDIS_CONNECTIONS = 16
+REDIS_WAIT_SECONDS = 30.0  # how long a thread waits for a free connection before failing
+
+
+def client_state(settings: Settings, url: str) -> redis.Redis:
+    """The client's Redis: a bounded pool whose threads wait for a free
+    connection; through Sentinel, the master's pool (redis-py has no waiting
+    Sentinel pool), which follows a failover."""
+    name = f"toolrun-client:{os.getpid()}"
+    if is_sentinel(url):
+        return state_client(settings, url, client_name=name)
+    pool = redis.BlockingConnectionPool.from_url(
+        url, max_connections=REDIS_CONNECTIONS, timeout=REDIS_WAIT_SECONDS, client_name=name
+    )
+    return redis.Redis.from_pool(pool)

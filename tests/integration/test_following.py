@@ -9,7 +9,7 @@ import threading
 
 import redis
 
-from runtime.client.runtime import REDIS_CONNECTIONS
+from runtime.transport.redis_client import REDIS_CONNECTIONS
 from runtime.types import ApprovalRequested, Status
 from tests.conftest import runtime_on
 

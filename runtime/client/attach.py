@@ -1,0 +1,61 @@
+"""`Runtime.attach`: a handle on a batch submitted from any process, alive or
+not, built from its ledger rows (or, while the ledger was away at its submit,
+from the record its submitter kept in Redis: docs/architecture.md, "The
+ledger")."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runtime.batch import liveness
+from runtime.client.follower import Follower
+from runtime.client.handle import BatchHandle
+from runtime.client.run import BatchRun, Services
+from runtime.errors import InvalidBatch, StateUnavailable
+from runtime.ledger.store import Ledger
+from runtime.types import Batch, Mode, ToolCall
+
+ATTACH_SECONDS = 30.0  # how long `attach` waits for a kept record to land in the ledger
+
+
+def attached(follower: Follower, services: Services, ledger: Ledger, batch_id: str) -> BatchHandle:
+    """The results that have ended, then those still to come."""
+    following = next((r for r in follower.open_runs() if r.batch.id == batch_id), None)
+    if following is not None:  # this process follows it already
+        return BatchHandle(following)
+    row = ledger.batch(batch_id) or landed(services, ledger, batch_id)
+    if row is None:
+        raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
+    calls = [
+        ToolCall(id=c.call_id, name=c.tool, arguments=c.arguments) for c in ledger.calls(batch_id)
+    ]
+    batch = Batch(
+        id=batch_id,
+        calls=calls,
+        mode=Mode(row.mode),
+        workspace=row.workspace,
+        on_error=row.on_error,
+    )
+    run = BatchRun(batch, services)
+    run.attach()
+    follower.follow(run)
+    return BatchHandle(run)
+
+
+def landed(services: Services, ledger: Ledger, batch_id: str) -> Any:
+    """The batch's row once the record its submitter kept in Redis has
+    landed, written here as the sweep would; None if no record of it is
+    kept, or it has not landed within `ATTACH_SECONDS`."""
+    state = services.transport
+    until = time.monotonic() + ATTACH_SECONDS
+    while True:
+        try:
+            if batch_id not in state.kept_records():
+                return ledger.batch(batch_id)  # landed meanwhile, or never kept
+        except StateUnavailable:
+            return None
+        liveness.record_kept(state, ledger)
+        if (row := ledger.batch(batch_id)) is not None or time.monotonic() > until:
+            return row
+        time.sleep(0.5)
