@@ -1,0 +1,39 @@
+"""When the state's Redis counts as having lost what it held, so that the
+sweep looks at every open batch again: it started empty (no epoch key), or
+another server answers than at the last look (a Sentinel failover, a restart
+from the append-only file, which may miss the last writes). Real redis-server."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import redis
+
+from runtime.settings import Settings
+from runtime.stack.processes import spawn, stop_process, wait_for_redis
+from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
+from runtime.transport.leases import Leases
+
+pytestmark = pytest.mark.server
+
+
+def test_an_empty_start_and_another_server_each_count_as_lost_once(tmp_path):
+    settings = Settings(home=tmp_path)
+    url, pid = start_redis(settings, appendonly=True)
+    try:
+        state = Leases(redis.Redis.from_url(url))
+        assert state.lost("me")  # started empty
+        assert not state.lost("me")
+        state.client.config_set("appendfsync", "always")
+        assert not state.lost("me")
+        stop_process(pid, needles=redis_needles(url))  # SIGTERM: the file is written
+        config = tmp_path.resolve() / "redis" / "redis.conf"
+        log = tmp_path.resolve() / "logs" / "redis.log"
+        pid = spawn([find_redis_server(settings), str(config)], log=log, env=os.environ)
+        wait_for_redis(url, pid=pid, log=log, timeout=30)
+        assert state.client.exists("toolrun:epoch")  # the data came back ...
+        assert state.lost("me")  # ... from another server run: look again, once
+        assert not state.lost("me")
+    finally:
+        stop_process(pid, needles=redis_needles(url))
