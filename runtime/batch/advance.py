@@ -15,26 +15,23 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from runtime.batch import liveness
+from runtime.batch.approving import Approving
 from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
-from runtime.batch.progress import RESEND_AFTER, Answer, End, Steps, View, next_steps
-from runtime.batch.signer import Signer
+from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
 from runtime.batch.unrecorded import UnrecordedEnds
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
-from runtime.gate.policy import Policy
-from runtime.ledger.approvals import Approvals, sealed
+from runtime.ledger.approvals import Approvals
 from runtime.ledger.batches import Progress
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import BatchState, Known, Queue
-from runtime.types import Status, ToolCall, ToolResult
+from runtime.types import Status, ToolResult
 
 log = logging.getLogger("toolrun.batch")
 CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
@@ -60,6 +57,14 @@ class Advancer:
         self.lease_seconds, self.resend_after = lease_seconds, resend_after
         self.flow = Flow(state=state, queue=queue, registry=registry)  # "Flow control"
         self.unrecorded = UnrecordedEnds(ledger)  # rows lost with a killed worker's buffer
+        self.approving = Approving(
+            approvals=approvals,
+            registry=registry,
+            key=key,
+            queue=queue,
+            state=state,
+            conclude=self.conclude,
+        )
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
         """Carry the batch on as far as it can go now (`expire`: as if its
@@ -215,7 +220,7 @@ class Advancer:
             ends=ends,
             sent=held.sent if held else {},
             started=started | set(running),
-            approvals=self._answers(plan, now),
+            approvals=self.approving.answers(plan, now),
             cancelled_at=cancelled,
             now=now,
             cause="the runtime was closed" if closed else endings.CANCELLED,
@@ -223,24 +228,6 @@ class Advancer:
             stalled=stalled,
             resend_after=self.resend_after,
         )
-
-    def _answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
-        if not any(call.effect == "ask" for call in plan.calls.values()):
-            return {}
-        found = {}
-        for call_id, row in self.approvals.of_batch(plan.batch.id).items():
-            if row.status == "pending" and row.expires_at.timestamp() <= now:
-                self.approvals.expire(plan.batch.id, call_id)
-                row = self.approvals.get(plan.batch.id, call_id)
-            found[call_id] = Answer(
-                row.status,
-                row.answered_by,
-                row.answer,
-                row.arguments_given,
-                row.updated_arguments,
-                sealed(self.key, row),
-            )
-        return found
 
     def _carry_out(self, plan: BatchPlan, steps: Steps, copy: dict | None = None) -> bool:
         """Do `steps` (`copy`: the plan's copy, kept with the send marks); True
@@ -257,9 +244,9 @@ class Advancer:
         ended |= self._send(plan, steps.send, copy)
         ended |= self._resend(plan, steps.resend)
         for call_id in steps.ask:
-            self._ask(plan, call_id)
+            self.approving.ask(plan, call_id)
         for call_id in steps.run_approved:
-            ended |= self._run_approved(plan, call_id)
+            ended |= self.approving.run(plan, call_id)
         return ended
 
     def _send(self, plan: BatchPlan, groups: list[list[str]], copy: dict | None = None) -> bool:
@@ -297,76 +284,8 @@ class Advancer:
             self.queue.post([plan.calls[call_id].message], parallel=plan.calls[call_id].read)
         ended = False
         for call_id in approved:
-            ended |= self._run_approved(plan, call_id, again=True)
+            ended |= self.approving.run(plan, call_id, again=True)
         return ended
-
-    def _ask(self, plan: BatchPlan, call_id: str) -> None:
-        planned, call = plan.calls[call_id], plan.call(call_id)
-        timeout = max(0.0, min(plan.approval_timeout, plan.deadline - time.time()))
-        stored = self.approvals.request(
-            plan.batch.id,
-            call_id,
-            tool=planned.tool,
-            arguments=call.arguments,
-            reason=planned.reason,
-            timeout=timeout,
-        )
-        if stored:
-            notice = endings.awaiting_approval(call_id, planned.tool, planned.reason)
-            self.state.announce(plan.batch.id, notice, reply_to=plan.reply_to)
-
-    def _run_approved(self, plan: BatchPlan, call_id: str, *, again: bool = False) -> bool:
-        """An approved call, admitted again with the arguments the approver gave
-        (checked like any others), signed with the approval, and sent (`again`:
-        sent before, its message lost). Only the approval row, as the ledger
-        holds it under its seal, lets it go."""
-        row = self.approvals.get(plan.batch.id, call_id)
-        if row is None or row.status != "approved" or not sealed(self.key, row):
-            return False  # what `next_steps` saw changed since: the next pass decides
-        call = plan.call(call_id)
-        arguments = row.arguments_given if row.updated_arguments else call.arguments
-        admitted = admit(
-            ToolCall(id=call.id, name=call.name, arguments=arguments),
-            registry=self.registry,
-            mode=plan.batch.mode,
-            workspace=Path(plan.batch.workspace),
-            policy=Policy.from_snapshot(plan.policy),
-            approved_by=row.answered_by or "unknown",
-        )
-        if not isinstance(admitted, Admitted):  # a side effect sent before: only while unclaimed
-            guard = again and not plan.calls[call_id].read
-            return self.conclude(
-                plan, End(admitted.result, admitted.event, guard), admitted.decision
-            )
-        if not self.state.mark_sent(plan.batch.id, [call_id], again=again):
-            return False
-        if again:
-            log.warning(
-                "batch %s: %s was approved and sent but never taken; sending it again",
-                plan.batch.id,
-                call_id,
-            )
-        stage = plan.calls[call_id].stage
-        size = sum(plan.calls[c].effect != "refused" for c in plan.stages[stage].calls) or 1
-        last = stage == len(plan.stages) - 1
-        signer = Signer(
-            self.key,
-            plan.batch,
-            plan.policy,
-            reply_to=plan.reply_to,
-            traceparent=plan.traceparent,
-        )
-        waited = None
-        if row.answered_at is not None:  # the call's usage counts its wait for the answer
-            waited = round((row.answered_at - row.requested_at).total_seconds() * 1000, 3)
-        message = signer.message(
-            admitted,
-            admitted.decision.source.removeprefix("approval:"),
-            stage=(stage, size, last),
-            approval_ms=waited,
-        )
-        self.queue.post([message], parallel=plan.calls[call_id].read)
-        return False
 
 
 def _decision(end: End) -> Decision:
