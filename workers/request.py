@@ -38,6 +38,7 @@ from kombu.asynchronous import get_event_loop
 from runtime import sessions
 from runtime.stack.processes import is_alive
 from runtime.transport import chain
+from runtime.worker import orphans
 from runtime.worker.board import Step, tag_of
 
 log = logging.getLogger("toolrun.worker")
@@ -118,7 +119,7 @@ class CallRequest(Request):
         def end() -> None:
             while pid and not sessions.end_left_by(pid):
                 log.error("sessions started by pool process %s survive SIGKILL; waiting", pid)
-            tasks.worker().end_killed(raw, limit, name=name, lost=lost)
+            orphans.end_killed(tasks.worker(), raw, limit, name=name, lost=lost)
 
         threading.Thread(target=end, name="killed-call", daemon=True).start()
 

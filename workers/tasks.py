@@ -9,6 +9,7 @@ since children must not share the parent's connections."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -24,7 +25,7 @@ from runtime.results.formatter import ledger_summary
 from runtime.transport import chain
 from runtime.transport.broker import declare_dead_letters, drain_dead_letters
 from runtime.transport.names import TASK
-from runtime.worker import Worker
+from runtime.worker import Worker, orphans
 from runtime.worker.assembly import Parts
 from runtime.worker.board import Board, tag_of
 from runtime.worker.heartbeat import start_heartbeat
@@ -131,7 +132,7 @@ def _stop_sweeping(**_: object) -> None:
 def _end_dead_letters() -> None:
     """First in this worker's sweep: end the calls whose messages RabbitMQ gave
     up on (none on Redis)."""
-    drain_dead_letters(app, worker().end_dead_letter)
+    drain_dead_letters(app, functools.partial(orphans.end_dead_letter, worker()))
 
 
 def _on_step(task_id: str):

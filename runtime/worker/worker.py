@@ -5,9 +5,9 @@ message from the moment the broker hands it over until the batch has moved on.
 invoke the tool and record its end (`runtime.execution.executor`); then, if
 this delivery ended the call, `finish` publishes the end, hands a chain on to
 its next step, and moves the batch on when this was its stage's last call.
-`end_killed` does the same for a call whose pool process was killed at its
-hard limit, and `sweep` is the periodic look at open batches that one worker
-at a time takes.
+`runtime.worker.orphans` ends a call whose pool process was killed at its
+hard limit, or whose message the broker gave up on, and `sweep` is the
+periodic look at open batches that one worker at a time takes.
 
 The same object runs under Celery (`workers/tasks.py`, one per process) and on
 the threads of the in-process transport (`runtime/worker/memory.py`): there is
@@ -33,7 +33,7 @@ from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.settings import Settings
-from runtime.transport import chain, signing
+from runtime.transport import chain
 from runtime.transport.base import BatchState, Queue
 from runtime.types import CallMessage, ToolResult
 
@@ -258,74 +258,6 @@ class Worker:
             )
             for index in range(steps)
         )
-
-    def end_killed(
-        self, raw: Any, limit: float, *, name: str | None = None, lost: bool = False
-    ) -> None:
-        """From the worker's main process: the end of a call whose pool process
-        was killed at its hard limit (or, `lost`, died of something else), once
-        that process and the sessions it started are gone, recorded through the
-        ledger's compare-and-set. A result the process published before it was
-        killed stands; a message that never ran a tool (unsigned) is left alone,
-        and so is a lost read or idempotent call: it is delivered again and
-        runs again."""
-        message = CallMessage.from_wire(raw)
-        if message is None or not signing.genuine(message, self.key):
-            return
-        try:
-            published = self.state.recall(message.batch_id, message.call_id)
-        except StateUnavailable:
-            published = None
-        if published is not None:
-            return
-        read = time_limits.is_read(message.tool, self.registry)
-        if lost:
-            spec = self.registry.get(message.tool)
-            if spec is None or read or spec.idempotent:
-                return
-            result = endings.process_lost(message.call_id, message.tool, worker=name or self.name)
-            log.error("the process running %s was lost", message.tool)
-        else:
-            result = time_limits.killed(
-                message.call_id, message.tool, limit, read=read, worker=name or self.name
-            )
-            log.error(
-                "%s ran past its hard limit of %g s; its process was killed", message.tool, limit
-            )
-        ended: list[bool] = []
-        self.ledger.eventually(
-            lambda: ended.append(self.ledger.record_result(message.batch_id, result))
-        )
-        try:
-            self.state.release(message.batch_id, message.call_id)
-        except StateUnavailable:  # it lapses; the sweep finds the call ended
-            pass
-        try:
-            self.finish(message, result, ended[0] if ended else True)
-        except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept
-            log.error("the end of %s could not be published: %s", message.call_id, error)
-
-    def end_dead_letter(self, raw: Any) -> None:
-        """From the sweep: the end of a call whose message the broker gave up
-        on (RabbitMQ's delivery limit; `runtime/transport/broker.py`), through
-        the ledger's compare-and-set, so an end recorded before stands. A
-        claimed call under a lease is its holder's to end (or the sweep's,
-        once the lease lapses): a worker that lost only its channel may still
-        run it. Raises while the ledger or the state is away: the message
-        stays dead-lettered for the next sweep."""
-        message = CallMessage.from_wire(raw)
-        if message is None or not signing.genuine(message, self.key):
-            log.error("a dead-lettered message that names no signed call was dropped")
-            return
-        claimed = time_limits.is_claimed(message.tool, self.registry)
-        if claimed and self.state.holds(message.batch_id, [message.call_id]):
-            return
-        limit = self.settings.delivery_limit or self.settings.max_deliveries
-        result = endings.dead_lettered(message.call_id, message.tool, limit, claimed=claimed)
-        ended = self.ledger.record_result(message.batch_id, result)
-        if ended:
-            log.error("batch %s: %s was dead-lettered", message.batch_id, message.call_id)
-        self.finish(message, result, ended)
 
     def sweep(self, holder: str, *, first: Callable[[], object] | None = None) -> bool:
         """Sweep if no other worker holds the sweep's lease (taking or renewing
