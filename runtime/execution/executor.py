@@ -11,48 +11,31 @@ non-idempotent side effect runs only if this delivery claims it in the ledger.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.execution import allowance, throttling, time_limits
+from runtime.execution import allowance, outcomes, throttling, time_limits
 from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
+from runtime.execution.outcomes import Outcome
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
-from runtime.ledger.claims import Begun, Start
+from runtime.ledger.claims import Start
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.rows import event_fields
 from runtime.ledger.store import EventKind, Ledger
 from runtime.ledger.tables import utc_now
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
-from runtime.results import formatter as results
 from runtime.settings import Settings
 from runtime.transport import signing
 from runtime.transport.base import BatchState, Look
-from runtime.types import CallMessage, Risk, Status, ToolCall, ToolResult
+from runtime.types import CallMessage, Risk, ToolCall, ToolResult
 from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.executor")
-
-
-class Outcome(NamedTuple):
-    """A call's result, and whether this delivery's end is the one the ledger
-    holds: True (it ended the call), False (the call had ended already: its end
-    was published by whoever ended it), None (not known yet: the row waits in
-    the buffer while the ledger is down). `deferred`: a claimed call that ran
-    under `defer`, its end not written yet (`runtime.execution.handover`)."""
-
-    result: ToolResult
-    ended: bool | None
-    deferred: bool = False
-
-
-Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
 
 
 def execute(
@@ -83,7 +66,9 @@ def execute(
             source="worker",
         )
         settle(previous, ledger)  # its end comes before anything of this call
-        return _refuse(ledger, message, refuse(call, registry.get(call.name), decision), meta)
+        return outcomes.refusal(
+            ledger, message, refuse(call, registry.get(call.name), decision), meta
+        )
     admission = admit(
         call,
         registry=registry,
@@ -107,7 +92,7 @@ def execute(
     if not claimed:  # only a claim writes it with this call's first row
         settle(previous, ledger)
     if isinstance(admission, Refused):
-        return _refuse(ledger, message, admission, meta)
+        return outcomes.refusal(ledger, message, admission, meta)
     if claimed:
         outcome = _claimed(admission, message, ledger, settings, worker, state, previous, defer)
     else:
@@ -146,10 +131,10 @@ def _at_least_once(
         return Outcome(look.result, False)
     if look.cancelled:
         cancelled = endings.cancelled_before_start(call_id, tool, **meta)
-        return _record(ledger, message, cancelled, EventKind.cancelled)
+        return outcomes.record(ledger, message, cancelled, EventKind.cancelled)
     if look.delivery > settings.max_deliveries:
         given_up = endings.given_up(call_id, tool, look.delivery - 1, **meta)
-        return _record(ledger, message, given_up)
+        return outcomes.record(ledger, message, given_up)
     retries: list[dict] = []
 
     def retried(attempt: int, error: BaseException) -> None:
@@ -186,7 +171,7 @@ def _at_least_once(
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
-    return Outcome(result, _eventually(ledger, lambda: ledger.record_end(end)))
+    return Outcome(result, outcomes.eventually(ledger, lambda: ledger.record_end(end)))
 
 
 def _claimed(
@@ -205,26 +190,26 @@ def _claimed(
     if state is not None and _cancelled(state, message.batch_id):
         settle(previous, ledger)
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
-        return _record(ledger, message, cancelled, EventKind.cancelled)
+        return outcomes.record(ledger, message, cancelled, EventKind.cancelled)
     try:
         begun = claim_after(ledger, message, worker, previous)
     except LedgerUnavailable as error:  # fail closed; the end row of a call that did not run waits
         log.error("ledger unavailable before %s: %s", call.id, error)
         refused = endings.ledger_unavailable(call.id, call.name, **meta)
-        return _later(ledger, message, refused)
+        return outcomes.later(ledger, message, refused)
     if begun.start is Start.cancelled:  # recorded in the ledger, whatever the flag said
         cancelled = endings.cancelled_before_start(call.id, spec.name, **meta)
-        return _record(ledger, message, cancelled, EventKind.cancelled)
+        return outcomes.record(ledger, message, cancelled, EventKind.cancelled)
     if begun.start is Start.taken:
         # Another delivery holds the claim: while its lease is renewed it runs the
         # call; once it is not, the sweep ends the call (docs/architecture.md, "Leases").
         return Outcome(endings.running_elsewhere(call.id, spec.name, **meta), False)
     recall = (lambda b, c: _recall(state, b, c)) if state is not None else (lambda b, c: None)
-    early = _early_end(begun, message, spec.name, worker, recall)
+    early = outcomes.early_end(begun, message, spec.name, worker, recall)
     if early is not None:
         if begun.start is Start.finished:
             return Outcome(early, False)
-        return _record(ledger, message, early)
+        return outcomes.record(ledger, message, early)
     if previous is None or previous.leased != call.id:  # else taken as the step before ended
         _hold(state, message, settings.lease_seconds)
 
@@ -251,7 +236,7 @@ def _claimed(
     )
     if defer:  # the next step's claim writes it
         return Outcome(result, None, deferred=True)
-    return _record(ledger, message, result)  # publishing the end releases the lease
+    return outcomes.record(ledger, message, result)  # publishing the end releases the lease
 
 
 def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> None:
@@ -281,73 +266,3 @@ def _recall(state: BatchState, batch_id: str, call_id: str) -> ToolResult | None
         return state.recall(batch_id, call_id)
     except StateUnavailable:
         return None
-
-
-def _early_end(
-    begun: Begun, message: CallMessage, tool: str, worker: str | None, recall: Recall
-) -> ToolResult | None:
-    """The result of a delivery that must not run the tool, or None to run it."""
-    meta = {"worker": worker, "attempts": begun.delivery}
-    call_id = message.call_id
-    if begun.start is Start.run:
-        return None
-    if begun.start is Start.finished:
-        return recall(message.batch_id, call_id) or _from_row(begun, message, tool)
-    return endings.unrecorded(call_id, tool, **meta)
-
-
-def _from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:
-    row = begun.row
-    text = row.error_message or row.summary or f"{tool} had already finished: {row.status}"
-    status = Status(row.status)
-    if status is Status.ok:
-        return results.success(
-            message.call_id, tool, text, max_bytes=1024, worker=row.worker, attempts=row.attempts
-        )
-    return results.failure(
-        message.call_id,
-        tool,
-        status,
-        text,
-        kind=row.error_kind,
-        worker=row.worker,
-        attempts=row.attempts,
-    )
-
-
-def _refuse(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> Outcome:
-    result = refused.result.model_copy(update=meta)
-    fields = refused.decision.as_dict() if refused.decision else {}
-    mode = message.mode.value
-    return Outcome(
-        result,
-        _eventually(
-            ledger,
-            lambda: ledger.record_result(
-                message.batch_id, result, kind=refused.event, mode=mode, **fields
-            ),
-        ),
-    )
-
-
-def _later(ledger: Ledger, message: CallMessage, result: ToolResult) -> Outcome:
-    """The end row once the ledger is back (it has just failed)."""
-    ledger.later(lambda: ledger.record_result(message.batch_id, result))
-    return Outcome(result, None)
-
-
-def _record(
-    ledger: Ledger, message: CallMessage, result: ToolResult, kind: EventKind = EventKind.finished
-) -> Outcome:
-    """The end row: now, or from the buffer once the ledger is back."""
-    return Outcome(
-        result,
-        _eventually(ledger, lambda: ledger.record_result(message.batch_id, result, kind=kind)),
-    )
-
-
-def _eventually(ledger: Ledger, write: Callable[[], bool]) -> bool | None:
-    """Whether `write` ended the call; None if it waits in the buffer."""
-    ended: list[bool] = []
-    ledger.eventually(lambda: ended.append(write()))
-    return ended[0] if ended else None

@@ -1,0 +1,103 @@
+"""A delivery's outcome: its result and whether its end is the one the ledger
+holds, with the ways the executor records it (now, or from the buffer once
+the ledger is back: docs/architecture.md, "One end per call")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from runtime.gate.admission import Refused
+from runtime.ledger.claims import Begun, Start
+from runtime.ledger.store import EventKind, Ledger
+from runtime.results import endings
+from runtime.results import formatter as results
+from runtime.types import CallMessage, Status, ToolResult
+
+
+class Outcome(NamedTuple):
+    """A call's result, and whether this delivery's end is the one the ledger
+    holds: True (it ended the call), False (the call had ended already: its end
+    was published by whoever ended it), None (not known yet: the row waits in
+    the buffer while the ledger is down). `deferred`: a claimed call that ran
+    under `defer`, its end not written yet (`runtime.execution.handover`)."""
+
+    result: ToolResult
+    ended: bool | None
+    deferred: bool = False
+
+
+Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
+
+
+Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
+
+
+def early_end(
+    begun: Begun, message: CallMessage, tool: str, worker: str | None, recall: Recall
+) -> ToolResult | None:
+    """The result of a delivery that must not run the tool, or None to run it."""
+    meta = {"worker": worker, "attempts": begun.delivery}
+    call_id = message.call_id
+    if begun.start is Start.run:
+        return None
+    if begun.start is Start.finished:
+        return recall(message.batch_id, call_id) or from_row(begun, message, tool)
+    return endings.unrecorded(call_id, tool, **meta)
+
+
+def from_row(begun: Begun, message: CallMessage, tool: str) -> ToolResult:
+    row = begun.row
+    text = row.error_message or row.summary or f"{tool} had already finished: {row.status}"
+    status = Status(row.status)
+    if status is Status.ok:
+        return results.success(
+            message.call_id, tool, text, max_bytes=1024, worker=row.worker, attempts=row.attempts
+        )
+    return results.failure(
+        message.call_id,
+        tool,
+        status,
+        text,
+        kind=row.error_kind,
+        worker=row.worker,
+        attempts=row.attempts,
+    )
+
+
+def refusal(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) -> Outcome:
+    result = refused.result.model_copy(update=meta)
+    fields = refused.decision.as_dict() if refused.decision else {}
+    mode = message.mode.value
+    return Outcome(
+        result,
+        eventually(
+            ledger,
+            lambda: ledger.record_result(
+                message.batch_id, result, kind=refused.event, mode=mode, **fields
+            ),
+        ),
+    )
+
+
+def later(ledger: Ledger, message: CallMessage, result: ToolResult) -> Outcome:
+    """The end row once the ledger is back (it has just failed)."""
+    ledger.later(lambda: ledger.record_result(message.batch_id, result))
+    return Outcome(result, None)
+
+
+def record(
+    ledger: Ledger, message: CallMessage, result: ToolResult, kind: EventKind = EventKind.finished
+) -> Outcome:
+    """The end row: now, or from the buffer once the ledger is back."""
+    return Outcome(
+        result,
+        eventually(ledger, lambda: ledger.record_result(message.batch_id, result, kind=kind)),
+    )
+
+
+def eventually(ledger: Ledger, write: Callable[[], bool]) -> bool | None:
+    """Whether `write` ended the call; None if it waits in the buffer."""
+    ended: list[bool] = []
+    ledger.eventually(lambda: ended.append(write()))
+    return ended[0] if ended else None
