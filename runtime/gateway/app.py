@@ -62,12 +62,16 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         org_allows=list(org.get("allow", [])),
         standing=Standing(keys),
         cursors=Cursors(),
-        waits=Waits(runtime.policies.limits.size and runtime.policies.limits.size.waits_per_key),
+        waits=Waits(
+            runtime.policies.limits.size and runtime.policies.limits.size.waits_per_key,
+            getattr(runtime.transport, "throttle", None),  # None: the in-process transport
+        ),
     )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         yield
+        gateway.waits.close()
         runtime.close(cancel=False)  # the batches are the clients', and go on in the cluster
 
     app = FastAPI(
