@@ -1,6 +1,7 @@
 """A call held to its batch's rates and concurrency caps right before its
 tool runs (docs/architecture.md, "Flow control"): here it takes its hit of
-each rate's window and a slot of each cap, atomically in Redis. The sender
+each rate's window and a slot of each cap, in one round trip (a call that
+finds one full takes none of them: `Throttle.enter`). The sender
 only looked at what was left (runtime/batch/flow.py), so two senders may
 both have sent into the last place: the one that comes second here waits
 (`on_limit: "delay"`: it goes back to its batch unsent, holding nothing, and
@@ -49,14 +50,12 @@ def check(
     slots = limits.slots(tool)
     windows = limits.windows(tool, message.arguments, admission.spec.host)
     try:
-        full = throttle.take([(scope, cap.max) for cap, scope in slots], member, lease)
-        if full is not None:
-            reached = Reached(slots[full[0]][0], slots[full[0]][1], full[1])
-        elif (hit := throttle.hit([(rate.item, scope) for rate, scope in windows])) is not None:
-            throttle.release([scope for _, scope in slots], member)
-            reached = Reached(windows[hit[0]][0], windows[hit[0]][1], hit[1])
-        else:
+        caps = [(scope, cap.max) for cap, scope in slots]
+        full = throttle.enter(caps, member, lease, [(rate.item, scope) for rate, scope in windows])
+        if full is None:
             return admission
+        entry, scope = [*slots, *windows][full[0]]
+        reached = Reached(entry, scope, full[1])
     except StateUnavailable as error:
         log.warning("limits of %s not checked: %s", message.call_id, error)
         return admission

@@ -27,6 +27,7 @@ only tightens) and may lower a size; fair share is the org's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -64,7 +65,7 @@ class _Entry(BaseModel):
     @property
     def tag(self) -> str:
         """What names the entry in Redis keys: its file and its name."""
-        return f"{hashlib.sha256(self.source.encode()).hexdigest()[:8]}:{self.name}"
+        return f"{_file_hash(self.source)}:{self.name}"
 
 
 class Rate(_Entry):
@@ -146,7 +147,18 @@ class Limits(BaseModel):
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any] | None) -> Limits:
-        return cls.model_validate(data) if data else NONE
+        """The limits a snapshot carries, parsed once per process for each
+        snapshot (every message of a batch, each check of a call, carries
+        the same): keyed by its text, which is what was signed."""
+        if not data:
+            return NONE
+        key = repr(data)
+        found = _PARSED.get(key)
+        if found is None:
+            if len(_PARSED) >= PARSED_KEPT:
+                _PARSED.clear()
+            found = _PARSED[key] = cls.model_validate(data)
+        return found
 
     @property
     def calls_per_batch(self) -> int:
@@ -221,6 +233,13 @@ class Reached:
 
 
 NONE = Limits()
+PARSED_KEPT = 256  # snapshots whose limits a process keeps parsed
+_PARSED: dict[str, Limits] = {}
+
+
+@functools.lru_cache(maxsize=256)
+def _file_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:8]
 
 
 def host_of(arguments: Any) -> str | None:

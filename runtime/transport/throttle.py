@@ -22,6 +22,8 @@ import redis
 from limits import RateLimitItem
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
 
 from runtime.errors import StateUnavailable
 from runtime.transport.listener import LOST
@@ -36,91 +38,18 @@ from runtime.transport.names import (
     sent_key,
     slots_key,
 )
+from runtime.transport.throttle_scripts import (
+    ADMIT_READS,
+    FREE,
+    NEXT_READS,
+    PARKED,
+    TAKE,
+    UNHIT,
+)
 
-# Take one slot in each set, or none. KEYS: the slot sets; ARGV: now, expiry,
-# member, ttl, then each set's cap. {0, 0}: taken (or held already); else
-# {i, when the first slot of set i frees}.
-TAKE = """
-local now, expiry, member = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-for i = 1, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[i], member) then
-    if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[4 + i]) then
-      local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-      return {i, first[2]}
-    end
-  end
-end
-for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], expiry, member)
-  redis.call('EXPIRE', KEYS[i], ARGV[4])
-end
-return {0, '0'}
-"""
-# Free slots of each set now. KEYS: the sets; ARGV: now, then each cap.
-FREE = """
-local out = {}
-for i = 1, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[1])
-  out[i] = tonumber(ARGV[1 + i]) - redis.call('ZCARD', KEYS[i])
-end
-return out
-"""
-# Which of a key's reads are parked already. KEYS: the parked set; ARGV: members.
-PARKED = """
-local out = {}
-for i = 1, #ARGV do out[i] = redis.call('SISMEMBER', KEYS[1], ARGV[i]) end
-return out
-"""
-# A key's reads: each goes in flight while fewer than the cap are, else it is
-# parked; one its batch has sent already (a stale view of the batch) neither.
-# KEYS: in flight, parked list, parked set, the batch's sent marks, the set of
-# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, then member,
-# call id and message triples. Returns a
-# string: s (send), p (parked) or x (sent already: left alone).
-ADMIT_READS = """
-local now, expiry, cap, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local out = {}
-for i = 6, #ARGV, 3 do
-  local member = ARGV[i]
-  if redis.call('SISMEMBER', KEYS[3], member) == 1 then
-    out[#out + 1] = 'p'
-  elseif redis.call('HEXISTS', KEYS[4], ARGV[i + 1]) == 1 then
-    out[#out + 1] = 'x'
-  elseif redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
-    redis.call('ZADD', KEYS[1], expiry, member)
-    out[#out + 1] = 's'
-  else
-    redis.call('RPUSH', KEYS[2], ARGV[i + 2])
-    redis.call('SADD', KEYS[3], member)
-    redis.call('SADD', KEYS[5], ARGV[5])  -- the submitter
-    out[#out + 1] = 'p'
-  end
-end
-for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
-return table.concat(out)
-"""
-# A key's read ended (or never ran): its place goes to the reads parked
-# next. KEYS: in flight, parked list, parked set; ARGV: now, expiry, cap,
-# member. Returns the messages to send.
-NEXT_READS = """
-local now, expiry, cap = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-if ARGV[4] ~= '' then redis.call('ZREM', KEYS[1], ARGV[4]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local out = {}
-while redis.call('ZCARD', KEYS[1]) < cap do
-  local message = redis.call('LPOP', KEYS[2])
-  if not message then break end
-  local member = cjson.decode(message)['member']
-  redis.call('SREM', KEYS[3], member)
-  redis.call('ZADD', KEYS[1], expiry, member)
-  out[#out + 1] = message
-end
-return out
-"""
 IN_FLIGHT_SECONDS = 600.0  # a read in flight whose end never came frees its place after this
 F = TypeVar("F", bound=Callable[..., Any])
+Reads = tuple[str, int, str, Sequence[tuple[str, str]]]  # submitter, cap, batch, (call id, message)
 
 
 def reached(method: F) -> F:
@@ -140,12 +69,49 @@ class Throttle:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         storage = RedisStorage("redis://", connection_pool=client.connection_pool)
-        self.rates = MovingWindowRateLimiter(storage)
+        self.rates, self.storage = MovingWindowRateLimiter(storage), storage
         self._take = client.register_script(TAKE)
         self._free = client.register_script(FREE)
         self._parked = client.register_script(PARKED)
         self._admit_reads = client.register_script(ADMIT_READS)
         self._next_reads = client.register_script(NEXT_READS)
+        self._unhit = client.register_script(UNHIT)
+        self._scripts = [
+            self._take,
+            self._free,
+            self._admit_reads,
+            self._next_reads,
+            self._unhit,
+            storage.lua_moving_window,
+            storage.lua_acquire_moving_window,
+        ]
+        self._loaded = False
+
+    def _pipelined(self, build: Callable[[Pipeline], object]) -> list[Any]:
+        """The answers of what `build` puts on a pipeline, in one round trip.
+        Scripts go as EVALSHA: redis-py's `Script` on a pipeline asks SCRIPT
+        EXISTS first, a round trip more each time. They are loaded once per
+        process, and again if Redis lost them (a restart: then none of them
+        ran, and the plain commands put here are idempotent)."""
+        for attempt in (0, 1):
+            if not self._loaded:
+                with self.client.pipeline(transaction=False) as pipe:
+                    for script in self._scripts:
+                        pipe.script_load(script.script)
+                    pipe.execute()
+                self._loaded = True
+            with self.client.pipeline(transaction=False) as pipe:
+                build(pipe)
+                try:
+                    return pipe.execute()
+                except NoScriptError:
+                    if attempt:
+                        raise
+                    self._loaded = False
+        raise AssertionError("unreachable")
+
+    def _window_key(self, item: RateLimitItem, scope: str) -> str:
+        return self.storage.prefixed_key(item.key_for(scope))
 
     # Rates.
     @reached
@@ -163,6 +129,91 @@ class Throttle:
             if not self.rates.hit(item, scope):
                 return index, self.rates.get_window_stats(item, scope).reset_time
         return None
+
+    @reached
+    def look(
+        self,
+        windows: Sequence[tuple[RateLimitItem, str]],
+        slots: Sequence[tuple[str, int]],
+        reads: Reads | None = None,
+    ) -> tuple[dict[str, tuple[int, float]], str]:
+        """The sender's look, in one round trip: for each window's and each
+        cap's scope, what it has left now and when it next frees one (a
+        slot: 0, unknown); with `reads`, ADMIT_READS's answer for them (s,
+        p, x or n, one a read), asked before the windows and slots are
+        known, so the sender gives back the place of a read it then holds
+        (`next_reads`). Reads given without their message are not parked
+        but answered n: the sender sends their messages only then
+        (`admit_reads`), so a key below its cap ships none."""
+        if not windows and not slots and reads is None:
+            return {}, ""
+        now = time.time()
+
+        def build(pipe: Pipeline) -> None:
+            for item, scope in windows:  # `get_window_stats`'s script and arguments (limits 5.8)
+                args = [now - item.get_expiry(), item.amount]
+                pipe.evalsha(
+                    self.storage.lua_moving_window.sha, 1, self._window_key(item, scope), *args
+                )
+            if slots:
+                keys = [slots_key(scope) for scope, _ in slots]
+                pipe.evalsha(self._free.sha, len(keys), *keys, now, *(cap for _, cap in slots))
+            if reads is not None:
+                pipe.evalsha(self._admit_reads.sha, 5, *self._admit(reads, now))
+
+        found = self._pipelined(build)
+        room = {}
+        for (item, scope), window in zip(windows, found, strict=False):
+            start, count = (float(window[0]), int(window[1])) if window else (now, 0)
+            room[scope] = (item.amount - count, start + item.get_expiry())
+        if slots:
+            free = found[len(windows)]
+            room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
+        return room, (_text(found[-1]) if reads is not None else "")
+
+    @reached
+    def enter(
+        self,
+        slots: Sequence[tuple[str, int]],
+        member: str,
+        seconds: float,
+        windows: Sequence[tuple[RateLimitItem, str]],
+    ) -> tuple[int, float] | None:
+        """The worker's take, in one round trip: a slot of each (scope, cap)
+        for `seconds` and a hit of each window; or none of them, and (index
+        in slots then windows, when it frees one) of the first that was full.
+        The hits are taken in the same pipeline as the slots, so a call that
+        finds a slot or a window full has its other hits taken back (`UNHIT`)
+        and its slots freed: a call that waits consumes nothing."""
+        now = time.time()
+        keys = [self._window_key(item, scope) for item, scope in windows]
+
+        def build(pipe: Pipeline) -> None:
+            if slots:
+                held = [slots_key(scope) for scope, _ in slots]
+                args = [now, now + seconds, member, TTL_SECONDS, *(cap for _, cap in slots)]
+                pipe.evalsha(self._take.sha, len(held), *held, *args)
+            acquire = self.storage.lua_acquire_moving_window.sha  # `hit`'s script (limits 5.8)
+            for key, (item, _) in zip(keys, windows, strict=True):
+                pipe.evalsha(acquire, 1, key, now, item.amount, item.get_expiry(), 1)
+
+        found = self._pipelined(build)
+        slot, frees = found.pop(0) if slots else (0, 0)
+        slot = int(slot) - 1  # TAKE's answer: 0 taken, else the full set's index + 1
+        if slot < 0 and all(found):
+            return None
+        taken = [key for key, hit in zip(keys, found, strict=True) if hit]
+        with self.client.pipeline(transaction=False) as pipe:
+            if taken:
+                pipe.evalsha(self._unhit.sha, len(taken), *taken, now)
+            for scope, _ in slots if slot < 0 else ():
+                pipe.zrem(slots_key(scope), member)
+            pipe.execute()
+        if slot >= 0:
+            return slot, float(frees)
+        index = [bool(hit) for hit in found].index(False)
+        item, scope = windows[index]
+        return len(slots) + index, self.rates.get_window_stats(item, scope).reset_time
 
     # Concurrency slots.
     @reached
@@ -202,14 +253,18 @@ class Throttle:
         """A call's delivery is over: free its slots and, with `share` (its
         submitter, the cap), its place in flight; the parked reads whose turn
         it is now, taken in flight. One round trip."""
-        with self.client.pipeline(transaction=False) as pipe:
+        now = time.time()
+
+        def build(pipe: Pipeline) -> None:
             for scope in scopes:
                 pipe.zrem(slots_key(scope), member)
             if share is not None:
-                now = time.time()
                 args = [now, now + IN_FLIGHT_SECONDS, share[1], member]
-                self._next_reads(keys=_share_keys(share[0]), args=args, client=pipe)
-            found = pipe.execute() if len(pipe) else []
+                pipe.evalsha(self._next_reads.sha, 3, *_share_keys(share[0]), *args)
+
+        if not scopes and share is None:
+            return []
+        found = self._pipelined(build)
         if share is None:
             return []
         return [m.decode() if isinstance(m, bytes) else m for m in found[-1]]
@@ -262,13 +317,19 @@ class Throttle:
         False parked, or sent already by another process."""
         if not calls:
             return []
-        now = time.time()
-        args: list[str | float | int] = [now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal]
-        for call_id, message in calls:
-            args += [lease_member(batch_id, call_id), call_id, message]
+        found = self._admit((principal, cap, batch_id, calls), time.time())
+        answer = _text(self._admit_reads(keys=found[:5], args=found[5:]))
+        return [c == "s" for c in answer]
+
+    @staticmethod
+    def _admit(reads: Reads, now: float) -> list[str | float | int]:
+        """ADMIT_READS's keys then arguments."""
+        principal, cap, batch_id, calls = reads
         keys = [*_share_keys(principal), sent_key(batch_id), PARKING]
-        answer = self._admit_reads(keys=keys, args=args)
-        return [c == "s" for c in (answer.decode() if isinstance(answer, bytes) else answer)]
+        found = [*keys, now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal]
+        for call_id, message in calls:
+            found += [lease_member(batch_id, call_id), call_id, message]
+        return found
 
     @reached
     def waiting(self) -> dict[str, str]:
@@ -315,6 +376,10 @@ class Throttle:
             pipe.zremrangebyscore(HELD, "-inf", now)
             found, _ = pipe.execute()
         return [b.decode() for b in found]
+
+
+def _text(answer: bytes | str) -> str:
+    return answer.decode() if isinstance(answer, bytes) else answer
 
 
 def _share_keys(principal: str) -> list[str]:

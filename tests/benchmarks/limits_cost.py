@@ -1,6 +1,7 @@
 """The CPU the limits' checks cost per call, measured alone, in this process
-and in Redis: `python -m tests.benchmarks.limits_cost REDIS_URL` (a Redis of
-your own: it is flushed). The figures of L1 in `make bench` are the same
+and in Redis: `python -m tests.benchmarks.limits_cost REDIS_URL [REPEATS]` (a
+Redis database of your own: it is flushed; medians of REPEATS, default 5).
+The figures of L1 in `make bench` are the same
 cost seen in every process of a stack, where a 10 ms clock tick and pool
 processes that come and go make them noisy on a busy machine; these are the
 checks alone: the sender's look at a batch (`Flow.gate`), the worker's take
@@ -11,6 +12,7 @@ rate and a cap configured, and with fair share besides."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -44,7 +46,12 @@ def plan_of(registry, limits: dict, size: int) -> BatchPlan:
     return signed_plan(registry, batch, rules)
 
 
-def measure(url: str) -> None:
+CASES = ("a rate and a cap", "and fair share")
+
+
+def measure(url: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
+    """For each of P1 and P3 under each case (`CASES`), `repeats` times: the
+    checks' CPU in ms per call, by part and in total (`total`)."""
     registry = load_tools([MODULE], mcp_servers_file=None)
     client = redis.Redis.from_url(url)
     state = RedisState(client)
@@ -55,47 +62,53 @@ def measure(url: str) -> None:
         return info["used_cpu_user"] + info["used_cpu_sys"]
 
     checks = {"rates": WIDE["rate"], "caps": WIDE["concurrency"]}
-    for label, limits in (
-        ("a rate and a cap", checks),
-        ("and fair share", {**checks, "fair_share": WIDE["fair_share"]}),
-    ):
-        snapshot = Limits.model_validate(limits).snapshot()
-        for figure, size, rounds in (("P1", 1, 400), ("P3", 10, 60)):
-            client.flushdb()
-            plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
-            messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
-            admitted = [
-                admit(
-                    ToolCall(id=m.call_id, name=m.tool, arguments=m.arguments),
-                    registry=registry,
-                    mode=m.mode,
-                    workspace=WORKSPACE,
-                    policy=policy(WORKSPACE),
-                )
-                for m in messages
-            ]
-            before, began = redis_cpu(), time.process_time()
-            for p in plans:
-                flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
-            sent = time.process_time()
-            for admission, message in zip(admitted, messages, strict=True):
-                throttling.check(admission, message, state, lease=30.0)
-            checked = time.process_time()
-            for message in messages:
-                flow.finished(message)
-            ended, spent = time.process_time(), redis_cpu() - before
-            n = len(messages)
-            parts = {
-                "send": sent - began,
-                "worker check": checked - sent,
-                "finish": ended - checked,
-                "redis": spent,
-            }
-            text = ", ".join(f"{k} {1000 * v / n:.3f}" for k, v in parts.items())
-            total = 1000 * sum(parts.values()) / n
-            print(f"{figure} ({label}): {text}; total {total:.3f} ms per call")
+    found: dict[str, list[dict[str, float]]] = {}
+    for _ in range(repeats):
+        for label, limits in zip(
+            CASES, (checks, {**checks, "fair_share": WIDE["fair_share"]}), strict=True
+        ):
+            snapshot = Limits.model_validate(limits).snapshot()
+            for figure, size, rounds in (("P1", 1, 400), ("P3", 10, 60)):
+                parts = _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu)
+                found.setdefault(f"{figure} ({label})", []).append(parts)
     state.close()
+    return found
+
+
+def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> dict[str, float]:
+    client.flushdb()
+    plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
+    messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
+    admitted = [
+        admit(
+            ToolCall(id=m.call_id, name=m.tool, arguments=m.arguments),
+            registry=registry,
+            mode=m.mode,
+            workspace=WORKSPACE,
+            policy=policy(WORKSPACE),
+        )
+        for m in messages
+    ]
+    before, began = redis_cpu(), time.process_time()
+    for p in plans:
+        flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
+    sent = time.process_time()
+    for admission, message in zip(admitted, messages, strict=True):
+        throttling.check(admission, message, state, lease=30.0)
+    checked = time.process_time()
+    for message in messages:
+        flow.finished(message)
+    ended, spent = time.process_time(), redis_cpu() - before
+    n = len(messages)
+    parts = {"send": sent - began, "worker check": checked - sent, "finish": ended - checked}
+    parts = {k: 1000 * v / n for k, v in {**parts, "redis": spent}.items()}
+    return {**parts, "total": sum(parts.values())}
 
 
 if __name__ == "__main__":
-    measure(sys.argv[1])
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    for name, runs in measure(sys.argv[1], repeats).items():
+        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        text = ", ".join(f"{k} {v:.3f}" for k, v in median.items() if k != "total")
+        totals = " ".join(f"{r['total']:.3f}" for r in runs)
+        print(f"{name}: {text}; total {median['total']:.3f} ms per call (median of {totals})")
