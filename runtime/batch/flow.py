@@ -23,6 +23,8 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from limits import RateLimitItem
 
@@ -34,7 +36,7 @@ from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import BatchState, Queue
 from runtime.transport.names import lease_member
-from runtime.transport.throttle import Reads
+from runtime.transport.throttle import Finish, Reads
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")
@@ -135,10 +137,17 @@ class Flow:
     def finished(self, message: CallMessage) -> None:
         """A call's delivery is over (ended, or sent back to wait): free its
         slots, and send its submitter's next parked reads."""
+        finishing = self.finishing(message)
+        if finishing is not None:
+            finishing.landed(None)
+
+    def finishing(self, message: CallMessage) -> Finishing | None:
+        """`finished`, to ride the worker's publish of the call's end (one
+        round trip for both); None if the call's limits hold nothing."""
         limits = Limits.from_snapshot(message.policy.get("limits"))
         throttle = self.state.throttle
         if not limits or throttle is None:
-            return
+            return None
         member = lease_member(message.batch_id, message.call_id)
         scopes = [scope for _, scope in limits.slots(message.tool)]
         share = None
@@ -147,13 +156,8 @@ class Flow:
             if spec is not None and spec.risk is Risk.read:
                 share = (limits.sender, limits.fair_share.in_flight_per_key)
         if not scopes and share is None:
-            return
-        try:
-            parcels = throttle.finish(scopes, member, share)
-            if parcels:
-                self.send_parked(*share, parcels)
-        except StateUnavailable as error:  # slots lapse; the sweep sends parked reads
-            log.warning("%s: its slots were not freed: %s", message.call_id, error)
+            return None
+        return Finishing(self, Finish(throttle, scopes, member, share), message.call_id)
 
     def send_parked(self, who: str, cap: int, parcels: list[str]) -> None:
         """Post `who`'s parked reads whose turn came, each marked sent once.
@@ -190,6 +194,32 @@ class Flow:
             return set(throttle.due(time.time()))
         except StateUnavailable:
             return set()
+
+
+@dataclass(frozen=True)
+class Finishing:
+    """A call's finish riding another pipeline (`BatchState.publish`'s
+    `rider`): `ride` adds its commands, `landed` sends the parked reads whose
+    turn came; `landed(None)`: it did not ride, so it goes on its own."""
+
+    flow: Flow
+    finish: Finish
+    call_id: str
+
+    def ride(self, pipe: Any) -> None:
+        self.finish.ride(pipe)
+
+    def landed(self, answers: list[Any] | None) -> None:
+        finish = self.finish
+        try:
+            if answers is None:
+                parcels = finish.throttle.finish(finish.scopes, finish.member, finish.share)
+            else:
+                parcels = finish.landed(answers)
+            if parcels:
+                self.flow.send_parked(*finish.share, parcels)
+        except StateUnavailable as error:  # slots lapse; the sweep sends parked reads
+            log.warning("%s: its slots were not freed: %s", self.call_id, error)
 
 
 def _swap(windows: dict[str, RateLimitItem]) -> list[tuple[RateLimitItem, str]]:

@@ -13,102 +13,36 @@ a slot are kept in `HELD` for the sweep to carry on when they are due.
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 from limits import RateLimitItem
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 from redis.client import Pipeline
-from redis.exceptions import NoScriptError
 
-from runtime.errors import StateUnavailable
-from runtime.transport.listener import LOST
-from runtime.transport.names import (
-    HELD,
-    PARKING,
-    TTL_SECONDS,
-    in_flight_key,
-    lease_member,
-    parked_key,
-    parked_set_key,
-    sent_key,
-    slots_key,
-)
-from runtime.transport.throttle_scripts import (
-    ADMIT_READS,
-    FREE,
-    NEXT_READS,
-    PARKED,
-    TAKE,
-    UNHIT,
-)
+from runtime.transport.fair_share import IN_FLIGHT_SECONDS, FairShare, Reads, _share_keys, _text
+from runtime.transport.names import HELD, TTL_SECONDS, sent_key, slots_key
+from runtime.transport.scripted import reached
+from runtime.transport.throttle_scripts import FREE, TAKE, UNHIT
 
-IN_FLIGHT_SECONDS = 600.0  # a read in flight whose end never came frees its place after this
-F = TypeVar("F", bound=Callable[..., Any])
-Reads = tuple[str, int, str, Sequence[tuple[str, str]]]  # submitter, cap, batch, (call id, message)
+__all__ = ["Finish", "Reads", "Throttle"]
 
 
-def reached(method: F) -> F:
-    """Redis's connection errors, as toolrun's (`StateUnavailable`)."""
+class Throttle(FairShare):
+    """Rates, slots and held batches; fair share's reads (`FairShare`)."""
 
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except LOST as error:
-            raise StateUnavailable(f"flow control: {error}") from error
-
-    return wrapper  # type: ignore[return-value]
-
-
-class Throttle:
     def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+        super().__init__(client)
         storage = RedisStorage("redis://", connection_pool=client.connection_pool)
         self.rates, self.storage = MovingWindowRateLimiter(storage), storage
-        self._take = client.register_script(TAKE)
-        self._free = client.register_script(FREE)
-        self._parked = client.register_script(PARKED)
-        self._admit_reads = client.register_script(ADMIT_READS)
-        self._next_reads = client.register_script(NEXT_READS)
-        self._unhit = client.register_script(UNHIT)
-        self._scripts = [
-            self._take,
-            self._free,
-            self._admit_reads,
-            self._next_reads,
-            self._unhit,
-            storage.lua_moving_window,
-            storage.lua_acquire_moving_window,
-        ]
-        self._loaded = False
-
-    def _pipelined(self, build: Callable[[Pipeline], object]) -> list[Any]:
-        """The answers of what `build` puts on a pipeline, in one round trip.
-        Scripts go as EVALSHA: redis-py's `Script` on a pipeline asks SCRIPT
-        EXISTS first, a round trip more each time. They are loaded once per
-        process, and again if Redis lost them (a restart: then none of them
-        ran, and the plain commands put here are idempotent)."""
-        for attempt in (0, 1):
-            if not self._loaded:
-                with self.client.pipeline(transaction=False) as pipe:
-                    for script in self._scripts:
-                        pipe.script_load(script.script)
-                    pipe.execute()
-                self._loaded = True
-            with self.client.pipeline(transaction=False) as pipe:
-                build(pipe)
-                try:
-                    return pipe.execute()
-                except NoScriptError:
-                    if attempt:
-                        raise
-                    self._loaded = False
-        raise AssertionError("unreachable")
+        self._take = self.script(TAKE)
+        self._free = self.script(FREE)
+        self._unhit = self.script(UNHIT)
+        self._scripts += [storage.lua_moving_window, storage.lua_acquire_moving_window]
 
     def _window_key(self, item: RateLimitItem, scope: str) -> str:
         return self.storage.prefixed_key(item.key_for(scope))
@@ -252,22 +186,12 @@ class Throttle:
     ) -> list[str]:
         """A call's delivery is over: free its slots and, with `share` (its
         submitter, the cap), its place in flight; the parked reads whose turn
-        it is now, taken in flight. One round trip."""
-        now = time.time()
-
-        def build(pipe: Pipeline) -> None:
-            for scope in scopes:
-                pipe.zrem(slots_key(scope), member)
-            if share is not None:
-                args = [now, now + IN_FLIGHT_SECONDS, share[1], member]
-                pipe.evalsha(self._next_reads.sha, 3, *_share_keys(share[0]), *args)
-
+        it is now, taken in flight. One round trip (or none of its own:
+        `Finish` rides the worker's publish of the call's end)."""
         if not scopes and share is None:
             return []
-        found = self._pipelined(build)
-        if share is None:
-            return []
-        return [m.decode() if isinstance(m, bytes) else m for m in found[-1]]
+        finish = Finish(self, scopes, member, share)
+        return finish.landed(self._pipelined(finish.ride))
 
     @reached
     def slots_used(self) -> dict[str, int]:
@@ -287,73 +211,6 @@ class Throttle:
         (`/metrics`); the library keys them "LIMITS:LIMITER/<scope>/<n>/<m>/<unit>"."""
         keys = self.client.scan_iter(match=f"LIMITS:LIMITER/{prefix}*", count=500)
         return sorted({k.decode().removeprefix("LIMITS:LIMITER/").rsplit("/", 3)[0] for k in keys})
-
-    @reached
-    def shares(self) -> dict[str, tuple[int, int]]:
-        """Each submitter's reads in flight and parked (`/metrics`)."""
-        found = {}
-        head, tail = in_flight_key("\0").split("\0")
-        for key in self.client.scan_iter(match=in_flight_key("*"), count=500):
-            who = key.decode().removeprefix(head).removesuffix(tail)
-            found[who] = (
-                int(self.client.zcount(key, time.time(), "+inf")),
-                int(self.client.llen(parked_key(who))),
-            )
-        return found
-
-    # Fair share of the reads queue.
-    @reached
-    def parked(self, principal: str, members: Sequence[str]) -> list[bool]:
-        if not members:
-            return []
-        found = self._parked(keys=[parked_set_key(principal)], args=list(members))
-        return [bool(n) for n in found]
-
-    @reached
-    def admit_reads(
-        self, principal: str, cap: int, batch_id: str, calls: Sequence[tuple[str, str]]
-    ) -> list[bool]:
-        """For each (call id, message JSON) of a batch: True to send now;
-        False parked, or sent already by another process."""
-        if not calls:
-            return []
-        found = self._admit((principal, cap, batch_id, calls), time.time())
-        answer = _text(self._admit_reads(keys=found[:5], args=found[5:]))
-        return [c == "s" for c in answer]
-
-    @staticmethod
-    def _admit(reads: Reads, now: float) -> list[str | float | int]:
-        """ADMIT_READS's keys then arguments."""
-        principal, cap, batch_id, calls = reads
-        keys = [*_share_keys(principal), sent_key(batch_id), PARKING]
-        found = [*keys, now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal]
-        for call_id, message in calls:
-            found += [lease_member(batch_id, call_id), call_id, message]
-        return found
-
-    @reached
-    def waiting(self) -> dict[str, str]:
-        """Each submitter with parked reads, and the first of them (the sweep
-        moves them on if no end of theirs did); one whose reads have all
-        gone leaves the set."""
-        found = {}
-        for raw in self.client.smembers(PARKING):
-            who = raw.decode()
-            first = self.client.lindex(parked_key(who), 0)
-            if first is None:
-                self.client.srem(PARKING, who)
-            else:
-                found[who] = first.decode()
-        return found
-
-    @reached
-    def next_reads(self, principal: str, cap: int, member: str = "") -> list[str]:
-        """`member` (a read of `principal`) left the queue: the parked
-        messages whose turn it is now, taken in flight."""
-        now = time.time()
-        args = [now, now + IN_FLIGHT_SECONDS, cap, member]
-        found = self._next_reads(keys=_share_keys(principal), args=args)
-        return [m.decode() if isinstance(m, bytes) else m for m in found]
 
     # Batches waiting for a rate or a slot.
     @reached
@@ -378,9 +235,30 @@ class Throttle:
         return [b.decode() for b in found]
 
 
-def _text(answer: bytes | str) -> str:
-    return answer.decode() if isinstance(answer, bytes) else answer
+@dataclass(frozen=True)
+class Finish:
+    """`Throttle.finish` as commands that ride another pipeline: `ride` puts
+    them at its end, `landed` reads their answers."""
 
+    throttle: Throttle
+    scopes: Sequence[str]
+    member: str
+    share: tuple[str, int] | None
 
-def _share_keys(principal: str) -> list[str]:
-    return [in_flight_key(principal), parked_key(principal), parked_set_key(principal)]
+    def ride(self, pipe: Pipeline) -> None:
+        self.throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
+        for scope in self.scopes:
+            pipe.zrem(slots_key(scope), self.member)
+        if self.share is not None:
+            now = time.time()
+            args = [now, now + IN_FLIGHT_SECONDS, self.share[1], self.member]
+            pipe.evalsha(self.throttle.next_reads_sha, 3, *_share_keys(self.share[0]), *args)
+
+    def landed(self, answers: list[Any]) -> list[str]:
+        """The parked reads whose turn it is now. If Redis had lost the
+        scripts (a restart), the finish again, on its own."""
+        if self.throttle.lost(answers):
+            return self.throttle.finish(self.scopes, self.member, self.share)
+        if self.share is None:
+            return []
+        return [m.decode() if isinstance(m, bytes) else m for m in answers[-1]]

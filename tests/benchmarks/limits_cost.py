@@ -27,11 +27,15 @@ from runtime.gate.limits import Limits
 from runtime.tools.loading import load_tools
 from runtime.transport.redis_state import RedisState
 from runtime.types import Batch, Mode, ToolCall
-from tests.benchmarks.limits import WIDE
 from tests.benchmarks.tools import MODULE, NOOP
 from tests.support.messages import policy, signed_plan
 
 WORKSPACE = Path("/tmp")
+WIDE = {  # limits that apply to every call and never hold one back (the bench's L1)
+    "rate": [{"name": "wide", "per": "key", "limit": "1000000/second"}],
+    "concurrency": [{"name": "wide", "per": "key", "max": 100000}],
+    "fair_share": {"in_flight_per_key": 100000},
+}
 
 
 class Nowhere:
