@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -29,7 +29,7 @@ from runtime.transport.names import HELD, TTL_SECONDS, sent_key, slots_key
 from runtime.transport.scripted import reached
 from runtime.transport.throttle_scripts import FREE, TAKE, UNHIT
 
-__all__ = ["Finish", "Reads", "Throttle"]
+__all__ = ["Entry", "Finish", "Reads", "Throttle"]
 
 
 class Throttle(FairShare):
@@ -44,7 +44,7 @@ class Throttle(FairShare):
         self._unhit = self.script(UNHIT)
         self._scripts += [storage.lua_moving_window, storage.lua_acquire_moving_window]
 
-    def _window_key(self, item: RateLimitItem, scope: str) -> str:
+    def window_key(self, item: RateLimitItem, scope: str) -> str:
         return self.storage.prefixed_key(item.key_for(scope))
 
     # Rates.
@@ -87,7 +87,7 @@ class Throttle(FairShare):
             for item, scope in windows:  # `get_window_stats`'s script and arguments (limits 5.8)
                 args = [now - item.get_expiry(), item.amount]
                 pipe.evalsha(
-                    self.storage.lua_moving_window.sha, 1, self._window_key(item, scope), *args
+                    self.storage.lua_moving_window.sha, 1, self.window_key(item, scope), *args
                 )
             if slots:
                 keys = [slots_key(scope) for scope, _ in slots]
@@ -113,41 +113,28 @@ class Throttle(FairShare):
         seconds: float,
         windows: Sequence[tuple[RateLimitItem, str]],
     ) -> tuple[int, float] | None:
-        """The worker's take, in one round trip: a slot of each (scope, cap)
-        for `seconds` and a hit of each window; or none of them, and (index
-        in slots then windows, when it frees one) of the first that was full.
+        """The worker's take, in one round trip (or none of its own: `Entry`
+        rides the worker's look at the call): a slot of each (scope, cap) for
+        `seconds` and a hit of each window; or none of them, and (index in
+        slots then windows, when it frees one) of the first that was full.
         The hits are taken in the same pipeline as the slots, so a call that
         finds a slot or a window full has its other hits taken back (`UNHIT`)
         and its slots freed: a call that waits consumes nothing."""
-        now = time.time()
-        keys = [self._window_key(item, scope) for item, scope in windows]
+        entry = Entry(self, slots, member, seconds, windows)
+        return entry.landed(self._pipelined(entry.ride))
 
-        def build(pipe: Pipeline) -> None:
-            if slots:
-                held = [slots_key(scope) for scope, _ in slots]
-                args = [now, now + seconds, member, TTL_SECONDS, *(cap for _, cap in slots)]
-                pipe.evalsha(self._take.sha, len(held), *held, *args)
-            acquire = self.storage.lua_acquire_moving_window.sha  # `hit`'s script (limits 5.8)
-            for key, (item, _) in zip(keys, windows, strict=True):
-                pipe.evalsha(acquire, 1, key, now, item.amount, item.get_expiry(), 1)
-
-        found = self._pipelined(build)
-        slot, frees = found.pop(0) if slots else (0, 0)
-        slot = int(slot) - 1  # TAKE's answer: 0 taken, else the full set's index + 1
-        if slot < 0 and all(found):
-            return None
-        taken = [key for key, hit in zip(keys, found, strict=True) if hit]
+    def undo(self, entry: Entry, hits: Sequence[Any], slot: int) -> None:
+        taken = [key for key, hit in zip(entry.keys, hits, strict=True) if hit]
         with self.client.pipeline(transaction=False) as pipe:
             if taken:
-                pipe.evalsha(self._unhit.sha, len(taken), *taken, now)
-            for scope, _ in slots if slot < 0 else ():
-                pipe.zrem(slots_key(scope), member)
+                pipe.evalsha(self._unhit.sha, len(taken), *taken, entry.now)
+            for scope, _ in entry.slots if slot < 0 else ():
+                pipe.zrem(slots_key(scope), entry.member)
             pipe.execute()
-        if slot >= 0:
-            return slot, float(frees)
-        index = [bool(hit) for hit in found].index(False)
-        item, scope = windows[index]
-        return len(slots) + index, self.rates.get_window_stats(item, scope).reset_time
+
+    @property
+    def take_sha(self) -> str:
+        return self._take.sha
 
     # Concurrency slots.
     @reached
@@ -262,3 +249,50 @@ class Finish:
         if self.share is None:
             return []
         return [m.decode() if isinstance(m, bytes) else m for m in answers[-1]]
+
+
+@dataclass
+class Entry:
+    """`Throttle.enter` as commands that ride another pipeline: `ride` puts
+    them at its end, `landed` reads their answers (and takes back what was
+    taken if one limit was full)."""
+
+    throttle: Throttle
+    slots: Sequence[tuple[str, int]]
+    member: str
+    seconds: float
+    windows: Sequence[tuple[RateLimitItem, str]]
+    now: float = field(default_factory=time.time)
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.throttle.window_key(item, scope) for item, scope in self.windows]
+
+    def ride(self, pipe: Pipeline) -> None:
+        self.throttle.load()  # its scripts ride as EVALSHA: they must be in Redis's cache
+        now = self.now = time.time()
+        if self.slots:
+            held = [slots_key(scope) for scope, _ in self.slots]
+            caps = [cap for _, cap in self.slots]
+            args = [now, now + self.seconds, self.member, TTL_SECONDS, *caps]
+            pipe.evalsha(self.throttle.take_sha, len(held), *held, *args)
+        acquire = self.throttle.storage.lua_acquire_moving_window.sha  # `hit`'s (limits 5.8)
+        for key, (item, _) in zip(self.keys, self.windows, strict=True):
+            pipe.evalsha(acquire, 1, key, now, item.amount, item.get_expiry(), 1)
+
+    def landed(self, answers: list[Any]) -> tuple[int, float] | None:
+        """None: taken; else (index, when it frees one) of the first full."""
+        throttle = self.throttle
+        if throttle.lost(answers):  # Redis lost the scripts (a restart): none of them ran
+            return throttle.enter(self.slots, self.member, self.seconds, self.windows)
+        found = list(answers)
+        slot, frees = found.pop(0) if self.slots else (0, 0)
+        slot = int(slot) - 1  # TAKE's answer: 0 taken, else the full set's index + 1
+        if slot < 0 and all(found):
+            return None
+        throttle.undo(self, found, slot)
+        if slot >= 0:
+            return slot, float(frees)
+        index = [bool(hit) for hit in found].index(False)
+        item, scope = self.windows[index]
+        return len(self.slots) + index, throttle.rates.get_window_stats(item, scope).reset_time
