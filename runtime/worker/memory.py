@@ -26,6 +26,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from runtime.errors import ConfigurationError
+from runtime.gate.limits import Limits
+from runtime.gate.policy import PolicySources
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
@@ -55,6 +58,7 @@ class MemoryTransport:
         key: bytes | None = None,
         sweep: bool = True,
     ) -> None:
+        refuse_flow_control(PolicySources(settings).limits, "the org or user settings")
         self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
         self.worker = Worker(
@@ -311,3 +315,24 @@ class MemoryInbox:
 
     def on_arrival(self, callback: Callable[[], None]) -> None:
         self.transport._arrivals[self.batch_id].append(callback)
+
+
+def refuse_flow_control(limits: Limits, where: str) -> None:
+    """Rates, concurrency caps and fair share are held in Redis, across the
+    cluster; one process has none of it (`throttle` is None). Rather than run
+    a test as if they held, the in-process transport refuses them
+    (docs/architecture.md, "Flow control"): sizes and budgets it keeps."""
+    found = [
+        f"limits.{name} ({', '.join(e.name for e in entries)} from {entries[0].source})"
+        for name, entries in (("rate", limits.rates), ("concurrency", limits.caps))
+        if entries
+    ]
+    if limits.fair_share is not None:
+        found.append("limits.fair_share")
+    if found:
+        raise ConfigurationError(
+            f"{where} set {'; '.join(found)}, which the in-process transport "
+            "(MemoryTransport, testing.memory_runtime) cannot hold: they need Redis. "
+            "Point policy_file and user_settings_file at settings without them for "
+            "these tests, or run them on a stack with Redis (`toolrun up`)."
+        )
