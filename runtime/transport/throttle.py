@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -27,7 +27,7 @@ from redis.client import Pipeline
 from runtime.transport.fair_share import IN_FLIGHT_SECONDS, FairShare, Reads, _share_keys, _text
 from runtime.transport.names import HELD, TTL_SECONDS, sent_key, slots_key
 from runtime.transport.scripted import reached
-from runtime.transport.throttle_scripts import FREE, TAKE, UNHIT
+from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, TAKE
 
 __all__ = ["Entry", "Finish", "Reads", "Throttle"]
 
@@ -41,8 +41,8 @@ class Throttle(FairShare):
         self.rates, self.storage = MovingWindowRateLimiter(storage), storage
         self._take = self.script(TAKE)
         self._free = self.script(FREE)
-        self._unhit = self.script(UNHIT)
-        self._scripts += [storage.lua_moving_window, storage.lua_acquire_moving_window]
+        self.look_script, self.enter_script = self.script(LOOK), self.script(ENTER)
+        self.finish_script = self.script(FINISH)
 
     def window_key(self, item: RateLimitItem, scope: str) -> str:
         return self.storage.prefixed_key(item.key_for(scope))
@@ -84,24 +84,26 @@ class Throttle(FairShare):
         now = time.time()
 
         def build(pipe: Pipeline) -> None:
-            for item, scope in windows:  # `get_window_stats`'s script and arguments (limits 5.8)
-                args = [now - item.get_expiry(), item.amount]
-                pipe.evalsha(
-                    self.storage.lua_moving_window.sha, 1, self.window_key(item, scope), *args
-                )
-            if slots:
-                keys = [slots_key(scope) for scope, _ in slots]
-                pipe.evalsha(self._free.sha, len(keys), *keys, now, *(cap for _, cap in slots))
+            if windows or slots:
+                keys = [self.window_key(item, scope) for item, scope in windows]
+                keys += [slots_key(scope) for scope, _ in slots]
+                args = [now, len(windows)]
+                for item, _ in windows:
+                    args += [item.amount, item.get_expiry()]
+                args += [cap for _, cap in slots]
+                pipe.evalsha(self.look_script.sha, len(keys), *keys, *args)
             if reads is not None:
                 pipe.evalsha(self._admit_reads.sha, 5, *self._admit(reads, now))
 
         found = self._pipelined(build)
         room = {}
-        for (item, scope), window in zip(windows, found, strict=False):
-            start, count = (float(window[0]), int(window[1])) if window else (now, 0)
-            room[scope] = (item.amount - count, start + item.get_expiry())
-        if slots:
-            free = found[len(windows)]
+        if windows or slots:
+            seen = found[0]
+            for index, (item, scope) in enumerate(windows):  # as `get_window_stats` reads them
+                oldest, count = seen[2 * index], int(seen[2 * index + 1])
+                start = float(oldest) if oldest not in (b"", "") else now
+                room[scope] = (item.amount - count, start + item.get_expiry())
+            free = seen[2 * len(windows) :]
             room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
         return room, (_text(found[-1]) if reads is not None else "")
 
@@ -117,24 +119,10 @@ class Throttle(FairShare):
         rides the worker's look at the call): a slot of each (scope, cap) for
         `seconds` and a hit of each window; or none of them, and (index in
         slots then windows, when it frees one) of the first that was full.
-        The hits are taken in the same pipeline as the slots, so a call that
-        finds a slot or a window full has its other hits taken back (`UNHIT`)
-        and its slots freed: a call that waits consumes nothing."""
+        One script takes them all or none (ENTER, the library's acquire
+        inside): a call that finds one full, and waits, consumes nothing."""
         entry = Entry(self, slots, member, seconds, windows)
         return entry.landed(self._pipelined(entry.ride))
-
-    def undo(self, entry: Entry, hits: Sequence[Any], slot: int) -> None:
-        taken = [key for key, hit in zip(entry.keys, hits, strict=True) if hit]
-        with self.client.pipeline(transaction=False) as pipe:
-            if taken:
-                pipe.evalsha(self._unhit.sha, len(taken), *taken, entry.now)
-            for scope, _ in entry.slots if slot < 0 else ():
-                pipe.zrem(slots_key(scope), entry.member)
-            pipe.execute()
-
-    @property
-    def take_sha(self) -> str:
-        return self._take.sha
 
     # Concurrency slots.
     @reached
@@ -224,8 +212,8 @@ class Throttle(FairShare):
 
 @dataclass(frozen=True)
 class Finish:
-    """`Throttle.finish` as commands that ride another pipeline: `ride` puts
-    them at its end, `landed` reads their answers."""
+    """`Throttle.finish` as a command that rides another pipeline: `ride`
+    puts it at its end, `landed` reads its answer."""
 
     throttle: Throttle
     scopes: Sequence[str]
@@ -234,65 +222,54 @@ class Finish:
 
     def ride(self, pipe: Pipeline) -> None:
         self.throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
-        for scope in self.scopes:
-            pipe.zrem(slots_key(scope), self.member)
+        keys, args = [slots_key(scope) for scope in self.scopes], [self.member, len(self.scopes)]
         if self.share is not None:
             now = time.time()
-            args = [now, now + IN_FLIGHT_SECONDS, self.share[1], self.member]
-            pipe.evalsha(self.throttle.next_reads_sha, 3, *_share_keys(self.share[0]), *args)
+            keys += _share_keys(self.share[0])
+            args += [now, now + IN_FLIGHT_SECONDS, self.share[1]]
+        pipe.evalsha(self.throttle.finish_script.sha, len(keys), *keys, *args)
 
     def landed(self, answers: list[Any]) -> list[str]:
         """The parked reads whose turn it is now. If Redis had lost the
         scripts (a restart), the finish again, on its own."""
         if self.throttle.lost(answers):
             return self.throttle.finish(self.scopes, self.member, self.share)
-        if self.share is None:
-            return []
         return [m.decode() if isinstance(m, bytes) else m for m in answers[-1]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entry:
-    """`Throttle.enter` as commands that ride another pipeline: `ride` puts
-    them at its end, `landed` reads their answers (and takes back what was
-    taken if one limit was full)."""
+    """`Throttle.enter` as a command that rides another pipeline: `ride`
+    puts it at its end, `landed` reads its answer."""
 
     throttle: Throttle
     slots: Sequence[tuple[str, int]]
     member: str
     seconds: float
     windows: Sequence[tuple[RateLimitItem, str]]
-    now: float = field(default_factory=time.time)
-
-    @property
-    def keys(self) -> list[str]:
-        return [self.throttle.window_key(item, scope) for item, scope in self.windows]
 
     def ride(self, pipe: Pipeline) -> None:
-        self.throttle.load()  # its scripts ride as EVALSHA: they must be in Redis's cache
-        now = self.now = time.time()
-        if self.slots:
-            held = [slots_key(scope) for scope, _ in self.slots]
-            caps = [cap for _, cap in self.slots]
-            args = [now, now + self.seconds, self.member, TTL_SECONDS, *caps]
-            pipe.evalsha(self.throttle.take_sha, len(held), *held, *args)
-        acquire = self.throttle.storage.lua_acquire_moving_window.sha  # `hit`'s (limits 5.8)
-        for key, (item, _) in zip(self.keys, self.windows, strict=True):
-            pipe.evalsha(acquire, 1, key, now, item.amount, item.get_expiry(), 1)
+        throttle = self.throttle
+        throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
+        now = time.time()
+        keys = [slots_key(scope) for scope, _ in self.slots]
+        keys += [throttle.window_key(item, scope) for item, scope in self.windows]
+        args = [now, now + self.seconds, self.member, TTL_SECONDS, len(self.slots)]
+        args += [cap for _, cap in self.slots]
+        for item, _ in self.windows:
+            args += [item.amount, item.get_expiry()]
+        pipe.evalsha(throttle.enter_script.sha, len(keys), *keys, *args)
 
     def landed(self, answers: list[Any]) -> tuple[int, float] | None:
         """None: taken; else (index, when it frees one) of the first full."""
         throttle = self.throttle
         if throttle.lost(answers):  # Redis lost the scripts (a restart): none of them ran
             return throttle.enter(self.slots, self.member, self.seconds, self.windows)
-        found = list(answers)
-        slot, frees = found.pop(0) if self.slots else (0, 0)
-        slot = int(slot) - 1  # TAKE's answer: 0 taken, else the full set's index + 1
-        if slot < 0 and all(found):
+        full, frees = answers[-1]
+        index = int(full) - 1  # ENTER's answer: 0 taken, else the full one's index + 1
+        if index < 0:
             return None
-        throttle.undo(self, found, slot)
-        if slot >= 0:
-            return slot, float(frees)
-        index = [bool(hit) for hit in found].index(False)
-        item, scope = self.windows[index]
-        return len(self.slots) + index, throttle.rates.get_window_stats(item, scope).reset_time
+        if index < len(self.slots):
+            return index, float(frees)
+        item, scope = self.windows[index - len(self.slots)]
+        return index, throttle.rates.get_window_stats(item, scope).reset_time

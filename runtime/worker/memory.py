@@ -33,7 +33,7 @@ from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
 from runtime.transport import chain
-from runtime.transport.base import Known, Look
+from runtime.transport.base import Known, Look, Rider
 from runtime.types import CallMessage, ToolResult
 from runtime.usage.budgets import Counter
 from runtime.worker.sweeper import start_sweeping
@@ -111,7 +111,10 @@ class MemoryTransport:
         stage: int | None = None,
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
+        rider: Rider | None = None,
     ) -> int | None:
+        if rider is not None:  # nothing rides here: it goes on its own
+            rider.landed(None)
         with self._changed:
             self._results[batch_id][result.call_id] = result
             self._held.discard((batch_id, result.call_id))
@@ -268,7 +271,11 @@ class MemoryTransport:
     def reset_at(self) -> float:
         return 0.0
 
-    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+    def look(
+        self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
+    ) -> Look:
+        if rider is not None:  # nothing rides here: it goes on its own
+            rider.landed(None)
         with self._changed:
             if hold is not None:
                 self._held.add((batch_id, call_id))
@@ -276,6 +283,11 @@ class MemoryTransport:
                 self._deliveries[batch_id].get(call_id, 0) + 1
             )
             return Look(batch_id in self._cancelled, count, self._results[batch_id].get(call_id))
+
+    def unlook(self, batch_id: str, call_id: str) -> None:
+        with self._changed:
+            self._held.discard((batch_id, call_id))
+            self._deliveries[batch_id][call_id] = self._deliveries[batch_id].get(call_id, 1) - 1
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         return self._results[batch_id].get(call_id)

@@ -83,9 +83,12 @@ def measure(url: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
 
 
 def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> dict[str, float]:
-    """One measure: the sender's look at each plan, then the worker's round
-    trips around each call (its look before the tool, its publish after)
-    with the checks riding them, less the same round trips without them."""
+    """One measure: the sender's look at each plan (its own round trip: all
+    of Redis's CPU counts), then the worker's round trips around each call
+    (its look before the tool, its publish after) with the checks riding
+    them, less the same round trips without them, taking turns call by call;
+    Redis's part of those is the time its commands ran (INFO commandstats),
+    riding less plain: riding adds commands to a round trip, not one more."""
     client.flushdb()
     plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
     messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
@@ -104,27 +107,39 @@ def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> d
     for p in plans:
         flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
     sent, redis_sent = time.process_time(), redis_cpu()
-    took, finished = _worker(state, flow, admitted, messages, ends, ridden=True)
-    redis_ridden = redis_cpu()
-    took_plain, finished_plain = _worker(state, flow, admitted, messages, ends, ridden=False)
-    redis_plain = redis_cpu()
+    spent = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}  # look, publish, Redis
+    for index, turn in enumerate((True, False, False, True)):  # each half, in both orders
+        part = slice(index * len(messages) // 4, (index + 1) * len(messages) // 4)
+        run = list(zip(admitted[part], messages[part], ends[part], strict=True))
+        for ridden in (turn, not turn):
+            ran = _commands_ran(client)
+            took, finished = _worker(state, flow, run, ridden=ridden)
+            spent[ridden][0] += took
+            spent[ridden][1] += finished
+            spent[ridden][2] += _commands_ran(client) - ran
     n = len(messages)
     parts = {
         "send": sent - began,
-        "worker check": took - took_plain,
-        "finish": finished - finished_plain,
-        "redis": (redis_sent - before) + (redis_ridden - redis_sent) - (redis_plain - redis_ridden),
+        "worker check": spent[True][0] - spent[False][0],
+        "finish": spent[True][1] - spent[False][1],
+        "redis": (redis_sent - before) + spent[True][2] - spent[False][2],
     }
     parts = {k: 1000 * v / n for k, v in parts.items()}
     return {**parts, "total": sum(parts.values())}
 
 
-def _worker(state, flow, admitted, messages, ends, *, ridden: bool) -> tuple[float, float]:
+def _commands_ran(client: redis.Redis) -> float:
+    """Seconds Redis's commands have run (INFO commandstats, summed)."""
+    stats = client.info("commandstats")
+    return sum(v["usec"] for k, v in stats.items() if k.startswith("cmdstat_")) / 1e6
+
+
+def _worker(state, flow, run, *, ridden: bool) -> tuple[float, float]:
     """CPU seconds of the worker's look at each call and its publish of the
     call's end, with the checks riding them (`ridden`) or not (other
     batches' keys, so each round trip does the same work)."""
     took = finished = 0.0
-    for admission, message, end in zip(admitted, messages, ends, strict=True):
+    for admission, message, end in run:
         batch = message.batch_id if ridden else f"{message.batch_id}-plain"
         began = time.process_time()
         taking = throttling.entering(admission, message, state, lease=30.0) if ridden else None
