@@ -50,22 +50,35 @@ class Flow:
         self.state, self.queue, self.registry = state, queue, registry
 
     def gate(
-        self, plan: BatchPlan, groups: list[list[str]], conclude: Conclude
+        self, plan: BatchPlan, groups: list[list[str]], conclude: Conclude, copy: dict | None = None
     ) -> tuple[list[list[str]], bool]:
         """The groups that may be sent now, and whether a call was ended
-        (refused at a limit). Without limits, `groups` as they are."""
+        (refused at a limit). Without limits, `groups` as they are. `copy`:
+        the plan's copy, kept before any end (in the same round trip as the
+        look at the limits)."""
         limits = Limits.from_snapshot(plan.policy.get("limits"))
         throttle = self.state.throttle
         if not limits or throttle is None or not groups:
+            self._keep(plan, copy)
             return groups, False
         try:
-            return self._gate(plan, groups, limits, conclude)
+            return self._gate(plan, groups, limits, conclude, copy)
         except StateUnavailable as error:  # a brake, not a permission: let them go
             log.warning("batch %s: limits not checked: %s", plan.batch.id, error)
+            self._keep(plan, copy)
             return groups, False
 
+    def _keep(self, plan: BatchPlan, copy: dict | None) -> None:
+        if copy is not None:
+            self.state.keep_plan(plan.batch.id, copy)
+
     def _gate(
-        self, plan: BatchPlan, groups: list[list[str]], limits: Limits, conclude: Conclude
+        self,
+        plan: BatchPlan,
+        groups: list[list[str]],
+        limits: Limits,
+        conclude: Conclude,
+        copy: dict | None,
     ) -> tuple[list[list[str]], bool]:
         throttle, now = self.state.throttle, time.time()
         if limits.rates or limits.caps:  # each step passes the gate: no chains
@@ -74,7 +87,8 @@ class Flow:
         windows = {scope: rate.item for ws, _ in applying for rate, scope in ws}
         slots = {scope: cap.max for _, ss in applying for cap, scope in ss}
         reads = self._reads(plan, groups, limits)
-        room, admitted = throttle.look(list(_swap(windows)), list(slots.items()), reads)
+        kept = (plan.batch.id, copy) if copy is not None else None
+        room, admitted = throttle.look(list(_swap(windows)), list(slots.items()), reads, kept)
         kept, ended, due = [], False, None
         for group, (ws, ss) in zip(groups, applying, strict=True):
             planned = plan.calls[group[0]]

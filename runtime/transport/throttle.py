@@ -13,6 +13,7 @@ a slot are kept in `HELD` for the sweep to carry on when they are due.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from limits.strategies import MovingWindowRateLimiter
 from redis.client import Pipeline
 
 from runtime.transport.fair_share import IN_FLIGHT_SECONDS, FairShare, Reads, _share_keys, _text
-from runtime.transport.names import HELD, TTL_SECONDS, sent_key, slots_key
+from runtime.transport.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
 from runtime.transport.scripted import reached
 from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, TAKE
 
@@ -43,9 +44,17 @@ class Throttle(FairShare):
         self._free = self.script(FREE)
         self.look_script, self.enter_script = self.script(LOOK), self.script(ENTER)
         self.finish_script = self.script(FINISH)
+        self._window_keys: dict[tuple[int, str], str] = {}
 
     def window_key(self, item: RateLimitItem, scope: str) -> str:
-        return self.storage.prefixed_key(item.key_for(scope))
+        """The library's key of `scope`'s window (kept: a call asks it each time)."""
+        found = self._window_keys.get((id(item), scope))
+        if found is None:
+            if len(self._window_keys) >= 4096:
+                self._window_keys.clear()
+            found = self.storage.prefixed_key(item.key_for(scope))
+            self._window_keys[id(item), scope] = found
+        return found
 
     # Rates.
     @reached
@@ -70,6 +79,7 @@ class Throttle(FairShare):
         windows: Sequence[tuple[RateLimitItem, str]],
         slots: Sequence[tuple[str, int]],
         reads: Reads | None = None,
+        copy: tuple[str, dict[str, Any]] | None = None,
     ) -> tuple[dict[str, tuple[int, float]], str]:
         """The sender's look, in one round trip: for each window's and each
         cap's scope, what it has left now and when it next frees one (a
@@ -78,12 +88,15 @@ class Throttle(FairShare):
         known, so the sender gives back the place of a read it then holds
         (`next_reads`). Reads given without their message are not parked
         but answered n: the sender sends their messages only then
-        (`admit_reads`), so a key below its cap ships none."""
-        if not windows and not slots and reads is None:
+        (`admit_reads`), so a key below its cap ships none. `copy`: (batch
+        id, its plan's copy), kept first in the same round trip."""
+        if not windows and not slots and reads is None and copy is None:
             return {}, ""
         now = time.time()
 
         def build(pipe: Pipeline) -> None:
+            if copy is not None:
+                pipe.set(plan_key(copy[0]), json.dumps(copy[1]), ex=TTL_SECONDS)
             if windows or slots:
                 keys = [self.window_key(item, scope) for item, scope in windows]
                 keys += [slots_key(scope) for scope, _ in slots]
@@ -95,7 +108,7 @@ class Throttle(FairShare):
             if reads is not None:
                 pipe.evalsha(self._admit_reads.sha, 5, *self._admit(reads, now))
 
-        found = self._pipelined(build)
+        found = self._pipelined(build)[copy is not None :]
         room = {}
         if windows or slots:
             seen = found[0]

@@ -106,3 +106,16 @@ def test_a_read_held_at_a_rate_gives_its_fair_share_place_back(world, registry, 
     assert going == [["c0"]] and not ended
     sender = Limits.from_snapshot(plan.policy["limits"]).sender
     assert state.throttle.shares()[sender] == (1, 0)
+
+
+@pytest.mark.parametrize("limits", [{}, {"caps": [{"name": "one", "per": "key", "max": 1}]}])
+def test_the_plan_s_copy_is_kept_before_any_end_with_or_without_a_look(
+    world, registry, tmp_path, limits
+):
+    """The submit's copy of the plan rides the look at the limits (one round
+    trip); without limits to look at it is kept all the same."""
+    flow, state, _ = world
+    plan = planned(registry, tmp_path, limits)
+    copy = {"plan": plan.batch.id}
+    flow.gate(plan, ids(plan), conclude=None, copy=copy)
+    assert state.plan(plan.batch.id) == copy
