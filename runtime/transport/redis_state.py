@@ -43,6 +43,14 @@ from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
 from runtime.usage.budgets import Counter
 
+# A look taken back: its delivery uncounted (the field gone at none) and its
+# lease dropped. KEYS: the deliveries, the leases; ARGV: call id, member.
+UNLOOK = """
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 0
+"""
+
 
 class RedisState(Leases):
     def __init__(self, client: redis.Redis) -> None:
@@ -51,6 +59,7 @@ class RedisState(Leases):
         self._listening = threading.Lock()
         self._allowances = Allowances(client)
         self.throttle: Throttle | None = Throttle(client)  # "Flow control"
+        self._unlook = client.register_script(UNLOOK)
 
     @property
     def listener(self) -> Listener:
@@ -208,11 +217,11 @@ class RedisState(Leases):
         return Look(bool(cancelled), int(delivery), result)
 
     def unlook(self, batch_id: str, call_id: str) -> None:
+        """A delivery counted to none is no delivery: the call was not taken
+        (`known`'s `started`), so the batch sends it again."""
+        keys = [deliveries_key(batch_id), LEASES]
         with reaching(f"cannot take back the look at {call_id}"):
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.hincrby(deliveries_key(batch_id), call_id, -1)
-                pipe.zrem(LEASES, lease_member(batch_id, call_id))
-                pipe.execute()
+            self._unlook(keys=keys, args=[call_id, lease_member(batch_id, call_id)])
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         """A call's end, if one was published."""

@@ -287,7 +287,9 @@ class MemoryTransport:
     def unlook(self, batch_id: str, call_id: str) -> None:
         with self._changed:
             self._held.discard((batch_id, call_id))
-            self._deliveries[batch_id][call_id] = self._deliveries[batch_id].get(call_id, 1) - 1
+            count = self._deliveries[batch_id].pop(call_id, 1) - 1
+            if count > 0:  # none: not taken, so the batch sends it again
+                self._deliveries[batch_id][call_id] = count
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         return self._results[batch_id].get(call_id)
