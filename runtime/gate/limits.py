@@ -214,6 +214,16 @@ class Limits(BaseModel):
             memo["slots", tool] = found
         return found
 
+    def held_in_redis(self) -> list[str]:
+        """The entries only Redis can hold (rates, caps, fair share), named
+        with their files: what the in-process transport refuses."""
+        found = [
+            f"limits.{name} ({', '.join(e.name for e in entries)} from {entries[0].source})"
+            for name, entries in (("rate", self.rates), ("concurrency", self.caps))
+            if entries
+        ]
+        return found + (["limits.fair_share"] if self.fair_share is not None else [])
+
     @property
     def sender(self) -> str:
         return self.principal or "anonymous"

@@ -336,14 +336,7 @@ def refuse_flow_control(limits: Limits, where: str) -> None:
     cluster; one process has none of it (`throttle` is None). Rather than run
     a test as if they held, the in-process transport refuses them
     (docs/architecture.md, "Flow control"): sizes and budgets it keeps."""
-    found = [
-        f"limits.{name} ({', '.join(e.name for e in entries)} from {entries[0].source})"
-        for name, entries in (("rate", limits.rates), ("concurrency", limits.caps))
-        if entries
-    ]
-    if limits.fair_share is not None:
-        found.append("limits.fair_share")
-    if found:
+    if found := limits.held_in_redis():
         raise ConfigurationError(
             f"{where} set {'; '.join(found)}, which the in-process transport "
             "(MemoryTransport, testing.memory_runtime) cannot hold: they need Redis. "
