@@ -99,7 +99,7 @@ def l1(options: argparse.Namespace, bench: Harness, console: Console) -> list[Fi
         "P3": (lambda s: figures.p3_toolrun(s, o.p3_calls, o.p3_batch, o.p3_window), p3_calls),
     }
     console.log("L1: the checks alone (limits_cost)")
-    alone = limits_cost.measure(_own_database(bench.record.redis_url), o.repeats)
+    alone = limits_cost.measure(_own_database(bench.record.redis_url), o.repeats, o.l1_calls)
     found = []
     try:
         for key, (run, calls) in work.items():

@@ -56,9 +56,10 @@ def plan_of(registry, limits: dict, size: int) -> BatchPlan:
 CASES = ("a rate and a cap", "and fair share")
 
 
-def measure(url: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
+def measure(url: str, repeats: int = 5, calls: int = 400) -> dict[str, list[dict[str, float]]]:
     """For each of P1 and P3 under each case (`CASES`), `repeats` times: the
-    checks' CPU in ms per call, by part and in total (`total`)."""
+    checks' CPU in ms per call, by part and in total (`total`); P1 over
+    `calls` one-call batches, P3 over one and a half times as many calls."""
     registry = load_tools([MODULE], mcp_servers_file=None)
     client = redis.Redis.from_url(url)
     state = RedisState(client)
@@ -75,7 +76,7 @@ def measure(url: str, repeats: int = 5) -> dict[str, list[dict[str, float]]]:
             CASES, (checks, {**checks, "fair_share": WIDE["fair_share"]}), strict=True
         ):
             snapshot = Limits.model_validate(limits).snapshot()
-            for figure, size, rounds in (("P1", 1, 400), ("P3", 10, 60)):
+            for figure, size, rounds in (("P1", 1, calls), ("P3", 10, max(1, calls * 3 // 20))):
                 parts = _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu)
                 found.setdefault(f"{figure} ({label})", []).append(parts)
     state.close()
