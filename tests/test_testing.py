@@ -10,6 +10,7 @@ import pytest
 from runtime import (
     ApprovalRequested,
     ConfigurationError,
+    InvalidBatch,
     Registry,
     Risk,
     Status,
@@ -145,3 +146,16 @@ def test_the_documented_example_runs_as_written(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == block.prints
+
+
+def test_a_project_s_rate_is_refused_before_anything_runs_in_one_process(tmp_path):
+    """The in-process transport holds no rate: a project file that sets one
+    gets its batch refused at submit, naming it, rather than run unheld."""
+    (tmp_path / ".toolrun").mkdir()
+    rate = {"name": "slow", "per": "key", "limit": "1/minute"}
+    (tmp_path / ".toolrun" / "settings.json").write_text(json.dumps({"limits": {"rate": [rate]}}))
+    call = {"id": "1", "name": "read_note", "arguments": {"name": "a.txt"}}
+    with memory_runtime(NOTES, workspace=tmp_path) as rt:
+        with pytest.raises(InvalidBatch, match=r"limits.rate \(slow from .*settings.json\)"):
+            rt.submit([call], mode="auto", workspace=tmp_path, submitter="tester")
+        assert rt.ledger.open_batches("tester") == 0

@@ -251,10 +251,9 @@ class Advancer:
 
     def _send(self, plan: BatchPlan, groups: list[list[str]], copy: dict | None = None) -> bool:
         """Send what may go now; True if a call was ended instead (refused at a limit)."""
-        if copy is not None and plan.policy.get("limits"):  # the copy before any end
-            self.state.keep_plan(plan.batch.id, copy)
-            copy = None
-        groups, ended = self.flow.gate(plan, groups, self.conclude)
+        keep = copy if plan.policy.get("limits") else None  # the copy before any end
+        groups, ended = self.flow.gate(plan, groups, self.conclude, copy=keep)
+        copy = None if keep is not None else copy
         batch_id = plan.batch.id
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
         ordered = [group for group in groups if not plan.calls[group[0]].read]

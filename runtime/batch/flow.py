@@ -23,19 +23,23 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from limits import RateLimitItem
 
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import End
 from runtime.errors import StateUnavailable
-from runtime.gate.limits import Limits, Reached
+from runtime.gate.limits import Concurrency, Limits, Rate, Reached
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import BatchState, Queue
 from runtime.transport.names import lease_member
+from runtime.transport.throttle import Finish, Reads
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")
-FEW_READS = 32  # reads of one pass whose messages go to the fair share script unasked
 RETRY_SLOTS = 1.0  # seconds until a batch waiting for a slot is looked at again (the sweep's pace)
 
 Conclude = Callable[..., bool]
@@ -46,31 +50,49 @@ class Flow:
         self.state, self.queue, self.registry = state, queue, registry
 
     def gate(
-        self, plan: BatchPlan, groups: list[list[str]], conclude: Conclude
+        self, plan: BatchPlan, groups: list[list[str]], conclude: Conclude, copy: dict | None = None
     ) -> tuple[list[list[str]], bool]:
         """The groups that may be sent now, and whether a call was ended
-        (refused at a limit). Without limits, `groups` as they are."""
+        (refused at a limit). Without limits, `groups` as they are. `copy`:
+        the plan's copy, kept before any end (in the same round trip as the
+        look at the limits)."""
         limits = Limits.from_snapshot(plan.policy.get("limits"))
         throttle = self.state.throttle
         if not limits or throttle is None or not groups:
+            self._keep(plan, copy)
             return groups, False
         try:
-            return self._gate(plan, groups, limits, conclude)
+            return self._gate(plan, groups, limits, conclude, copy)
         except StateUnavailable as error:  # a brake, not a permission: let them go
             log.warning("batch %s: limits not checked: %s", plan.batch.id, error)
+            self._keep(plan, copy)
             return groups, False
 
+    def _keep(self, plan: BatchPlan, copy: dict | None) -> None:
+        if copy is not None:
+            self.state.keep_plan(plan.batch.id, copy)
+
     def _gate(
-        self, plan: BatchPlan, groups: list[list[str]], limits: Limits, conclude: Conclude
+        self,
+        plan: BatchPlan,
+        groups: list[list[str]],
+        limits: Limits,
+        conclude: Conclude,
+        copy: dict | None,
     ) -> tuple[list[list[str]], bool]:
         throttle, now = self.state.throttle, time.time()
         if limits.rates or limits.caps:  # each step passes the gate: no chains
             groups = [[g[0]] for g in groups]
-        room: dict[str, tuple[int, float]] = {}  # scope -> (left now, when it frees one)
+        applying = [self._applying(limits, plan.calls[g[0]].tool, plan, g[0]) for g in groups]
+        windows = {scope: rate.item for ws, _ in applying for rate, scope in ws}
+        slots = {scope: cap.max for _, ss in applying for cap, scope in ss}
+        reads = self._reads(plan, groups, limits)
+        kept = (plan.batch.id, copy) if copy is not None else None
+        room, admitted = throttle.look(list(_swap(windows)), list(slots.items()), reads, kept)
         kept, ended, due = [], False, None
-        for group in groups:
+        for group, (ws, ss) in zip(groups, applying, strict=True):
             planned = plan.calls[group[0]]
-            reached = self._room(limits, planned.tool, plan.call(planned.id).arguments, room)
+            reached = _reached([*ws, *ss], room, now)
             if reached is None:
                 kept.append(group)
             elif reached.entry.on_limit == "refuse":
@@ -84,60 +106,62 @@ class Flow:
             due = now + RETRY_SLOTS if due is None else min(due, now + RETRY_SLOTS)
         if due is not None:
             throttle.hold_batch(plan.batch.id, max(due, now + 0.05))
-        if limits.fair_share is not None:
-            kept = self._share(plan, kept, limits)
-        return kept, ended
+        if reads is None:
+            return kept, ended
+        keeping = {g[0] for g in kept}
+        going = {c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "s"}
+        for call_id in going - keeping:  # admitted, then held or ended: its place goes on
+            self._give_back(limits, lease_member(plan.batch.id, call_id))
+        asked = [c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "n"]
+        if asked := [c for c in asked if c in keeping]:  # the key is at its cap: park them
+            members = [lease_member(plan.batch.id, c) for c in asked]
+            bodies = [
+                (c, _parcel(m, plan.calls[c].message)) for c, m in zip(asked, members, strict=True)
+            ]
+            admit = throttle.admit_reads(reads[0], reads[1], plan.batch.id, bodies)
+            going |= {c for c, yes in zip(asked, admit, strict=True) if yes}
+        return [g for g in kept if not plan.calls[g[0]].read or g[0] in going], ended
 
-    def _room(
-        self, limits: Limits, tool: str, arguments: object, room: dict[str, tuple[int, float]]
-    ) -> Reached | None:
-        """The first limit a call of `tool` may not pass now; else None, and
-        its place counted in `room` for the calls after it."""
-        throttle = self.state.throttle
+    def _applying(
+        self, limits: Limits, tool: str, plan: BatchPlan, call_id: str
+    ) -> tuple[list[tuple[Rate, str]], list[tuple[Concurrency, str]]]:
+        """The windows and slots a call of `tool` counts in."""
+        if not (limits.rates or limits.caps):
+            return [], []
         spec = self.registry.get(tool)
         host = spec.host if spec is not None else None
-        windows, slots = limits.windows(tool, arguments, host), limits.slots(tool)
-        for rate, scope in windows:
-            if scope not in room:
-                room[scope] = throttle.left(rate.item, scope)
-        fresh = [(scope, cap.max) for cap, scope in slots if scope not in room]
-        for (scope, _), free in zip(fresh, throttle.free(fresh), strict=True):
-            room[scope] = (free, 0.0)
-        for entry, scope in [*windows, *slots]:
-            left, at = room[scope]
-            if left <= 0:
-                return Reached(entry, scope, at or time.time() + RETRY_SLOTS)
-        for _, scope in [*windows, *slots]:
-            left, at = room[scope]
-            room[scope] = (left - 1, at)
-        return None
+        arguments = plan.call(call_id).arguments if limits.rates else None
+        return limits.windows(tool, arguments, host), limits.slots(tool)
 
-    def _share(self, plan: BatchPlan, groups: list[list[str]], limits: Limits) -> list[list[str]]:
-        """The reads among `groups` that may enter the shared queue now; the
-        others are parked for the submitter's next turns."""
-        throttle, batch_id = self.state.throttle, plan.batch.id
-        reads = [g[0] for g in groups if plan.calls[g[0]].read]
+    @staticmethod
+    def _reads(plan: BatchPlan, groups: list[list[str]], limits: Limits) -> Reads | None:
+        """The reads among `groups` for the fair share's script, without
+        their messages (those it would park are asked for after)."""
+        if limits.fair_share is None:
+            return None
+        reads = [(g[0], "") for g in groups if plan.calls[g[0]].read]
         if not reads:
-            return groups
-        members = [lease_member(batch_id, c) for c in reads]
-        # A large batch's messages go to Redis only for reads not parked yet;
-        # a small one's go at once (the script skips those parked already).
-        few = len(reads) <= FEW_READS
-        parked = [False] * len(reads) if few else throttle.parked(limits.sender, members)
-        fresh = [(c, m) for c, m, p in zip(reads, members, parked, strict=True) if not p]
-        bodies = [(c, _parcel(m, plan.calls[c].message)) for c, m in fresh]
-        cap = limits.fair_share.in_flight_per_key
-        admitted = throttle.admit_reads(limits.sender, cap, batch_id, bodies)
-        going = {c for (c, _), yes in zip(fresh, admitted, strict=True) if yes}
-        return [g for g in groups if not plan.calls[g[0]].read or g[0] in going]
+            return None
+        return limits.sender, limits.fair_share.in_flight_per_key, plan.batch.id, reads
+
+    def _give_back(self, limits: Limits, member: str) -> None:
+        who, cap = limits.sender, limits.fair_share.in_flight_per_key
+        self.send_parked(who, cap, self.state.throttle.next_reads(who, cap, member))
 
     def finished(self, message: CallMessage) -> None:
         """A call's delivery is over (ended, or sent back to wait): free its
         slots, and send its submitter's next parked reads."""
+        finishing = self.finishing(message)
+        if finishing is not None:
+            finishing.landed(None)
+
+    def finishing(self, message: CallMessage) -> Finishing | None:
+        """`finished`, to ride the worker's publish of the call's end (one
+        round trip for both); None if the call's limits hold nothing."""
         limits = Limits.from_snapshot(message.policy.get("limits"))
         throttle = self.state.throttle
         if not limits or throttle is None:
-            return
+            return None
         member = lease_member(message.batch_id, message.call_id)
         scopes = [scope for _, scope in limits.slots(message.tool)]
         share = None
@@ -146,13 +170,8 @@ class Flow:
             if spec is not None and spec.risk is Risk.read:
                 share = (limits.sender, limits.fair_share.in_flight_per_key)
         if not scopes and share is None:
-            return
-        try:
-            parcels = throttle.finish(scopes, member, share)
-            if parcels:
-                self.send_parked(*share, parcels)
-        except StateUnavailable as error:  # slots lapse; the sweep sends parked reads
-            log.warning("%s: its slots were not freed: %s", message.call_id, error)
+            return None
+        return Finishing(self, Finish(throttle, scopes, member, share), message.call_id)
 
     def send_parked(self, who: str, cap: int, parcels: list[str]) -> None:
         """Post `who`'s parked reads whose turn came, each marked sent once.
@@ -189,6 +208,51 @@ class Flow:
             return set(throttle.due(time.time()))
         except StateUnavailable:
             return set()
+
+
+@dataclass(frozen=True)
+class Finishing:
+    """A call's finish riding another pipeline (`BatchState.publish`'s
+    `rider`): `ride` adds its commands, `landed` sends the parked reads whose
+    turn came; `landed(None)`: it did not ride, so it goes on its own."""
+
+    flow: Flow
+    finish: Finish
+    call_id: str
+
+    def ride(self, pipe: Any) -> None:
+        self.finish.ride(pipe)
+
+    def landed(self, answers: list[Any] | None) -> None:
+        finish = self.finish
+        try:
+            if answers is None:
+                parcels = finish.throttle.finish(finish.scopes, finish.member, finish.share)
+            else:
+                parcels = finish.landed(answers)
+            if parcels:
+                self.flow.send_parked(*finish.share, parcels)
+        except StateUnavailable as error:  # slots lapse; the sweep sends parked reads
+            log.warning("%s: its slots were not freed: %s", self.call_id, error)
+
+
+def _swap(windows: dict[str, RateLimitItem]) -> list[tuple[RateLimitItem, str]]:
+    return [(item, scope) for scope, item in windows.items()]
+
+
+def _reached(
+    applying: list[tuple[Rate | Concurrency, str]], room: dict[str, tuple[int, float]], now: float
+) -> Reached | None:
+    """The first limit a call may not pass now; else None, and its place
+    counted in `room` for the calls after it."""
+    for entry, scope in applying:
+        left, at = room[scope]
+        if left <= 0:
+            return Reached(entry, scope, at or now + RETRY_SLOTS)
+    for _, scope in applying:
+        left, at = room[scope]
+        room[scope] = (left - 1, at)
+    return None
 
 
 def _parcel(member: str, message: CallMessage | None) -> str:

@@ -42,6 +42,7 @@ from runtime.errors import (
     InvalidBatch,
 )
 from runtime.gate import bindings
+from runtime.gate.limits import Limits
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -188,6 +189,10 @@ class Runtime:
         submitter = submitter or principal()
         check_open(self.policies.limits, self.ledger, submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
+        if self.services.transport.throttle is None and (
+            held := Limits.from_snapshot(policy.limits).held_in_redis()
+        ):  # a project file's: the in-process transport refused the others at startup
+            raise InvalidBatch(f"{'; '.join(held)} need Redis: this transport cannot hold them")
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
             known = self.ledger.batch(batch.id)

@@ -82,9 +82,12 @@ def execute(
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
         (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
-    if isinstance(admission, Admitted):  # its rates' hits and caps' slots ("Flow control")
+    taking = None  # its rates' hits and caps' slots ("Flow control"): riding its look
+    if isinstance(admission, Admitted):
         lease = time_limits.hard_limit(message.tool, registry, settings) + settings.lease_seconds
-        admission = throttling.check(admission, message, state, lease=lease)
+        taking = throttling.entering(admission, message, state, lease=lease)
+        if taking is not None and _claims(admission):  # its claim is the ledger's: no look
+            admission, taking = taking.judged(None), None
     if isinstance(admission, throttling.Delayed):
         settle(previous, ledger)
         return Outcome(admission.result, False)
@@ -96,10 +99,17 @@ def execute(
     if claimed:
         outcome = _claimed(admission, message, ledger, settings, worker, state, previous, defer)
     else:
-        outcome = _at_least_once(admission, message, ledger, settings, worker, state)
+        outcome = _at_least_once(admission, message, ledger, settings, worker, state, taking)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
         allowance.charge(outcome.result, spending, state, message.batch_id)
     return outcome
+
+
+def _unlook(state: BatchState, message: CallMessage) -> None:
+    try:
+        state.unlook(message.batch_id, message.call_id)
+    except StateUnavailable as error:  # its lease lapses; its delivery stays counted
+        log.warning("%s waits for its limit, its look kept: %s", message.call_id, error)
 
 
 def _claims(admission: Admitted) -> bool:
@@ -113,20 +123,29 @@ def _at_least_once(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    taking: throttling.Entering | None = None,
 ) -> Outcome:
     """A read or an idempotent call: safe to run again, so nothing is claimed.
     Its deliveries are counted in Redis, and its started, retried and finished
     rows are written together once it ends: one ledger transaction per call.
     (So the ledger shows such a call once it has ended; a redelivered one,
-    whose first worker was lost, shows its start at once.)"""
+    whose first worker was lost, shows its start at once.) `taking`: its
+    limits' take, riding the look; a call that must wait takes the look back."""
     call_id, tool = message.call_id, admission.spec.name
     look = Look(cancelled=False, delivery=1, result=None)
     if state is not None:
         try:
-            look = state.look(message.batch_id, call_id, hold=settings.lease_seconds)
+            look = state.look(message.batch_id, call_id, hold=settings.lease_seconds, rider=taking)
         except StateUnavailable as error:  # Redis is down: publishing the result will wait for it
             log.warning("cannot look at %s before running it: %s", call_id, error)
     meta = {"worker": worker, "attempts": look.delivery}
+    if taking is not None:
+        verdict = taking.judged(None) if taking.verdict is None else taking.verdict
+        if isinstance(verdict, throttling.Delayed):
+            _unlook(state, message)
+            return Outcome(verdict.result, False)
+        if isinstance(verdict, Refused):
+            return outcomes.refusal(ledger, message, verdict, meta)
     if look.result is not None:  # a redelivered message: the call has ended already
         return Outcome(look.result, False)
     if look.cancelled:

@@ -27,24 +27,29 @@ only tightens) and may lower a size; fair share is the org's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import limits as ratelimits
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+)
 
-from runtime.errors import ConfigurationError
 from runtime.gate.decision import Decision
 from runtime.results import endings
 from runtime.types import Status, ToolResult
-from runtime.usage.reading import _problems
 
 CALLS_PER_BATCH = 1000  # the default size cap: more is refused at submit
 OnLimit = Literal["delay", "refuse"]
 _NAME = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
-SECTIONS = {"budget", "rate", "concurrency", "size", "fair_share"}
 
 
 class _Entry(BaseModel):
@@ -64,7 +69,7 @@ class _Entry(BaseModel):
     @property
     def tag(self) -> str:
         """What names the entry in Redis keys: its file and its name."""
-        return f"{hashlib.sha256(self.source.encode()).hexdigest()[:8]}:{self.name}"
+        return f"{_file_hash(self.source)}:{self.name}"
 
 
 class Rate(_Entry):
@@ -137,16 +142,34 @@ class Limits(BaseModel):
     size: Size | None = None  # None: the defaults (`Size()`)
     fair_share: FairShare | None = None
     principal: str | None = None
+    _memo: dict[tuple, list] = PrivateAttr(default_factory=dict)  # windows and slots by tool
 
     def __bool__(self) -> bool:
         return bool(self.rates or self.caps or self.fair_share)
 
     def snapshot(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"size"})
+        """The limits as the signed policy snapshot carries them, with a
+        digest of their text: what a process keys its parse by."""
+        data = self.model_dump(mode="json", exclude={"size"})
+        text = json.dumps(data, sort_keys=True).encode()
+        return data | {"digest": hashlib.sha256(text).hexdigest()[:16]}
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any] | None) -> Limits:
-        return cls.model_validate(data) if data else NONE
+        """The limits a snapshot carries, parsed once per process for each
+        snapshot (every message of a batch, each check of a call, carries
+        the same): keyed by its digest and submitter (both signed with it),
+        or its text if it has no digest."""
+        if not data:
+            return NONE
+        digest = data.get("digest")
+        key = (digest, data.get("principal")) if digest else repr(data)
+        found = _PARSED.get(key)
+        if found is None:
+            if len(_PARSED) >= PARSED_KEPT:
+                _PARSED.clear()
+            found = _PARSED[key] = cls.model_validate(data)
+        return found
 
     @property
     def calls_per_batch(self) -> int:
@@ -160,7 +183,18 @@ class Limits(BaseModel):
 
     def windows(self, tool: str, arguments: Any, host: str | None = None) -> list[tuple[Rate, str]]:
         """The rates a call of `tool` counts in, each with its window's scope
-        (`host`: the tool's own, `CapabilitySpec.host`)."""
+        (`host`: the tool's own, `CapabilitySpec.host`); kept per tool and host."""
+        if not self.rates:
+            return []
+        if host is None and any(r.per == "host" for r in self.rates):
+            host = host_of(arguments)
+        memo, key = self.__pydantic_private__["_memo"], ("windows", tool, host)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._windows(tool, arguments, host)
+        return found
+
+    def _windows(self, tool: str, arguments: Any, host: str | None) -> list[tuple[Rate, str]]:
         out = []
         for rate in self.rates_for(tool):
             scope = rate.scope(tool, self.principal, arguments, host)
@@ -170,8 +204,25 @@ class Limits(BaseModel):
 
     def slots(self, tool: str) -> list[tuple[Concurrency, str]]:
         """The caps a call of `tool` takes a slot of, each with its scope."""
-        caps = self.caps_for(tool)
-        return [(c, f"{c.tag}:{c.per}:{c.scope(tool, self.principal)}") for c in caps]
+        if not self.caps:
+            return []
+        memo = self.__pydantic_private__["_memo"]  # not `self._memo`: pydantic's lookup is slow
+        found = memo.get(("slots", tool))
+        if found is None:
+            caps = self.caps_for(tool)
+            found = [(c, f"{c.tag}:{c.per}:{c.scope(tool, self.principal)}") for c in caps]
+            memo["slots", tool] = found
+        return found
+
+    def held_in_redis(self) -> list[str]:
+        """The entries only Redis can hold (rates, caps, fair share), named
+        with their files: what the in-process transport refuses."""
+        found = [
+            f"limits.{name} ({', '.join(e.name for e in entries)} from {entries[0].source})"
+            for name, entries in (("rate", self.rates), ("concurrency", self.caps))
+            if entries
+        ]
+        return found + (["limits.fair_share"] if self.fair_share is not None else [])
 
     @property
     def sender(self) -> str:
@@ -221,6 +272,13 @@ class Reached:
 
 
 NONE = Limits()
+PARSED_KEPT = 256  # snapshots whose limits a process keeps parsed
+_PARSED: dict[str, Limits] = {}
+
+
+@functools.lru_cache(maxsize=256)
+def _file_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:8]
 
 
 def host_of(arguments: Any) -> str | None:
@@ -233,75 +291,6 @@ def host_of(arguments: Any) -> str | None:
         return (urlsplit(url).hostname or "").lower() or None
     except ValueError:
         return None
-
-
-def read(data: dict[str, Any], source: str, *, org: bool) -> Limits:
-    """The `limits` section of one settings file, checked: a bad entry is a
-    `ConfigurationError` naming the file and the entry (its budgets are read
-    by `runtime/usage/reading.py`)."""
-    section = data.get("limits", {})
-    if not isinstance(section, dict):
-        raise ConfigurationError(f"{source}: limits must be an object")
-    unknown = sorted(set(section) - SECTIONS)
-    if unknown:
-        raise ConfigurationError(f"{source}: unknown key(s) {unknown} in limits")
-    if "fair_share" in section and not org:
-        raise ConfigurationError(f"{source}: limits.fair_share is the org policy's to set")
-    rates = _entries(section, "rate", Rate, source)
-    caps = _entries(section, "concurrency", Concurrency, source)
-    size = _one(section, "size", Size, source)
-    fair = _one(section, "fair_share", FairShare, source)
-    return Limits(rates=rates, caps=caps, size=size, fair_share=fair)
-
-
-def merged(org: Limits, *others: Limits) -> Limits:
-    """The org's limits tightened by the others': every rate and cap applies;
-    a size is the smallest any file gives."""
-    size = org.size
-    for other in (o.size for o in others if o.size is not None):
-        size = size or Size()
-        size = Size(
-            calls_per_batch=min(size.calls_per_batch, other.calls_per_batch),
-            open_batches_per_key=_least(size.open_batches_per_key, other.open_batches_per_key),
-            waits_per_key=_least(size.waits_per_key, other.waits_per_key),
-        )
-    rates = org.rates + tuple(r for o in others for r in o.rates)
-    caps = org.caps + tuple(c for o in others for c in o.caps)
-    return Limits(rates=rates, caps=caps, size=size, fair_share=org.fair_share)
-
-
-def _least(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _entries(section: dict[str, Any], key: str, model: type[_Entry], source: str) -> tuple:
-    entries = section.get(key, [])
-    if not isinstance(entries, list):
-        raise ConfigurationError(f"{source}: limits.{key} must be a list")
-    out, names = [], set()
-    for index, entry in enumerate(entries):
-        where = f"{source}: limits.{key}[{index}]"
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            where += f" ({entry['name']})"
-        if not isinstance(entry, dict) or "source" in entry:
-            raise ConfigurationError(f"{where}: an entry is an object with a name and a per")
-        try:
-            out.append(model.model_validate({**entry, "source": source}))
-        except ValidationError as error:
-            raise ConfigurationError(f"{where}: {_problems(error)}") from None
-        if out[-1].name in names:
-            raise ConfigurationError(f"{where}: another entry of limits.{key} has its name")
-        names.add(out[-1].name)
-    return tuple(out)
-
-
-def _one(section: dict[str, Any], key: str, model: type[BaseModel], source: str) -> Any:
-    if key not in section:
-        return None
-    try:
-        return model.model_validate(section[key])
-    except ValidationError as error:
-        raise ConfigurationError(f"{source}: limits.{key}: {_problems(error)}") from None
 
 
 _ITEMS: dict[str, ratelimits.RateLimitItem] = {}

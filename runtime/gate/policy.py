@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigurationError
+from runtime.gate import limit_reading
 from runtime.gate import limits as flow_limits
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
@@ -206,7 +207,7 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
         except ValueError as error:
             raise ConfigurationError(f"{path}: {error}") from None
     reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
-    flow_limits.read(data, str(path), org=level is Level.org)  # "Flow control"
+    limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
     return data
 
@@ -225,9 +226,9 @@ def _limits(org: dict[str, Any], *others: dict[str, Any]) -> flow_limits.Limits:
     """The org file's limits, tightened by the other files'."""
 
     def of(data: dict[str, Any], org: bool) -> flow_limits.Limits:
-        return flow_limits.read(data, data.get("_source", "settings"), org=org)
+        return limit_reading.read(data, data.get("_source", "settings"), org=org)
 
-    return flow_limits.merged(of(org, True), *(of(d, False) for d in others))
+    return limit_reading.merged(of(org, True), *(of(d, False) for d in others))
 
 
 def _rules(data: dict[str, Any], level: Level) -> list[Rule]:

@@ -67,6 +67,17 @@ class Queue(Protocol):
         ...
 
 
+class Rider(Protocol):
+    """Flow control's commands riding a round trip the state makes anyway
+    (docs/architecture.md, "Flow control"): `ride` puts them on its Redis
+    pipeline, `landed` is given their answers. A state that cannot carry
+    them calls `landed(None)`: they go on their own."""
+
+    def ride(self, pipe: Any) -> None: ...
+
+    def landed(self, answers: list[Any] | None) -> None: ...
+
+
 class BatchState(Protocol):
     reply_to: str | None  # this process's results channel, where its batches' ends arrive
     # Rates, concurrency slots and fair share across the cluster
@@ -83,12 +94,14 @@ class BatchState(Protocol):
         stage: int | None = None,
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
+        rider: Rider | None = None,
     ) -> int | None:
         """Store a call's end where clients and workers find it and announce it,
         and release its lease; with `stage`, count it as one more end of that
         stage and return the count; with `hold` (call id, seconds), take the
         lease of that call of the batch (a chain's next step, claimed with
-        this end). Keeps trying for `patience` seconds while the state is away."""
+        this end); with `rider`, its commands in the same round trip. Keeps
+        trying for `patience` seconds while the state is away."""
         ...
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
@@ -132,10 +145,18 @@ class BatchState(Protocol):
         """Calls a worker has taken (reads and idempotent calls count here)."""
         ...
 
-    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+    def look(
+        self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
+    ) -> Look:
         """For a worker about to run a call: count this delivery, read the
         cancel flag and any result already published, and (`hold`) take the
-        call's lease for that many seconds."""
+        call's lease for that many seconds; with `rider`, its commands in the
+        same round trip."""
+        ...
+
+    def unlook(self, batch_id: str, call_id: str) -> None:
+        """Take back what `look` counted and held: the call did not run here
+        (it waits for a rate or a slot, "Flow control")."""
         ...
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:

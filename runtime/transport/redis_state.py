@@ -18,10 +18,11 @@ from typing import Any
 
 import redis
 import tenacity
+from redis.client import Pipeline
 
 from runtime.transport import tallies
 from runtime.transport.allowances import Allowances
-from runtime.transport.base import Inbox, Known, Look
+from runtime.transport.base import Inbox, Known, Look, Rider
 from runtime.transport.leases import Leases, reaching
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
@@ -42,6 +43,14 @@ from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
 from runtime.usage.budgets import Counter
 
+# A look taken back: its delivery uncounted (the field gone at none) and its
+# lease dropped. KEYS: the deliveries, the leases; ARGV: call id, member.
+UNLOOK = """
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 0
+"""
+
 
 class RedisState(Leases):
     def __init__(self, client: redis.Redis) -> None:
@@ -50,6 +59,7 @@ class RedisState(Leases):
         self._listening = threading.Lock()
         self._allowances = Allowances(client)
         self.throttle: Throttle | None = Throttle(client)  # "Flow control"
+        self._unlook = client.register_script(UNLOOK)
 
     @property
     def listener(self) -> Listener:
@@ -73,11 +83,13 @@ class RedisState(Leases):
         stage: int | None = None,
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
+        rider: Rider | None = None,
     ) -> int | None:
         """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
         else on the batch's channel), and count it as one more end of its
         `stage`. Only the reporter whose end the ledger took publishes
-        (docs/architecture.md, "One end per call")."""
+        (docs/architecture.md, "One end per call"). `rider`: the call's
+        finish in flow control, in the same round trip."""
         payload = result.model_dump_json()
         announced = f"{batch_id}\n{payload}" if reply_to else payload
         with reaching(f"the end of {result.call_id} cannot be published"):
@@ -99,7 +111,9 @@ class RedisState(Leases):
                     if hold is not None:  # a chain's next step (`BatchState.publish`)
                         member = lease_member(batch_id, hold[0])
                         pipe.zadd(LEASES, {member: time.time() + hold[1]}, gt=True)
-                    done = pipe.execute()
+                    done, theirs = _carrying(pipe, rider)
+        if rider is not None:
+            rider.landed(theirs)
         return int(done[3]) if stage is not None else None
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
@@ -179,11 +193,14 @@ class RedisState(Leases):
         with reaching(f"batch {batch_id}: cannot read what was taken"):
             return {key.decode() for key in self.client.hkeys(deliveries_key(batch_id))}
 
-    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+    def look(
+        self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
+    ) -> Look:
         """Cancel flag, delivery count (counted here), stored result and the
         call's lease, in one pipelined round trip: reads and idempotent calls
         keep their deliveries here, not in the ledger, so each costs one ledger
-        transaction in all."""
+        transaction in all. `rider`: the call's take in flow control, in the
+        same round trip."""
         with reaching(f"cannot look at {call_id}"), self.client.pipeline(transaction=False) as pipe:
             pipe.exists(cancel_key(batch_id))
             pipe.hincrby(deliveries_key(batch_id), call_id, 1)
@@ -192,9 +209,19 @@ class RedisState(Leases):
             if hold is not None:
                 until = time.time() + hold
                 pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
-            cancelled, delivery, _, stored = pipe.execute()[:4]
+            found, theirs = _carrying(pipe, rider)
+        if rider is not None:
+            rider.landed(theirs)
+        cancelled, delivery, _, stored = found[:4]
         result = ToolResult.model_validate_json(stored) if stored else None
         return Look(bool(cancelled), int(delivery), result)
+
+    def unlook(self, batch_id: str, call_id: str) -> None:
+        """A delivery counted to none is no delivery: the call was not taken
+        (`known`'s `started`), so the batch sends it again."""
+        keys = [deliveries_key(batch_id), LEASES]
+        with reaching(f"cannot take back the look at {call_id}"):
+            self._unlook(keys=keys, args=[call_id, lease_member(batch_id, call_id)])
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         """A call's end, if one was published."""
@@ -269,3 +296,18 @@ class RedisState(Leases):
         if self._listener is not None:
             self._listener.close()
         self.client.close()
+
+
+def _carrying(pipe: Pipeline, rider: Rider | None) -> tuple[list[Any], list[Any]]:
+    """The pipeline's answers, and those of `rider`'s commands put at its end
+    ("Flow control"): an error of the rider's (Redis lost its scripts) is
+    its own to handle; one of the state's own commands raises as before."""
+    if rider is None:
+        return pipe.execute(), []
+    own = len(pipe)
+    rider.ride(pipe)
+    found = pipe.execute(raise_on_error=False)
+    for answer in found[:own]:
+        if isinstance(answer, Exception):
+            raise answer
+    return found[:own], found[own:]

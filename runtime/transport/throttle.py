@@ -13,139 +13,48 @@ a slot are kept in `HELD` for the sweep to carry on when they are due.
 
 from __future__ import annotations
 
-import functools
+import json
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 from limits import RateLimitItem
 from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
+from redis.client import Pipeline
 
-from runtime.errors import StateUnavailable
-from runtime.transport.listener import LOST
-from runtime.transport.names import (
-    HELD,
-    PARKING,
-    TTL_SECONDS,
-    in_flight_key,
-    lease_member,
-    parked_key,
-    parked_set_key,
-    sent_key,
-    slots_key,
-)
+from runtime.transport.fair_share import IN_FLIGHT_SECONDS, FairShare, Reads, _share_keys, _text
+from runtime.transport.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
+from runtime.transport.scripted import reached
+from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, TAKE
 
-# Take one slot in each set, or none. KEYS: the slot sets; ARGV: now, expiry,
-# member, ttl, then each set's cap. {0, 0}: taken (or held already); else
-# {i, when the first slot of set i frees}.
-TAKE = """
-local now, expiry, member = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-for i = 1, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[i], member) then
-    if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[4 + i]) then
-      local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-      return {i, first[2]}
-    end
-  end
-end
-for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], expiry, member)
-  redis.call('EXPIRE', KEYS[i], ARGV[4])
-end
-return {0, '0'}
-"""
-# Free slots of each set now. KEYS: the sets; ARGV: now, then each cap.
-FREE = """
-local out = {}
-for i = 1, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[1])
-  out[i] = tonumber(ARGV[1 + i]) - redis.call('ZCARD', KEYS[i])
-end
-return out
-"""
-# Which of a key's reads are parked already. KEYS: the parked set; ARGV: members.
-PARKED = """
-local out = {}
-for i = 1, #ARGV do out[i] = redis.call('SISMEMBER', KEYS[1], ARGV[i]) end
-return out
-"""
-# A key's reads: each goes in flight while fewer than the cap are, else it is
-# parked; one its batch has sent already (a stale view of the batch) neither.
-# KEYS: in flight, parked list, parked set, the batch's sent marks, the set of
-# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, then member,
-# call id and message triples. Returns a
-# string: s (send), p (parked) or x (sent already: left alone).
-ADMIT_READS = """
-local now, expiry, cap, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local out = {}
-for i = 6, #ARGV, 3 do
-  local member = ARGV[i]
-  if redis.call('SISMEMBER', KEYS[3], member) == 1 then
-    out[#out + 1] = 'p'
-  elseif redis.call('HEXISTS', KEYS[4], ARGV[i + 1]) == 1 then
-    out[#out + 1] = 'x'
-  elseif redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
-    redis.call('ZADD', KEYS[1], expiry, member)
-    out[#out + 1] = 's'
-  else
-    redis.call('RPUSH', KEYS[2], ARGV[i + 2])
-    redis.call('SADD', KEYS[3], member)
-    redis.call('SADD', KEYS[5], ARGV[5])  -- the submitter
-    out[#out + 1] = 'p'
-  end
-end
-for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
-return table.concat(out)
-"""
-# A key's read ended (or never ran): its place goes to the reads parked
-# next. KEYS: in flight, parked list, parked set; ARGV: now, expiry, cap,
-# member. Returns the messages to send.
-NEXT_READS = """
-local now, expiry, cap = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-if ARGV[4] ~= '' then redis.call('ZREM', KEYS[1], ARGV[4]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local out = {}
-while redis.call('ZCARD', KEYS[1]) < cap do
-  local message = redis.call('LPOP', KEYS[2])
-  if not message then break end
-  local member = cjson.decode(message)['member']
-  redis.call('SREM', KEYS[3], member)
-  redis.call('ZADD', KEYS[1], expiry, member)
-  out[#out + 1] = message
-end
-return out
-"""
-IN_FLIGHT_SECONDS = 600.0  # a read in flight whose end never came frees its place after this
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = ["Entry", "Finish", "Reads", "Throttle"]
 
 
-def reached(method: F) -> F:
-    """Redis's connection errors, as toolrun's (`StateUnavailable`)."""
+class Throttle(FairShare):
+    """Rates, slots and held batches; fair share's reads (`FairShare`)."""
 
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except LOST as error:
-            raise StateUnavailable(f"flow control: {error}") from error
-
-    return wrapper  # type: ignore[return-value]
-
-
-class Throttle:
     def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+        super().__init__(client)
         storage = RedisStorage("redis://", connection_pool=client.connection_pool)
-        self.rates = MovingWindowRateLimiter(storage)
-        self._take = client.register_script(TAKE)
-        self._free = client.register_script(FREE)
-        self._parked = client.register_script(PARKED)
-        self._admit_reads = client.register_script(ADMIT_READS)
-        self._next_reads = client.register_script(NEXT_READS)
+        self.rates, self.storage = MovingWindowRateLimiter(storage), storage
+        self._take = self.script(TAKE)
+        self._free = self.script(FREE)
+        self.look_script, self.enter_script = self.script(LOOK), self.script(ENTER)
+        self.finish_script = self.script(FINISH)
+        self._window_keys: dict[tuple[int, str], str] = {}
+
+    def window_key(self, item: RateLimitItem, scope: str) -> str:
+        """The library's key of `scope`'s window (kept: a call asks it each time)."""
+        found = self._window_keys.get((id(item), scope))
+        if found is None:
+            if len(self._window_keys) >= 4096:
+                self._window_keys.clear()
+            found = self.storage.prefixed_key(item.key_for(scope))
+            self._window_keys[id(item), scope] = found
+        return found
 
     # Rates.
     @reached
@@ -163,6 +72,70 @@ class Throttle:
             if not self.rates.hit(item, scope):
                 return index, self.rates.get_window_stats(item, scope).reset_time
         return None
+
+    @reached
+    def look(
+        self,
+        windows: Sequence[tuple[RateLimitItem, str]],
+        slots: Sequence[tuple[str, int]],
+        reads: Reads | None = None,
+        copy: tuple[str, dict[str, Any]] | None = None,
+    ) -> tuple[dict[str, tuple[int, float]], str]:
+        """The sender's look, in one round trip: for each window's and each
+        cap's scope, what it has left now and when it next frees one (a
+        slot: 0, unknown); with `reads`, ADMIT_READS's answer for them (s,
+        p, x or n, one a read), asked before the windows and slots are
+        known, so the sender gives back the place of a read it then holds
+        (`next_reads`). Reads given without their message are not parked
+        but answered n: the sender sends their messages only then
+        (`admit_reads`), so a key below its cap ships none. `copy`: (batch
+        id, its plan's copy), kept first in the same round trip."""
+        if not windows and not slots and reads is None and copy is None:
+            return {}, ""
+        now = time.time()
+
+        def build(pipe: Pipeline) -> None:
+            if copy is not None:
+                pipe.set(plan_key(copy[0]), json.dumps(copy[1]), ex=TTL_SECONDS)
+            if windows or slots:
+                keys = [self.window_key(item, scope) for item, scope in windows]
+                keys += [slots_key(scope) for scope, _ in slots]
+                args = [now, len(windows)]
+                for item, _ in windows:
+                    args += [item.amount, item.get_expiry()]
+                args += [cap for _, cap in slots]
+                pipe.evalsha(self.look_script.sha, len(keys), *keys, *args)
+            if reads is not None:
+                pipe.evalsha(self._admit_reads.sha, 5, *self._admit(reads, now))
+
+        found = self._pipelined(build)[copy is not None :]
+        room = {}
+        if windows or slots:
+            seen = found[0]
+            for index, (item, scope) in enumerate(windows):  # as `get_window_stats` reads them
+                oldest, count = seen[2 * index], int(seen[2 * index + 1])
+                start = float(oldest) if oldest not in (b"", "") else now
+                room[scope] = (item.amount - count, start + item.get_expiry())
+            free = seen[2 * len(windows) :]
+            room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
+        return room, (_text(found[-1]) if reads is not None else "")
+
+    @reached
+    def enter(
+        self,
+        slots: Sequence[tuple[str, int]],
+        member: str,
+        seconds: float,
+        windows: Sequence[tuple[RateLimitItem, str]],
+    ) -> tuple[int, float] | None:
+        """The worker's take, in one round trip (or none of its own: `Entry`
+        rides the worker's look at the call): a slot of each (scope, cap) for
+        `seconds` and a hit of each window; or none of them, and (index in
+        slots then windows, when it frees one) of the first that was full.
+        One script takes them all or none (ENTER, the library's acquire
+        inside): a call that finds one full, and waits, consumes nothing."""
+        entry = Entry(self, slots, member, seconds, windows)
+        return entry.landed(self._pipelined(entry.ride))
 
     # Concurrency slots.
     @reached
@@ -201,18 +174,12 @@ class Throttle:
     ) -> list[str]:
         """A call's delivery is over: free its slots and, with `share` (its
         submitter, the cap), its place in flight; the parked reads whose turn
-        it is now, taken in flight. One round trip."""
-        with self.client.pipeline(transaction=False) as pipe:
-            for scope in scopes:
-                pipe.zrem(slots_key(scope), member)
-            if share is not None:
-                now = time.time()
-                args = [now, now + IN_FLIGHT_SECONDS, share[1], member]
-                self._next_reads(keys=_share_keys(share[0]), args=args, client=pipe)
-            found = pipe.execute() if len(pipe) else []
-        if share is None:
+        it is now, taken in flight. One round trip (or none of its own:
+        `Finish` rides the worker's publish of the call's end)."""
+        if not scopes and share is None:
             return []
-        return [m.decode() if isinstance(m, bytes) else m for m in found[-1]]
+        finish = Finish(self, scopes, member, share)
+        return finish.landed(self._pipelined(finish.ride))
 
     @reached
     def slots_used(self) -> dict[str, int]:
@@ -232,67 +199,6 @@ class Throttle:
         (`/metrics`); the library keys them "LIMITS:LIMITER/<scope>/<n>/<m>/<unit>"."""
         keys = self.client.scan_iter(match=f"LIMITS:LIMITER/{prefix}*", count=500)
         return sorted({k.decode().removeprefix("LIMITS:LIMITER/").rsplit("/", 3)[0] for k in keys})
-
-    @reached
-    def shares(self) -> dict[str, tuple[int, int]]:
-        """Each submitter's reads in flight and parked (`/metrics`)."""
-        found = {}
-        head, tail = in_flight_key("\0").split("\0")
-        for key in self.client.scan_iter(match=in_flight_key("*"), count=500):
-            who = key.decode().removeprefix(head).removesuffix(tail)
-            found[who] = (
-                int(self.client.zcount(key, time.time(), "+inf")),
-                int(self.client.llen(parked_key(who))),
-            )
-        return found
-
-    # Fair share of the reads queue.
-    @reached
-    def parked(self, principal: str, members: Sequence[str]) -> list[bool]:
-        if not members:
-            return []
-        found = self._parked(keys=[parked_set_key(principal)], args=list(members))
-        return [bool(n) for n in found]
-
-    @reached
-    def admit_reads(
-        self, principal: str, cap: int, batch_id: str, calls: Sequence[tuple[str, str]]
-    ) -> list[bool]:
-        """For each (call id, message JSON) of a batch: True to send now;
-        False parked, or sent already by another process."""
-        if not calls:
-            return []
-        now = time.time()
-        args: list[str | float | int] = [now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal]
-        for call_id, message in calls:
-            args += [lease_member(batch_id, call_id), call_id, message]
-        keys = [*_share_keys(principal), sent_key(batch_id), PARKING]
-        answer = self._admit_reads(keys=keys, args=args)
-        return [c == "s" for c in (answer.decode() if isinstance(answer, bytes) else answer)]
-
-    @reached
-    def waiting(self) -> dict[str, str]:
-        """Each submitter with parked reads, and the first of them (the sweep
-        moves them on if no end of theirs did); one whose reads have all
-        gone leaves the set."""
-        found = {}
-        for raw in self.client.smembers(PARKING):
-            who = raw.decode()
-            first = self.client.lindex(parked_key(who), 0)
-            if first is None:
-                self.client.srem(PARKING, who)
-            else:
-                found[who] = first.decode()
-        return found
-
-    @reached
-    def next_reads(self, principal: str, cap: int, member: str = "") -> list[str]:
-        """`member` (a read of `principal`) left the queue: the parked
-        messages whose turn it is now, taken in flight."""
-        now = time.time()
-        args = [now, now + IN_FLIGHT_SECONDS, cap, member]
-        found = self._next_reads(keys=_share_keys(principal), args=args)
-        return [m.decode() if isinstance(m, bytes) else m for m in found]
 
     # Batches waiting for a rate or a slot.
     @reached
@@ -317,5 +223,66 @@ class Throttle:
         return [b.decode() for b in found]
 
 
-def _share_keys(principal: str) -> list[str]:
-    return [in_flight_key(principal), parked_key(principal), parked_set_key(principal)]
+@dataclass(frozen=True)
+class Finish:
+    """`Throttle.finish` as a command that rides another pipeline: `ride`
+    puts it at its end, `landed` reads its answer."""
+
+    throttle: Throttle
+    scopes: Sequence[str]
+    member: str
+    share: tuple[str, int] | None
+
+    def ride(self, pipe: Pipeline) -> None:
+        self.throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
+        keys, args = [slots_key(scope) for scope in self.scopes], [self.member, len(self.scopes)]
+        if self.share is not None:
+            now = time.time()
+            keys += _share_keys(self.share[0])
+            args += [now, now + IN_FLIGHT_SECONDS, self.share[1]]
+        pipe.evalsha(self.throttle.finish_script.sha, len(keys), *keys, *args)
+
+    def landed(self, answers: list[Any]) -> list[str]:
+        """The parked reads whose turn it is now. If Redis had lost the
+        scripts (a restart), the finish again, on its own."""
+        if self.throttle.lost(answers):
+            return self.throttle.finish(self.scopes, self.member, self.share)
+        return [m.decode() if isinstance(m, bytes) else m for m in answers[-1]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """`Throttle.enter` as a command that rides another pipeline: `ride`
+    puts it at its end, `landed` reads its answer."""
+
+    throttle: Throttle
+    slots: Sequence[tuple[str, int]]
+    member: str
+    seconds: float
+    windows: Sequence[tuple[RateLimitItem, str]]
+
+    def ride(self, pipe: Pipeline) -> None:
+        throttle = self.throttle
+        throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
+        now = time.time()
+        keys = [slots_key(scope) for scope, _ in self.slots]
+        keys += [throttle.window_key(item, scope) for item, scope in self.windows]
+        args = [now, now + self.seconds, self.member, TTL_SECONDS, len(self.slots)]
+        args += [cap for _, cap in self.slots]
+        for item, _ in self.windows:
+            args += [item.amount, item.get_expiry()]
+        pipe.evalsha(throttle.enter_script.sha, len(keys), *keys, *args)
+
+    def landed(self, answers: list[Any]) -> tuple[int, float] | None:
+        """None: taken; else (index, when it frees one) of the first full."""
+        throttle = self.throttle
+        if throttle.lost(answers):  # Redis lost the scripts (a restart): none of them ran
+            return throttle.enter(self.slots, self.member, self.seconds, self.windows)
+        full, frees = answers[-1]
+        index = int(full) - 1  # ENTER's answer: 0 taken, else the full one's index + 1
+        if index < 0:
+            return None
+        if index < len(self.slots):
+            return index, float(frees)
+        item, scope = self.windows[index - len(self.slots)]
+        return index, throttle.rates.get_window_stats(item, scope).reset_time

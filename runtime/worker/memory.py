@@ -26,11 +26,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from runtime.errors import ConfigurationError
+from runtime.gate.limits import Limits
+from runtime.gate.policy import PolicySources
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
 from runtime.transport import chain
-from runtime.transport.base import Known, Look
+from runtime.transport.base import Known, Look, Rider
 from runtime.types import CallMessage, ToolResult
 from runtime.usage.budgets import Counter
 from runtime.worker.sweeper import start_sweeping
@@ -55,6 +58,7 @@ class MemoryTransport:
         key: bytes | None = None,
         sweep: bool = True,
     ) -> None:
+        refuse_flow_control(PolicySources(settings).limits, "the org or user settings")
         self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
         self.worker = Worker(
@@ -107,7 +111,10 @@ class MemoryTransport:
         stage: int | None = None,
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
+        rider: Rider | None = None,
     ) -> int | None:
+        if rider is not None:  # nothing rides here: it goes on its own
+            rider.landed(None)
         with self._changed:
             self._results[batch_id][result.call_id] = result
             self._held.discard((batch_id, result.call_id))
@@ -264,7 +271,11 @@ class MemoryTransport:
     def reset_at(self) -> float:
         return 0.0
 
-    def look(self, batch_id: str, call_id: str, *, hold: float | None = None) -> Look:
+    def look(
+        self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
+    ) -> Look:
+        if rider is not None:  # nothing rides here: it goes on its own
+            rider.landed(None)
         with self._changed:
             if hold is not None:
                 self._held.add((batch_id, call_id))
@@ -272,6 +283,13 @@ class MemoryTransport:
                 self._deliveries[batch_id].get(call_id, 0) + 1
             )
             return Look(batch_id in self._cancelled, count, self._results[batch_id].get(call_id))
+
+    def unlook(self, batch_id: str, call_id: str) -> None:
+        with self._changed:
+            self._held.discard((batch_id, call_id))
+            count = self._deliveries[batch_id].pop(call_id, 1) - 1
+            if count > 0:  # none: not taken, so the batch sends it again
+                self._deliveries[batch_id][call_id] = count
 
     def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
         return self._results[batch_id].get(call_id)
@@ -311,3 +329,17 @@ class MemoryInbox:
 
     def on_arrival(self, callback: Callable[[], None]) -> None:
         self.transport._arrivals[self.batch_id].append(callback)
+
+
+def refuse_flow_control(limits: Limits, where: str) -> None:
+    """Rates, concurrency caps and fair share are held in Redis, across the
+    cluster; one process has none of it (`throttle` is None). Rather than run
+    a test as if they held, the in-process transport refuses them
+    (docs/architecture.md, "Flow control"): sizes and budgets it keeps."""
+    if found := limits.held_in_redis():
+        raise ConfigurationError(
+            f"{where} set {'; '.join(found)}, which the in-process transport "
+            "(MemoryTransport, testing.memory_runtime) cannot hold: they need Redis. "
+            "Point policy_file and user_settings_file at settings without them for "
+            "these tests, or run them on a stack with Redis (`toolrun up`)."
+        )

@@ -187,16 +187,19 @@ class Worker:
         ledger was down), publish it, hand its chain on, and move the batch on
         when it ended its stage's last call. Someone else's end was published
         by them."""
-        self.advancer.flow.finished(message)  # its slots, its submitter's next reads
+        finishing = self.advancer.flow.finishing(message)  # its slots, its key's next reads
         if ended is False:
+            if finishing is not None:
+                finishing.landed(None)
             return
         batch_id = message.batch_id
-        done = self.state.publish(
+        done = self.state.publish(  # the finish rides it: slots lapse if it is lost
             batch_id,
             result,
             reply_to=message.reply_to,
             stage=message.stage,
             patience=self.publish_patience,
+            rider=finishing,
         )
         if self.hand_on(message, result):
             return  # the chain goes on: its next step's worker moves the batch on

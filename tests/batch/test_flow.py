@@ -93,3 +93,29 @@ def test_fair_share_parks_a_key_s_reads_and_its_ends_send_the_next(world, regist
     flow.finished(plan.calls["c0"].message)
     assert [m.call_id for m in posted.messages] == ["c2"]
     assert "c2" in state.sent(plan.batch.id)
+
+
+def test_a_read_held_at_a_rate_gives_its_fair_share_place_back(world, registry, tmp_path):
+    """The sender asks the fair share before it knows the rates (one round
+    trip): a read it then holds does not keep a place in flight."""
+    flow, state, _ = world
+    rate = {"name": "one", "per": "key", "limit": "1/minute"}
+    limits = {"rates": [rate], "fair_share": {"in_flight_per_key": 2}}
+    plan = planned(registry, tmp_path, limits, count=3)
+    going, ended = flow.gate(plan, ids(plan), conclude=None)
+    assert going == [["c0"]] and not ended
+    sender = Limits.from_snapshot(plan.policy["limits"]).sender
+    assert state.throttle.shares()[sender] == (1, 0)
+
+
+@pytest.mark.parametrize("limits", [{}, {"caps": [{"name": "one", "per": "key", "max": 1}]}])
+def test_the_plan_s_copy_is_kept_before_any_end_with_or_without_a_look(
+    world, registry, tmp_path, limits
+):
+    """The submit's copy of the plan rides the look at the limits (one round
+    trip); without limits to look at it is kept all the same."""
+    flow, state, _ = world
+    plan = planned(registry, tmp_path, limits)
+    copy = {"plan": plan.batch.id}
+    flow.gate(plan, ids(plan), conclude=None, copy=copy)
+    assert state.plan(plan.batch.id) == copy

@@ -1,16 +1,20 @@
 """The CPU the limits' checks cost per call, measured alone, in this process
-and in Redis: `python -m tests.benchmarks.limits_cost REDIS_URL` (a Redis of
-your own: it is flushed). The figures of L1 in `make bench` are the same
+and in Redis: `python -m tests.benchmarks.limits_cost REDIS_URL [REPEATS]` (a
+Redis database of your own: it is flushed; medians of REPEATS, default 5).
+The figures of L1 in `make bench` are the same
 cost seen in every process of a stack, where a 10 ms clock tick and pool
 processes that come and go make them noisy on a busy machine; these are the
 checks alone: the sender's look at a batch (`Flow.gate`), the worker's take
-(`throttling.check`) and its release (`Flow.finished`), and Redis's own CPU
-(INFO), per call, for one-call batches (P1) and batches of ten (P3), with a
-rate and a cap configured, and with fair share besides."""
+(`throttling.entering`, riding its look at the call) and its release
+(`Flow.finishing`, riding its publish of the end), each less the same
+round trips without it, and Redis's own CPU (INFO), per call, for one-call
+batches (P1) and batches of ten (P3), with a rate and a cap configured, and
+with fair share besides."""
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,14 +26,19 @@ from runtime.batch.plan import BatchPlan
 from runtime.execution import throttling
 from runtime.gate.admission import admit
 from runtime.gate.limits import Limits
+from runtime.results import endings
 from runtime.tools.loading import load_tools
 from runtime.transport.redis_state import RedisState
 from runtime.types import Batch, Mode, ToolCall
-from tests.benchmarks.limits import WIDE
 from tests.benchmarks.tools import MODULE, NOOP
 from tests.support.messages import policy, signed_plan
 
 WORKSPACE = Path("/tmp")
+WIDE = {  # limits that apply to every call and never hold one back (the bench's L1)
+    "rate": [{"name": "wide", "per": "key", "limit": "1000000/second"}],
+    "concurrency": [{"name": "wide", "per": "key", "max": 100000}],
+    "fair_share": {"in_flight_per_key": 100000},
+}
 
 
 class Nowhere:
@@ -44,7 +53,13 @@ def plan_of(registry, limits: dict, size: int) -> BatchPlan:
     return signed_plan(registry, batch, rules)
 
 
-def measure(url: str) -> None:
+CASES = ("a rate and a cap", "and fair share")
+
+
+def measure(url: str, repeats: int = 5, calls: int = 400) -> dict[str, list[dict[str, float]]]:
+    """For each of P1 and P3 under each case (`CASES`), `repeats` times: the
+    checks' CPU in ms per call, by part and in total (`total`); P1 over
+    `calls` one-call batches, P3 over one and a half times as many calls."""
     registry = load_tools([MODULE], mcp_servers_file=None)
     client = redis.Redis.from_url(url)
     state = RedisState(client)
@@ -55,47 +70,94 @@ def measure(url: str) -> None:
         return info["used_cpu_user"] + info["used_cpu_sys"]
 
     checks = {"rates": WIDE["rate"], "caps": WIDE["concurrency"]}
-    for label, limits in (
-        ("a rate and a cap", checks),
-        ("and fair share", {**checks, "fair_share": WIDE["fair_share"]}),
-    ):
-        snapshot = Limits.model_validate(limits).snapshot()
-        for figure, size, rounds in (("P1", 1, 400), ("P3", 10, 60)):
-            client.flushdb()
-            plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
-            messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
-            admitted = [
-                admit(
-                    ToolCall(id=m.call_id, name=m.tool, arguments=m.arguments),
-                    registry=registry,
-                    mode=m.mode,
-                    workspace=WORKSPACE,
-                    policy=policy(WORKSPACE),
-                )
-                for m in messages
-            ]
-            before, began = redis_cpu(), time.process_time()
-            for p in plans:
-                flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
-            sent = time.process_time()
-            for admission, message in zip(admitted, messages, strict=True):
-                throttling.check(admission, message, state, lease=30.0)
-            checked = time.process_time()
-            for message in messages:
-                flow.finished(message)
-            ended, spent = time.process_time(), redis_cpu() - before
-            n = len(messages)
-            parts = {
-                "send": sent - began,
-                "worker check": checked - sent,
-                "finish": ended - checked,
-                "redis": spent,
-            }
-            text = ", ".join(f"{k} {1000 * v / n:.3f}" for k, v in parts.items())
-            total = 1000 * sum(parts.values()) / n
-            print(f"{figure} ({label}): {text}; total {total:.3f} ms per call")
+    found: dict[str, list[dict[str, float]]] = {}
+    for _ in range(repeats):
+        for label, limits in zip(
+            CASES, (checks, {**checks, "fair_share": WIDE["fair_share"]}), strict=True
+        ):
+            snapshot = Limits.model_validate(limits).snapshot()
+            for figure, size, rounds in (("P1", 1, calls), ("P3", 10, max(1, calls * 3 // 20))):
+                parts = _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu)
+                found.setdefault(f"{figure} ({label})", []).append(parts)
     state.close()
+    return found
+
+
+def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> dict[str, float]:
+    """One measure: the sender's look at each plan (its own round trip: all
+    of Redis's CPU counts), then the worker's round trips around each call
+    (its look before the tool, its publish after) with the checks riding
+    them, less the same round trips without them, taking turns call by call;
+    Redis's part of those is the time its commands ran (INFO commandstats),
+    riding less plain: riding adds commands to a round trip, not one more."""
+    client.flushdb()
+    plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
+    messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
+    admitted = [
+        admit(
+            ToolCall(id=m.call_id, name=m.tool, arguments=m.arguments),
+            registry=registry,
+            mode=m.mode,
+            workspace=WORKSPACE,
+            policy=policy(WORKSPACE),
+        )
+        for m in messages
+    ]
+    ends = [endings.cancelled_before_start(m.call_id, m.tool) for m in messages]
+    before, began = redis_cpu(), time.process_time()
+    for p in plans:
+        flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
+    sent, redis_sent = time.process_time(), redis_cpu()
+    spent = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}  # look, publish, Redis
+    for index, turn in enumerate((True, False, False, True)):  # each half, in both orders
+        part = slice(index * len(messages) // 4, (index + 1) * len(messages) // 4)
+        run = list(zip(admitted[part], messages[part], ends[part], strict=True))
+        for ridden in (turn, not turn):
+            ran = _commands_ran(client)
+            took, finished = _worker(state, flow, run, ridden=ridden)
+            spent[ridden][0] += took
+            spent[ridden][1] += finished
+            spent[ridden][2] += _commands_ran(client) - ran
+    n = len(messages)
+    parts = {
+        "send": sent - began,
+        "worker check": spent[True][0] - spent[False][0],
+        "finish": spent[True][1] - spent[False][1],
+        "redis": (redis_sent - before) + spent[True][2] - spent[False][2],
+    }
+    parts = {k: 1000 * v / n for k, v in parts.items()}
+    return {**parts, "total": sum(parts.values())}
+
+
+def _commands_ran(client: redis.Redis) -> float:
+    """Seconds Redis's commands have run (INFO commandstats, summed)."""
+    stats = client.info("commandstats")
+    return sum(v["usec"] for k, v in stats.items() if k.startswith("cmdstat_")) / 1e6
+
+
+def _worker(state, flow, run, *, ridden: bool) -> tuple[float, float]:
+    """CPU seconds of the worker's look at each call and its publish of the
+    call's end, with the checks riding them (`ridden`) or not (other
+    batches' keys, so each round trip does the same work)."""
+    took = finished = 0.0
+    for admission, message, end in run:
+        batch = message.batch_id if ridden else f"{message.batch_id}-plain"
+        began = time.process_time()
+        taking = throttling.entering(admission, message, state, lease=30.0) if ridden else None
+        state.look(batch, message.call_id, hold=30.0, rider=taking)
+        if taking is not None and taking.verdict is not admission:
+            raise AssertionError(f"{message.call_id} did not pass its limits: {taking.verdict}")
+        middle = time.process_time()
+        finishing = flow.finishing(message) if ridden else None
+        state.publish(batch, end, reply_to=None, stage=0, rider=finishing)
+        took, finished = took + middle - began, finished + time.process_time() - middle
+    return took, finished
 
 
 if __name__ == "__main__":
-    measure(sys.argv[1])
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    for name, runs in measure(sys.argv[1], repeats).items():
+        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        text = ", ".join(f"{k} {v:.3f}" for k, v in median.items() if k != "total")
+        totals = " ".join(f"{r['total']:.3f}" for r in runs)
+        print(f"{name}: {text}; total {median['total']:.3f} ms per call (median of {totals})")

@@ -126,3 +126,15 @@ def test_a_tool_with_a_host_of_its_own_counts_there_whatever_its_arguments(tmp_p
     [(_, scope)] = snap.windows("search__find", {"url": "https://other.org/"}, "mcp.example.com")
     assert scope.endswith("remote:host:mcp.example.com")
     assert snap.windows("search__find", {}) == []  # no host at all: it does not count
+
+
+def test_a_snapshot_s_limits_are_parsed_once_and_each_snapshot_keeps_its_own(tmp_path):
+    """Every message of a batch, and each check of a call, carries the same
+    snapshot: the sender, the worker and the finish share one parse."""
+    found = sources(tmp_path, {"limits": {"fair_share": {"in_flight_per_key": 3}}})
+    snapshot = found.policy_for(tmp_path).counted_for("key:a").snapshot()["limits"]
+    first = Limits.from_snapshot(json.loads(json.dumps(snapshot)))
+    assert Limits.from_snapshot(json.loads(json.dumps(snapshot))) is first
+    other = Limits.from_snapshot({**snapshot, "principal": "key:b"})
+    assert other is not first and other.sender == "key:b" and first.sender == "key:a"
+    assert Limits.from_snapshot(None) is Limits.from_snapshot({}) is limits.NONE

@@ -98,3 +98,40 @@ def test_publishing_a_chain_steps_end_takes_the_next_steps_lease_in_one_round_tr
     assert (count, trips) == (1, 1)
     assert state.recall("rs-chain", "a") == done
     assert set(state.holds("rs-chain", ["a", "b"])) == {"b"}
+
+
+class Riding:
+    """A rider as flow control's are: one command on the state's pipeline."""
+
+    def __init__(self, key: str) -> None:
+        self.key, self.answers = key, None
+
+    def ride(self, pipe) -> None:
+        pipe.incr(self.key)
+
+    def landed(self, answers) -> None:
+        self.answers = answers
+
+
+def test_flow_control_rides_the_look_and_the_publish_without_a_round_trip_more(state):
+    from runtime.results import formatter
+
+    rider = Riding("rs-rider")
+    look, trips = round_trips(lambda: state.look("rs-ride", "c1", hold=60, rider=rider))
+    assert (look.delivery, trips, rider.answers) == (1, 1, [1])
+    ended = formatter.success("c1", "nap", "slept", max_bytes=1024)
+    count, trips = round_trips(
+        lambda: state.publish("rs-ride", ended, reply_to=None, stage=0, rider=rider)
+    )
+    assert (count, trips, rider.answers) == (1, 1, [2])
+
+
+def test_a_look_taken_back_leaves_the_call_untaken(state):
+    """A read that must wait for its limit after its look: the batch sees it
+    neither taken nor held, and its next delivery counts as its first."""
+    state.mark_sent("rs-unlook", ["c1"])
+    state.look("rs-unlook", "c1", hold=60)
+    state.unlook("rs-unlook", "c1")
+    known = state.known("rs-unlook", ["c1"])
+    assert (known.started, known.holds) == (set(), {})
+    assert state.look("rs-unlook", "c1").delivery == 1

@@ -91,3 +91,34 @@ def test_the_sweep_finds_each_key_s_first_parked_read(throttle):
     parcels = [(f"c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(3)]
     throttle.admit_reads(who, 1, "b", parcels)
     assert json.loads(throttle.waiting()[who])["member"] == "b c1"
+
+
+def test_the_worker_s_take_is_slots_and_hits_in_one_or_nothing(throttle):
+    """`enter`: a call that finds a slot full consumes no hit of any window,
+    and one that finds a window full keeps no slot and no other hit."""
+    slot, wide, narrow = unique(), unique(), unique()
+    many, one = ratelimits.parse("100/minute"), ratelimits.parse("1/minute")
+    windows = [(many, wide), (one, narrow)]
+    assert throttle.enter([(slot, 1)], "b c1", 30, windows) is None
+    assert throttle.left(many, wide)[0] == 99 and throttle.left(one, narrow)[0] == 0
+    index, at = throttle.enter([(slot, 1)], "b c2", 30, windows[:1])  # the slot is held
+    assert index == 0 and time.time() < at <= time.time() + 31
+    assert throttle.left(many, wide)[0] == 99  # its hit was taken back
+    throttle.release([slot], "b c1")
+    index, at = throttle.enter([(slot, 1)], "b c3", 30, windows)  # the narrow window is full
+    assert index == 2 and time.time() < at <= time.time() + 61
+    assert throttle.left(many, wide)[0] == 99 and throttle.free([(slot, 1)]) == [1]
+
+
+def test_the_sender_s_look_is_every_window_slot_and_read_in_one(throttle):
+    item, window, slot, who = ratelimits.parse("3/minute"), unique(), unique(), unique()
+    throttle.hit([(item, window)])
+    throttle.take([(slot, 2)], "b c9", 30)
+    calls = [(f"c{i}", "") for i in range(3)]
+    room, answer = throttle.look([(item, window)], [(slot, 2)], (who, 2, "b", calls))
+    assert room[window][0] == 2 and time.time() < room[window][1] <= time.time() + 61
+    assert room[slot] == (1, 0.0)
+    assert answer == "ssn"  # the third is not parked without its message: it is asked for
+    assert throttle.parked(who, ["b c2"]) == [False]
+    assert throttle.admit_reads(who, 2, "b", [("c2", json.dumps({"member": "b c2"}))]) == [False]
+    assert throttle.parked(who, ["b c2"]) == [True]

@@ -4,8 +4,11 @@ runs a chain's steps in one task. (tests/batch/ runs whole batches on it.)"""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from runtime.errors import ConfigurationError
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
@@ -93,3 +96,19 @@ def test_a_worker_runs_a_chain_in_one_task_and_a_cancel_stops_what_has_not_start
     assert [m["label"] for m in marks(tmp_path, "effects")] == ["a", "b"]
     transport.cancel(batch_id, by="test")
     assert inbox.cancelled and transport.look(batch_id, "c").cancelled
+
+
+def test_rates_caps_and_fair_share_are_refused_at_startup_sizes_are_kept(tmp_path):
+    """One process holds no rate, slot or fair share: the transport says so
+    at once instead of running a test as if they held."""
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
+    org = tmp_path / "org.json"
+    rate = {"name": "fetches", "per": "key", "limit": "5/second"}
+    org.write_text(json.dumps({"limits": {"rate": [rate], "fair_share": {}}}))
+    settings = Settings(home=tmp_path, policy_file=org)
+    with pytest.raises(ConfigurationError, match=r"limits.rate \(fetches from .*org.json\)"):
+        MemoryTransport(registry=registry, ledger=ledger, settings=settings, key=KEY)
+    org.write_text(json.dumps({"limits": {"size": {"calls_per_batch": 5}}}))
+    MemoryTransport(registry=registry, ledger=ledger, settings=settings, key=KEY).close()
+    ledger.close()
