@@ -2,8 +2,9 @@
 time goes when the machine's cores are the limit (as on a 2-core machine).
 
 Read from /proc (user + system time of a process and its children, so a
-prefork worker's pool process counts, and of the children it has reaped) before and after each repetition; the
-client is this process. Both sides are sampled in the same way.
+prefork worker's pool process counts, and of the children it has reaped)
+before and after each repetition; the client is this process. Both sides are
+sampled in the same way.
 """
 
 from __future__ import annotations
