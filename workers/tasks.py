@@ -21,6 +21,7 @@ from celery.worker import state
 
 from runtime import sessions, tracing
 from runtime.ledger.engine import load_driver
+from runtime.redaction import BUILT_IN, redactor_for
 from runtime.results.formatter import ledger_summary
 from runtime.transport import chain
 from runtime.transport.broker import declare_dead_letters, drain_dead_letters
@@ -81,14 +82,16 @@ def _build_before_forking(**_: object) -> None:
     """Pool processes are forked from this one: load the tools here, then
     freeze what the collector would otherwise visit, so the children share
     those pages instead of each copying them (the registry, pydantic models,
-    SQLAlchemy, the ledger's driver; docs/architecture.md, "Round trips and
-    memory"). Pool processes record the sessions their calls start
+    SQLAlchemy, the ledger's driver, the redactors' detectors; docs/architecture.md,
+    "Round trips and memory"). Pool processes record the sessions their calls start
     (`runtime.sessions`); what dead pool processes left is killed here."""
     settings = parts().settings
     _board.append(Board())  # shared with every pool process forked from here on
     sessions.configure(settings.home / "sessions")
     sessions.end_orphans()  # left by the pool processes of a worker that died
     load_driver(settings.ledger_url)  # each pool process builds its engine on it
+    for redactor in (BUILT_IN, redactor_for(settings.redaction_patterns)):
+        redactor.found  # noqa: B018 - detect-secrets' plugins, imported and compiled once
     with contextlib.suppress(OSError):  # billiard's cffi parser, else built in each pool process
         get_pdeathsig()
     gc.collect()

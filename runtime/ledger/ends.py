@@ -96,10 +96,10 @@ class CallEnd:
             return False
         if not claim_end(connection, self.end):
             return False
-        connection.execute(insert(EVENTS), self.events)
+        connection.execute(INSERT_EVENTS, self.events)
         connection.execute(END_CALL, self.values)
         if usage:
-            connection.execute(insert(USAGE), self.usage)
+            connection.execute(INSERT_USAGE, self.usage)
         return True
 
 
@@ -136,10 +136,8 @@ def claim_end(connection: Connection | Session, end: dict[str, Any]) -> bool:
     dialect = (
         connection.get_bind().dialect if isinstance(connection, Session) else connection.dialect
     )
-    make = postgresql_insert if dialect.name == "postgresql" else sqlite_insert
-    # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT.
-    statement = make(ENDS).values(**end).on_conflict_do_nothing().returning(ENDS.c.call_id)
-    return connection.execute(statement).first() is not None
+    postgresql = dialect.name == "postgresql"
+    return connection.execute(CLAIM_END[postgresql], end).first() is not None
 
 
 def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
@@ -149,11 +147,21 @@ def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
     ended = [end.write(connection, usage=False) for end in ends]
     usage = [end.usage for end, first in zip(ends, ended, strict=True) if first]
     if usage:  # one statement for the group's usage rows
-        connection.execute(insert(USAGE), usage)
+        connection.execute(INSERT_USAGE, usage)
     return ended
 
 
-# One statement, built once (its compiled form is cached): a call's row at its end.
+# The statements of a call's end, built once: one built per call cost its
+# construction and its cache key on every end, about half of a pool process's
+# CPU for a read (docs/architecture.md, "Round trips and memory"). The end row's
+# insert by dialect (PostgreSQL: True), with RETURNING, not rowcount: psycopg
+# reports -1 for an INSERT ... ON CONFLICT.
+CLAIM_END = {
+    postgresql: make(ENDS).on_conflict_do_nothing().returning(ENDS.c.call_id)
+    for postgresql, make in ((False, sqlite_insert), (True, postgresql_insert))
+}
+INSERT_EVENTS, INSERT_USAGE = insert(EVENTS), insert(USAGE)
+# A call's row at its end.
 END_CALL = (
     update(CALLS)
     .where(CALLS.c.batch_id == bindparam("key_batch_id"))

@@ -15,8 +15,8 @@ limits' checks add per call (`--only F1`, `--only L1`).
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
-(`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P3`, `P4`, `P6` and `G1` each
-measure that figure alone, both sides (the machine's load makes them noisy:
+(`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P2`, `P3`, `P4`, `P5`, `P6`
+and `G1` each measure that figure alone, both sides (the machine's load makes them noisy:
 say it next to them). `--trace` turns OpenTelemetry on in the client and the workers,
 exporting to an OTLP/HTTP receiver in this process (tracing's cost:
 `--only P1` with and without it).
@@ -57,7 +57,7 @@ from tests.benchmarks.report import Figure
 from tests.support import otlp
 
 # What `--only` measures without the rest.
-ALONE_FIGURES = ("P1", "P3", "P4", "P6", "G1", "P7", "F1", "L1")
+ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "P7", "F1", "L1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -152,8 +152,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         if options.broker:  # the broker's own figures: P1 to P4
             return found, _meta(options, bench, otel)
         found.append(compare.memory(options, bench, console))
-        console.log("P5: two reads workers over one")
-        found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers))
+        found.insert(-1, compare.scaling(options, bench.sides, bench.add_reads_workers, console))
         console.log(f"R1: a 32 KiB result redacted {options.r1_samples} times x {options.repeats}")
         found.append(redaction_time.figure(options))
         found += gateway.measure(options, bench, console)
@@ -173,9 +172,13 @@ def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
         return limits.l1(options, bench, console)
     if options.only == "P6":
         return [compare.memory(options, bench, console)]
+    if options.only == "P5":
+        return [compare.scaling(options, bench.sides, bench.add_reads_workers, console)]
     if options.only == "G1":
         return gateway.measure(options, bench, console, only_g1=True)
     meter = cpu.Meter(bench.processes())
+    if options.only == "P2":
+        return [compare.p2(options, bench.sides, console, meter)]
     if options.only == "P3":
         found = [compare.p3(options, bench.sides, console, meter)]
     elif options.only == "P4":

@@ -44,24 +44,9 @@ def measure(
 ) -> list[Figure]:
     """P1 to P4; with `processes`, each of P1, P3 and P4 also says how much CPU
     every process spent per call on each side (`cpu_ms_per_call` in the JSON)."""
-    o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
     meters = {key: cpu.Meter(processes) for key in ("P1", "P3", "P4")} if processes else {}
     latency = p1(options, sides, console, meters.get("P1"))
-    console.log(f"P2: {o.p2_calls} reads sleeping {o.p2_sleep:g} s x {n}")
-    ours, theirs = repeated(
-        lambda: figures.p2_toolrun(sides, o.p2_calls, o.p2_sleep),
-        lambda: figures.p2_baseline(sides, o.p2_calls, o.p2_sleep),
-        n,
-    )
-    wall = Figure(
-        "P2",
-        f"{o.p2_calls} reads sleeping {ms(o.p2_sleep):g} ms, wall",
-        "ms",
-        Target("toolrun", "<=", ms(1.15 * o.p2_sleep)),
-        [ms(v) for v in ours],
-        [ms(v) for v in theirs],
-        note="baseline: group(...).apply_async().get(), which polls every 0.5 s",
-    )
+    wall = p2(options, sides, console)
     throughput = p3(options, sides, console, meters.get("P3"))
     steps = p4(options, sides, console, meters.get("P4"))
     found = [*latency, wall, throughput, steps]
@@ -107,6 +92,37 @@ def p1(
         "baseline": [[ms(s) for s in r] for r in theirs],
     }
     return latency
+
+
+def p2(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    console: Console,
+    meter: cpu.Meter | None = None,
+) -> Figure:
+    """P2: the wall time of one batch of sleeping reads (`--only P2` measures it
+    alone, with its CPU per call)."""
+    o, n, ms = options, options.repeats, lambda seconds: round(seconds * 1000, 3)
+    console.log(f"P2: {o.p2_calls} reads sleeping {o.p2_sleep:g} s x {n}")
+    ours, theirs = repeated(
+        lambda: figures.p2_toolrun(sides, o.p2_calls, o.p2_sleep),
+        lambda: figures.p2_baseline(sides, o.p2_calls, o.p2_sleep),
+        n,
+        meter,
+        o.p2_calls,
+    )
+    wall = Figure(
+        "P2",
+        f"{o.p2_calls} reads sleeping {ms(o.p2_sleep):g} ms, wall",
+        "ms",
+        Target("toolrun", "<=", ms(1.15 * o.p2_sleep)),
+        [ms(v) for v in ours],
+        [ms(v) for v in theirs],
+        note="baseline: group(...).apply_async().get(), which polls every 0.5 s",
+    )
+    if meter is not None:
+        wall.extra["cpu_ms_per_call"] = meter.per_call_ms()
+    return wall
 
 
 def p3(
@@ -191,8 +207,16 @@ def memory(options: argparse.Namespace, bench: Harness, console: Console) -> Fig
     )
 
 
-def scaling(options, sides: figures.Sides, second_workers: Callable[[], None]) -> Figure:
+def scaling(
+    options: argparse.Namespace,
+    sides: figures.Sides,
+    second_workers: Callable[[], None],
+    console: Console,
+) -> Figure:
+    """P5: one batch of sleeping reads with one reads worker on each side, then
+    with two (`--only P5` measures it alone)."""
     o, n = options, options.repeats
+    console.log(f"P5: {o.p5_calls} reads sleeping {o.p5_sleep:g} s, one reads worker, then two")
     toolrun = lambda: figures.p5_toolrun(sides, o.p5_calls, o.p5_sleep)  # noqa: E731
     bare = lambda: figures.p5_baseline(sides, o.p5_calls, o.p5_sleep)  # noqa: E731
     one = repeated(toolrun, bare, n)

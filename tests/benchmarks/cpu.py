@@ -2,8 +2,9 @@
 time goes when the machine's cores are the limit (as on a 2-core machine).
 
 Read from /proc (user + system time of a process and its children, so a
-prefork worker's pool process counts) before and after each repetition; the
-client is this process. Both sides are sampled in the same way.
+prefork worker's pool process counts, and of the children it has reaped)
+before and after each repetition; the client is this process. Both sides are
+sampled in the same way.
 """
 
 from __future__ import annotations
@@ -36,14 +37,17 @@ def process_tree(pid: int) -> list[Path]:
 
 
 def process_seconds(pid: int) -> float:
-    """CPU seconds of `pid` and its descendants (0 for one that is gone)."""
+    """CPU seconds of `pid` and its descendants (0 for one that is gone), and
+    of the descendants they have reaped: a prefork pool process replaced
+    during a repetition (`worker_max_tasks_per_child`) takes its CPU along
+    into its parent's count instead of out of the measurement."""
     total = 0.0
     for proc in process_tree(pid):
         try:
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / TICK
+        total += sum(int(value) for value in fields[11:15]) / TICK  # utime stime cutime cstime
     return total
 
 
