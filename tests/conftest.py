@@ -29,6 +29,34 @@ SERVER_FOLDERS = {"integration", "gateway"}
 SERVER_MARKS = {"postgres", "faults"}
 
 
+# The files that take longest in `make test` (measured with `--durations`, longest
+# first). `--dist loadfile` hands files to the two processes in collection order, so
+# these go first and the many short files fill in at the end: collected last, one of
+# them would run alone while the other process has nothing left to do.
+LONG_FILES = (
+    "integration/test_readme.py",
+    "integration/test_faults_ledger_locked.py",
+    "test_bench_smoke.py",
+    "integration/test_rabbitmq.py",
+    "integration/test_keys.py",
+    "cli/test_gateway.py",
+    "test_fuzz.py",
+    "integration/test_mcp_filesystem.py",
+    "transcript/test_stack.py",
+    "docs/test_site_in_a_browser.py",
+    "integration/test_faults_stuck.py",
+    "integration/test_mcp.py",
+    "integration/test_scaling.py",
+    "integration/test_faults_cancel.py",
+    "integration/test_stack.py",
+    "integration/test_faults_workers.py",
+    "integration/test_ownership.py",
+    "integration/test_approvals.py",
+    "gateway/test_app.py",
+    "integration/test_cli.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).parent
     for item in items:
@@ -39,11 +67,24 @@ def pytest_collection_modifyitems(config, items):
             or any(item.get_closest_marker(mark) for mark in SERVER_MARKS)
         ):
             item.add_marker(pytest.mark.server)
+    items.sort(key=lambda item: _schedule_rank(Path(item.path).relative_to(tests)))
+
+
+def _schedule_rank(path: Path) -> tuple[int, int]:
+    """The long files first, then the rest of the server folders' files, then the
+    others; the sort is stable, so each file's tests stay together and in order."""
+    name = path.as_posix()
+    if name in LONG_FILES:
+        return (0, LONG_FILES.index(name))
+    return (1, 0 if path.parts[0] in SERVER_FOLDERS else 1)
 
 
 def pytest_configure(config):
-    """In the fast tier, every Python process of the run refuses to start a
-    server process (tests/support/fast_tier/sitecustomize.py)."""
+    """xdist keeps the order of collection (see LONG_FILES) instead of putting the
+    files with the most tests first. In the fast tier, every Python process of the
+    run refuses to start a server process (tests/support/fast_tier/sitecustomize.py)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     if "not server" not in (config.getoption("markexpr") or ""):
         return
     if hasattr(config, "workerinput"):  # an xdist worker: the guard came with its environment
