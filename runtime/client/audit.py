@@ -49,6 +49,17 @@ class BatchAudit:
         (a racing submitter of its key won), and none of these rows was
         written. `buffered`: the ledger is unavailable; the caller fails
         closed and hands the ends of what did not run to `keep`."""
+        self.prepare(admissions, plan=plan, columns=columns)
+        return self.write()
+
+    def prepare(
+        self,
+        admissions: list[Admitted | Refused],
+        *,
+        plan: dict | None = None,
+        columns: dict | None = None,
+    ) -> BatchRecord:
+        """The rows `admissions` writes, as data, written by `write`."""
         events = [
             event_fields(
                 self.batch.id,
@@ -78,6 +89,10 @@ class BatchAudit:
             plan=plan,
             columns=columns or {},
         )
+        return self.record
+
+    def write(self) -> Recording:
+        """Write the prepared record in one transaction (`admissions`' answers)."""
         try:
             recorded = self.record.write(self.ledger)
         except LedgerUnavailable as error:
