@@ -223,11 +223,14 @@ class BatchRun:
             services.advancer.begin(plan, refusals, copy=body)
         except Exception as error:  # noqa: BLE001 - kept: the sweep records and sends it
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
-        if audit.write() is Recording.buffered:  # its kept record lands with the ledger
+        recording = audit.write()
+        if recording is Recording.buffered:  # its kept record lands with the ledger
             audit.keep([])
             return True
         try:  # recorded (by this write, or by a sweep that found it kept)
             services.transport.drop_record(batch.id)
+            if recording is Recording.ended:  # its reads ended first: their workers could not
+                services.transport.drop_plan(batch.id)  # mark it ended, this write did
         except StateUnavailable:  # the sweep finds it recorded, and drops it
             pass
         return True
