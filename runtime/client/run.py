@@ -181,7 +181,8 @@ class BatchRun:
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        if key is None and reads_only(plan) and self._send_first(audit, admissions, plan, columns):
+        if key is None and reads_only(plan):
+            self._send_first(audit, admissions, plan, columns)
             return True
         body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
         recording = audit.admissions(admissions, plan=body, columns=columns)
@@ -201,39 +202,36 @@ class BatchRun:
 
     def _send_first(
         self, audit: BatchAudit, admissions: list, plan: plans.BatchPlan, columns: dict[str, Any]
-    ) -> bool:
+    ) -> None:
         """A batch of allowed reads and refusals, with no key, is sent before its
         record is written, and recorded while its reads run: no side effect
         waits for its decision row, and no other submitter can hold its id
         (docs/architecture.md, "Sent before recorded"). The record goes to
         Redis first (`keep_record`), so a submitter that dies between the send
         and the write leaves it to the sweep, as one that found the ledger away
-        does. False, having done nothing, if Redis cannot take it."""
+        does. Redis's keeping the record and the first marks are one round trip,
+        before the send: if it fails nothing was sent, and the record's write
+        lets the sweep send the reads."""
         services, batch = self.services, self.batch
         body = plan.model_dump(mode="json")
         record = audit.prepare(admissions, plan=body, columns=columns)
-        try:
-            services.transport.keep_record(batch.id, record.dumps())
-        except StateUnavailable:
-            return False  # recorded first then, as ever
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
         for result in refusals.values():
             self.events.end(result)
-        try:
-            services.advancer.begin(plan, refusals, copy=body)
-        except Exception as error:  # noqa: BLE001 - kept: the sweep records and sends it
+        try:  # the record rides in the round trip of the plan's copy and the send marks
+            services.advancer.begin(plan, refusals, copy=body, record=record.dumps())
+        except Exception as error:  # noqa: BLE001 - nothing sent: recorded, the sweep sends it
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
         recording = audit.write()
         if recording is Recording.buffered:  # its kept record lands with the ledger
             audit.keep([])
-            return True
+            return
         try:  # recorded (by this write, or by a sweep that found it kept)
             services.transport.drop_record(batch.id)
             if recording is Recording.ended:  # its reads ended first: their workers could not
                 services.transport.drop_plan(batch.id)  # mark it ended, this write did
         except StateUnavailable:  # the sweep finds it recorded, and drops it
             pass
-        return True
 
     def attach(self) -> None:
         self.inbox = self.services.transport.watch(self.batch.id)
