@@ -203,11 +203,15 @@ class Worker:
         )
         if self.hand_on(message, result):
             return  # the chain goes on: its next step's worker moves the batch on
-        if done is not None and done >= message.stage_size and not message.last_stage:
-            try:
+        if done is None or done < message.stage_size:
+            return
+        try:
+            if message.last_stage:  # the batch may be over: marked here, not by the sweep
+                self.advancer.close(batch_id)
+            else:
                 self.advancer.advance(batch_id)
-            except Exception:  # noqa: BLE001 - the sweep moves it on
-                log.exception("batch %s: could not start its next stage", batch_id)
+        except Exception:  # noqa: BLE001 - the sweep moves it on
+            log.exception("batch %s: could not start its next stage", batch_id)
 
     def hand_on(self, message: CallMessage, result: ToolResult) -> bool:
         """Send the next step of `message`'s chain, if it goes on, once (a
