@@ -119,7 +119,7 @@ async def state(
 ) -> dict[str, Any]:
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
     gateway = request.app.state.gateway
-    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    seen = await _seen(gateway, key, batch_id)
     with gateway.waits.holding(key, wait):
         await events.settled(seen.handle, wait, _alive(gateway, key))
     finals, waiting = seen.handle.so_far()
@@ -149,7 +149,7 @@ async def stream(
     waits for approval, then `end`. Reconnect with `Last-Event-ID` to resume."""
     gateway = request.app.state.gateway
     sent = gateway.cursors.parse(last_event_id)
-    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    seen = await _seen(gateway, key, batch_id)
     release = gateway.waits.take(key)  # a 429 past the key's cap, before the stream starts
 
     async def counted():
@@ -184,7 +184,7 @@ async def reply(
     """What to send the model next, in the message's dialect (or `format`),
     once every call has ended (409 before; `wait` holds the request)."""
     gateway = request.app.state.gateway
-    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    seen = await _seen(gateway, key, batch_id)
     with gateway.waits.holding(key, wait):
         await events.settled(seen.handle, wait, _alive(gateway, key))
     if not seen.handle.done:
@@ -231,6 +231,12 @@ def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
     gateway.runtime.cancel(batch_id, by=key.name)
     log.info("batch cancelled by key %s", key.name, extra={"batch_id": batch_id, "call_id": None})
     return {"batch_id": batch_id, "cancelled_by": key.name}
+
+
+async def _seen(gateway: Any, key: Key, batch_id: str) -> access.Seen:
+    """The batch `key` may see: from what this process holds, else read off the loop."""
+    held = access.held(gateway, key, batch_id)
+    return held or await run_in_threadpool(access.batch, gateway, key, batch_id)
 
 
 def _alive(gateway: Any, key: Key) -> events.Alive:
