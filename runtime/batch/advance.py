@@ -93,24 +93,55 @@ class Advancer:
         return False
 
     def begin(
-        self, plan: BatchPlan, ends: dict[str, ToolResult], *, copy: dict | None = None
+        self,
+        plan: BatchPlan,
+        ends: dict[str, ToolResult],
+        *,
+        copy: dict | None = None,
+        record: str | None = None,
     ) -> None:
         """At submit: what is known needs no reading back. `copy`: the plan as
         JSON, which the state keeps with the first marks of what is sent (one
-        round trip: docs/architecture.md, "Round trips and memory")."""
+        round trip: docs/architecture.md, "Round trips and memory"); `record`:
+        the batch's record, kept the same way before anything is sent, for a
+        batch sent before it is recorded ("Sent before recorded")."""
         view = View(
             ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=time.time()
         )
         steps = next_steps(plan, view)
-        if copy is not None and (steps.ends or not steps.send):  # the copy first, as ever
-            self.state.keep_plan(plan.batch.id, copy)
-            copy = None
-        ended = self._carry_out(plan, steps, copy)
+        if steps.ends or not steps.send:  # the copies first, as ever
+            copy, record = self._keep(plan.batch.id, copy, record)
+        ended = self._carry_out(plan, steps, copy, record)
         if steps.finished:
             if self.ledger.mark_ended(plan.batch.id):
                 self._drop_plan(plan.batch.id)
         elif ended:
             self.advance(plan.batch.id)
+
+    def close(self, batch_id: str) -> bool:
+        """The worker that ended the last stage's last call: the batch is over
+        if every call has its end in the ledger. One transaction and a Redis
+        `DEL`, where an advance reads the ledger and Redis to find what the
+        stage count already says; left so, the sweep came back for every
+        batch (docs/architecture.md, "Round trips and memory"). False: a call
+        is still open (its row waits in a buffer, its approval is pending) or
+        the batch is not recorded yet ("Sent before recorded"); the record's
+        own transaction, or the sweep, ends it then."""
+        try:
+            if not self.ledger.mark_ended(batch_id):
+                return False
+        except LedgerUnavailable:  # the sweep marks it once the ledger is back
+            return False
+        self._drop_plan(batch_id)
+        return True
+
+    def _keep(self, batch_id: str, copy: dict | None, record: str | None) -> tuple[None, None]:
+        """The plan's copy and the batch's record kept now, on their own."""
+        if copy is not None:
+            self.state.keep_plan(batch_id, copy)
+        if record is not None:
+            self.state.keep_record(batch_id, record)
+        return None, None
 
     def _drop_plan(self, batch_id: str) -> None:
         """Redis's copy of an ended batch's plan goes with the ledger's row: it
@@ -229,9 +260,12 @@ class Advancer:
             resend_after=self.resend_after,
         )
 
-    def _carry_out(self, plan: BatchPlan, steps: Steps, copy: dict | None = None) -> bool:
-        """Do `steps` (`copy`: the plan's copy, kept with the send marks); True
-        if an end was written (another pass may go further)."""
+    def _carry_out(
+        self, plan: BatchPlan, steps: Steps, copy: dict | None = None, record: str | None = None
+    ) -> bool:
+        """Do `steps` (`copy` and `record`: the plan's copy and the batch's
+        record, kept with the send marks); True if an end was written (another
+        pass may go further)."""
         ended = False
         for end in steps.ends:
             decision = _decision(end) if end.kind is EventKind.decision else None
@@ -241,7 +275,7 @@ class Advancer:
             ):
                 self.approvals.expire(plan.batch.id, end.result.call_id)
             ended |= self.conclude(plan, end, decision)
-        ended |= self._send(plan, steps.send, copy)
+        ended |= self._send(plan, steps.send, copy, record)
         ended |= self._resend(plan, steps.resend)
         for call_id in steps.ask:
             self.approving.ask(plan, call_id)
@@ -249,16 +283,24 @@ class Advancer:
             ended |= self.approving.run(plan, call_id)
         return ended
 
-    def _send(self, plan: BatchPlan, groups: list[list[str]], copy: dict | None = None) -> bool:
+    def _send(
+        self,
+        plan: BatchPlan,
+        groups: list[list[str]],
+        copy: dict | None = None,
+        record: str | None = None,
+    ) -> bool:
         """Send what may go now; True if a call was ended instead (refused at a limit)."""
         keep = copy if plan.policy.get("limits") else None  # the copy before any end
+        if keep is not None:  # and the record (a batch sent first has no limits)
+            _, record = self._keep(plan.batch.id, None, record)
         groups, ended = self.flow.gate(plan, groups, self.conclude, copy=keep)
         copy = None if keep is not None else copy
         batch_id = plan.batch.id
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
         ordered = [group for group in groups if not plan.calls[group[0]].read]
         sending = reads + [c for g in ordered for c in g]
-        marked = self.state.mark_sent(batch_id, sending, plan=copy)
+        marked = self.state.mark_sent(batch_id, sending, plan=copy, record=record)
         reads = [call_id for call_id in reads if call_id in marked]
         if reads:
             self.queue.post([plan.calls[c].message for c in reads], parallel=True)

@@ -11,7 +11,7 @@ from datetime import datetime
 from runtime.batch.plan import BatchPlan
 from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
 from runtime.ledger.batch_record import BatchRecord
-from runtime.ledger.store import Ledger
+from runtime.ledger.store import Ledger, Recorded
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import BatchState, Known
 from runtime.types import Risk
@@ -79,7 +79,8 @@ def record_kept(state: BatchState, ledger: Ledger) -> None:
         return
     for batch_id, text in kept.items():
         try:
-            BatchRecord.loads(text).write(ledger)
+            if BatchRecord.loads(text).write(ledger) is Recorded.ended:
+                state.drop_plan(batch_id)  # its calls had ended: so has the batch
         except LedgerRefused as error:  # it can never land
             log.error("batch %s: its kept record was refused: %s", batch_id, error)
         except LedgerUnavailable:

@@ -13,7 +13,7 @@ from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.ledger.batch_record import BatchRecord, EndRecord
 from runtime.ledger.rows import event_fields
-from runtime.ledger.store import EventKind, Ledger
+from runtime.ledger.store import EventKind, Ledger, Recorded
 from runtime.types import Batch, ToolResult
 
 log = logging.getLogger("toolrun.audit")
@@ -23,6 +23,7 @@ class Recording(StrEnum):
     """What became of a batch's first rows."""
 
     recorded = "recorded"  # written now: the batch is this submit's to send
+    ended = "ended"  # written now, after every call had ended (it was sent first)
     found = "found"  # another submitter of its key recorded it first: nothing was written
     buffered = "buffered"  # the ledger is unavailable: the rows wait (the caller fails closed)
 
@@ -49,6 +50,17 @@ class BatchAudit:
         (a racing submitter of its key won), and none of these rows was
         written. `buffered`: the ledger is unavailable; the caller fails
         closed and hands the ends of what did not run to `keep`."""
+        self.prepare(admissions, plan=plan, columns=columns)
+        return self.write()
+
+    def prepare(
+        self,
+        admissions: list[Admitted | Refused],
+        *,
+        plan: dict | None = None,
+        columns: dict | None = None,
+    ) -> BatchRecord:
+        """The rows `admissions` writes, as data, written by `write`."""
         events = [
             event_fields(
                 self.batch.id,
@@ -78,11 +90,17 @@ class BatchAudit:
             plan=plan,
             columns=columns or {},
         )
+        return self.record
+
+    def write(self) -> Recording:
+        """Write the prepared record in one transaction (`admissions`' answers)."""
         try:
             recorded = self.record.write(self.ledger)
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
             return Recording.buffered
+        if recorded is Recorded.ended:
+            return Recording.ended
         return Recording.recorded if recorded else Recording.found
 
     def keep(self, closed: list[ToolResult]) -> BatchRecord:

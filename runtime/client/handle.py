@@ -15,6 +15,7 @@ from typing import Any
 from runtime import adapters
 from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
+from runtime.ledger import usage
 from runtime.types import ApprovalRequested, Event, ToolResult
 
 
@@ -108,6 +109,12 @@ class BatchHandle:
         money by the price table, what tools reported, the model's tokens.
         Each result's own is `result.usage`."""
         return self._run.services.approvals.ledger.batch_usage(self.batch_id)
+
+    def tally(self, results: list[ToolResult]) -> dict[str, Any]:
+        """`usage()` of these results (some of `so_far()`'s), summed here with no
+        ledger read: for the ends it is given, the ledger's rollup agrees."""
+        redactor = self._run.services.approvals.ledger.redactor
+        return usage.tally(results, self._run.tokens, redactor)
 
     # The provider dialect of `Runtime.submit_message`; None for `submit`.
     format: adapters.Format | None = None

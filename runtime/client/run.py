@@ -40,6 +40,7 @@ from runtime.usage.budgets import Spending
 log = logging.getLogger("toolrun.batch")
 DEADLINE_GRACE = 2.0  # seconds past the deadline before a follower ends the batch itself
 LEDGER_EVERY = 5  # thorough looks between two reads of the ledger's ends (Redis may lose some)
+TOKENS = ("input_tokens", "output_tokens")  # the model's usage, among a batch's columns
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class BatchRun:
         self.order = {call.id: index for index, call in enumerate(batch.calls)}
         self.inbox: Inbox | None = None
         self.deadline: float | None = None  # epoch seconds
+        self.tokens: dict[str, Any] = {}  # the model's, as the batch's row holds them
         self._looks = 0
 
     @property
@@ -166,6 +168,7 @@ class BatchRun:
             approval_timeout=services.approval_timeout,
             traceparent=traceparent,
         )
+        self.tokens = {name: (columns or {}).get(name) for name in TOKENS}
         columns = {  # written from the buffer too, as they are now
             "key": key,
             "fingerprint": fingerprint(batch, policy),
@@ -178,6 +181,9 @@ class BatchRun:
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
+        if key is None and reads_only(plan):
+            self._send_first(audit, admissions, plan, columns)
+            return True
         body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
         recording = audit.admissions(admissions, plan=body, columns=columns)
         if recording is Recording.found:
@@ -194,10 +200,44 @@ class BatchRun:
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
         return True
 
+    def _send_first(
+        self, audit: BatchAudit, admissions: list, plan: plans.BatchPlan, columns: dict[str, Any]
+    ) -> None:
+        """A batch of allowed reads and refusals, with no key, is sent before its
+        record is written, and recorded while its reads run: no side effect
+        waits for its decision row, and no other submitter can hold its id
+        (docs/architecture.md, "Sent before recorded"). The record goes to
+        Redis first (`keep_record`), so a submitter that dies between the send
+        and the write leaves it to the sweep, as one that found the ledger away
+        does. Redis's keeping the record and the first marks are one round trip,
+        before the send: if it fails nothing was sent, and the record's write
+        lets the sweep send the reads."""
+        services, batch = self.services, self.batch
+        body = plan.model_dump(mode="json")
+        record = audit.prepare(admissions, plan=body, columns=columns)
+        refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
+        for result in refusals.values():
+            self.events.end(result)
+        try:  # the record rides in the round trip of the plan's copy and the send marks
+            services.advancer.begin(plan, refusals, copy=body, record=record.dumps())
+        except Exception as error:  # noqa: BLE001 - nothing sent: recorded, the sweep sends it
+            log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
+        recording = audit.write()
+        if recording is Recording.buffered:  # its kept record lands with the ledger
+            audit.keep([])
+            return
+        try:  # recorded (by this write, or by a sweep that found it kept)
+            services.transport.drop_record(batch.id)
+            if recording is Recording.ended:  # its reads ended first: their workers could not
+                services.transport.drop_plan(batch.id)  # mark it ended, this write did
+        except StateUnavailable:  # the sweep finds it recorded, and drops it
+            pass
+
     def attach(self) -> None:
         self.inbox = self.services.transport.watch(self.batch.id)
         row = self.services.approvals.ledger.batch(self.batch.id)
         self.deadline = row.deadline_at.timestamp() if row and row.deadline_at else None
+        self.tokens = {name: getattr(row, name, None) for name in TOKENS}
         for result in self.services.approvals.ledger.ends(self.batch.id).values():
             self.events.end(result)
         for notice in self._ledger_notices():
@@ -294,6 +334,19 @@ class BatchRun:
             transport = self.services.transport
             sent = transport.mark_sent(self.batch.id, [a.call.id for a in reads])
             transport.post([plan.calls[c].message for c in sent], parallel=True)
+
+
+def reads_only(plan: plans.BatchPlan) -> bool:
+    """Whether every call of `plan` is an allowed read or refused already, and
+    at least one runs: no call waits for an approval, a claim or a limit."""
+    effects = [planned.effect for planned in plan.calls.values()]
+    readable = all(p.read for p in plan.calls.values() if p.effect == "allow")
+    return (
+        "allow" in effects
+        and readable
+        and set(effects) <= {"allow", "refused"}
+        and not plan.policy.get("limits")
+    )
 
 
 def requested(notice: ToolResult) -> ApprovalRequested:

@@ -190,7 +190,8 @@ def _at_least_once(
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
-    return Outcome(result, outcomes.eventually(ledger, lambda: ledger.record_end(end)))
+    ended = outcomes.eventually(ledger, lambda: ledger.record_end(end))
+    return Outcome(result, ended, unrecorded=end.call_recorded is False)
 
 
 def _claimed(

@@ -20,11 +20,15 @@ class Outcome(NamedTuple):
     holds: True (it ended the call), False (the call had ended already: its end
     was published by whoever ended it), None (not known yet: the row waits in
     the buffer while the ledger is down). `deferred`: a claimed call that ran
-    under `defer`, its end not written yet (`runtime.execution.handover`)."""
+    under `defer`, its end not written yet (`runtime.execution.handover`).
+    `unrecorded`: its end was written before its batch's record (a batch sent
+    first: docs/architecture.md, "Sent before recorded"), so no worker can end
+    the batch yet; the record's own transaction does."""
 
     result: ToolResult
     ended: bool | None
     deferred: bool = False
+    unrecorded: bool = False
 
 
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result

@@ -14,7 +14,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from runtime import adapters, transcript
-from runtime.errors import KeyConflict, LedgerUnavailable
+from runtime.errors import KeyConflict
 from runtime.gateway import access, events, roles
 from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key, Role
@@ -119,7 +119,7 @@ async def state(
 ) -> dict[str, Any]:
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
     gateway = request.app.state.gateway
-    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    seen = await _seen(gateway, key, batch_id)
     with gateway.waits.holding(key, wait):
         await events.settled(seen.handle, wait, _alive(gateway, key))
     finals, waiting = seen.handle.so_far()
@@ -133,17 +133,9 @@ async def state(
         "results": [events.body(result) for result in finals],
         "awaiting_approval": [events.body(notice) for notice in waiting],
         "submitted_by": seen.owner.key_name if seen.owner else None,
-        "usage": await run_in_threadpool(_usage, seen.handle),
+        # Summed from these results: no ledger read ("Round trips and memory").
+        "usage": seen.handle.tally(finals),
     }
-
-
-def _usage(handle: Any) -> dict[str, Any] | None:
-    """The batch's usage so far (docs/architecture.md, "Usage and budgets");
-    None while the ledger cannot be read."""
-    try:
-        return handle.usage()
-    except LedgerUnavailable:
-        return None
 
 
 @router.get("/{batch_id}/events")
@@ -157,7 +149,7 @@ async def stream(
     waits for approval, then `end`. Reconnect with `Last-Event-ID` to resume."""
     gateway = request.app.state.gateway
     sent = gateway.cursors.parse(last_event_id)
-    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    seen = await _seen(gateway, key, batch_id)
     release = gateway.waits.take(key)  # a 429 past the key's cap, before the stream starts
 
     async def counted():
@@ -192,7 +184,7 @@ async def reply(
     """What to send the model next, in the message's dialect (or `format`),
     once every call has ended (409 before; `wait` holds the request)."""
     gateway = request.app.state.gateway
-    seen = await run_in_threadpool(access.batch, gateway, key, batch_id)
+    seen = await _seen(gateway, key, batch_id)
     with gateway.waits.holding(key, wait):
         await events.settled(seen.handle, wait, _alive(gateway, key))
     if not seen.handle.done:
@@ -239,6 +231,12 @@ def cancel(batch_id: str, request: Request, key: Authorized) -> dict[str, Any]:
     gateway.runtime.cancel(batch_id, by=key.name)
     log.info("batch cancelled by key %s", key.name, extra={"batch_id": batch_id, "call_id": None})
     return {"batch_id": batch_id, "cancelled_by": key.name}
+
+
+async def _seen(gateway: Any, key: Key, batch_id: str) -> access.Seen:
+    """The batch `key` may see: from what this process holds, else read off the loop."""
+    held = access.held(gateway, key, batch_id)
+    return held or await run_in_threadpool(access.batch, gateway, key, batch_id)
 
 
 def _alive(gateway: Any, key: Key) -> events.Alive:

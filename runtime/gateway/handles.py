@@ -49,6 +49,11 @@ class Handles:
             self._handles.move_to_end(batch_id)
             return handle
 
+    def held(self, batch_id: str) -> BatchHandle | None:
+        """This process's handle of the batch if it has one, without attaching."""
+        with self._lock:
+            return self._handles.get(batch_id)
+
     def _keep(self, handle: BatchHandle) -> None:
         self._handles[handle.batch_id] = handle
         ended = [bid for bid, h in self._handles.items() if h.done]

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from runtime.ledger.ends import CallEnd
-from runtime.ledger.store import Ledger
+from runtime.ledger.store import Ledger, Recorded
 from runtime.ledger.tables import EventKind
 from runtime.types import Batch, ToolResult
 
@@ -57,9 +57,10 @@ class BatchRecord:
             self.columns,
         )
 
-    def write(self, ledger: Ledger) -> bool:
-        """Write it in one transaction; False if the batch was recorded already
-        (by its submitter, the sweep, or another submitter of its key)."""
+    def write(self, ledger: Ledger) -> Recorded:
+        """Write it in one transaction; `Recorded.found` (false) if the batch was
+        recorded already (by its submitter, the sweep, or another submitter of
+        its key)."""
         return ledger.record_batch(
             self.batch,
             risks=self.risks,

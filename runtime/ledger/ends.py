@@ -41,6 +41,9 @@ class CallEnd:
         effect said not to have started must not be running). `redactor`: the
         ledger's (`Ledger.redactor`)."""
         self.unclaimed = unclaimed
+        # Once written: whether the call had its row then (False: its batch was
+        # sent before its record, which will settle this call and may end the batch).
+        self.call_recorded: bool | None = None
         error = result.error
         meta = {"status": result.status, "worker": result.worker, "attempt": result.attempts}
         row = event_fields(
@@ -97,7 +100,7 @@ class CallEnd:
         if not claim_end(connection, self.end):
             return False
         connection.execute(INSERT_EVENTS, self.events)
-        connection.execute(END_CALL, self.values)
+        self.call_recorded = connection.execute(END_CALL, self.values).rowcount > 0
         if usage:
             connection.execute(INSERT_USAGE, self.usage)
         return True

@@ -97,6 +97,11 @@ class Keys:
             self._remember(batch_id, found)
         return found
 
+    def remembered(self, batch_id: str) -> BatchOwnerRow | None:
+        """The batch's owner row if this process has it, without a read."""
+        with self._lock:
+            return self._owners.get(batch_id)
+
     def _remember(self, batch_id: str, row: Any) -> None:
         with self._lock:
             self._owners[batch_id] = row

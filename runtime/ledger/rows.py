@@ -130,10 +130,11 @@ def batch_rows(
     return head, calls
 
 
-def settle(connection: Connection, batch_id: str) -> None:
+def settle(connection: Connection, batch_id: str) -> set[str]:
     """Call rows written late take the starts and ends recorded before them
     (a read's worker may finish before its client records the batch): one
-    update per call, from its events in the order they were written."""
+    update per call, from its events in the order they were written. The
+    calls that have ended so."""
     query = select(EVENTS).where(EVENTS.c.batch_id == batch_id).order_by(EVENTS.c.id)
     changes: dict[str, dict[str, Any]] = {}
     for row in connection.execute(query).all():
@@ -161,6 +162,7 @@ def settle(connection: Connection, batch_id: str) -> None:
         where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
         known = {name: value for name, value in values.items() if value is not None}
         connection.execute(update(CALLS).where(where).values(known))
+    return {call_id for call_id, values in changes.items() if "finished_at" in values}
 
 
 def event_rows(

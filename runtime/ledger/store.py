@@ -9,6 +9,7 @@ statuses and kinds are plain strings; times are aware and in UTC.
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from enum import IntEnum
 from typing import Any
 
 from sqlalchemy import Connection, insert
@@ -50,6 +51,14 @@ from runtime.types import Batch, ToolResult
 __all__ = ["ApprovalRow", "BatchRow", "CallEnd", "CallRow", "EventKind", "EventRow", "Ledger"]
 
 
+class Recorded(IntEnum):
+    """What `record_batch` did; false when it wrote nothing."""
+
+    found = 0  # recorded before (by another submitter of its key, or the sweep)
+    new = 1  # recorded now
+    ended = 2  # recorded now, and every call had ended already: the batch is over
+
+
 class Ledger(Database):
     """The ledger in one database. One per process (a forked child makes its
     own: pooled connections must not cross a fork), shared by its threads."""
@@ -79,15 +88,18 @@ class Ledger(Database):
         ends: Iterable[CallEnd] = (),
         plan: dict[str, Any] | None = None,
         columns: dict[str, Any] | None = None,
-    ) -> bool:
+    ) -> Recorded:
         """The batch and its calls, pending (or as far as workers have already
         recorded them: these rows may have waited in a buffer), with `events`
         (its decisions) and `ends` (calls refused before they were sent), all
         in one transaction. The batch row's insert is the compare-and-set:
         if its id (a submit key's) is recorded already, nothing at all is
-        written and the answer is False, so a resubmit or a racing submitter
-        of the same key adds no decision and no end (docs/architecture.md,
-        "Attach and keys")."""
+        written and the answer is `Recorded.found` (false), so a resubmit or a
+        racing submitter of the same key adds no decision and no end
+        (docs/architecture.md, "Attach and keys"). `Recorded.ended`: every call
+        had its end before the record landed (a batch of reads is sent before
+        its record is written: "Sent before recorded"), so the batch is marked
+        ended in the same transaction; its plan copy is the caller's to drop."""
         ids = [call.id for call in batch.calls]
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
@@ -95,23 +107,26 @@ class Ledger(Database):
         head |= columns or {}  # key, fingerprint, deadline_at
         rows, ends = event_rows(events, self.redactor), list(ends)
 
-        def work(connection: Connection) -> bool:
+        def work(connection: Connection) -> Recorded:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
             make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
             first = make(BATCHES).values(**head).on_conflict_do_nothing().returning(BATCHES.c.id)
             if connection.execute(first).first() is None:
-                return False  # a batch recorded before keeps its first record, and only it
+                return Recorded.found  # a batch recorded before keeps its first record, and only it
             connection.execute(insert(CALLS), calls)
             if plan is not None:
                 connection.execute(
                     insert(PlanRow.__table__), [{"batch_id": batch.id, "body": plan}]
                 )
-            settle(connection, batch.id)
+            ended = settle(connection, batch.id)
             if rows:
                 connection.execute(insert(EVENTS), rows)
             for end in ends:
                 end.write(connection)  # this batch's lock is held
-            return True
+            ended |= {end.call_id for end in ends}
+            if ended >= set(ids) and batches.mark_ended(connection, batch.id):
+                return Recorded.ended  # its reads' workers were quicker than this record
+            return Recorded.new
 
         return self._run(work, core=True)
 

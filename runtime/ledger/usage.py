@@ -6,12 +6,16 @@ tokens, from the batches' rows."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, case, func, select
 
+from runtime.ledger.rows import scrub
 from runtime.ledger.tables import BatchRow, UsageRow
+from runtime.redaction import Redactor
+from runtime.types import Status, ToolResult
 
 By = Literal["key", "tool", "workspace", "day", "batch", "status"]
 BY: tuple[By, ...] = ("key", "tool", "workspace", "day", "batch", "status")
@@ -144,6 +148,52 @@ def batch_total(connection: Connection, batch_id: str) -> dict[str, Any]:
         total.pop("batch", None)
         return total
     return {"calls": 0, "ran": 0, "ok": 0, **dict.fromkeys(FIGURES, 0.0), "reported": {}}
+
+
+def tally(
+    results: Iterable[ToolResult], tokens: dict[str, Any], redactor: Redactor
+) -> dict[str, Any]:
+    """`batch_total` summed from the results in hand, with no read: every end
+    the ledger holds wrote its usage row from the result it ended with, the
+    result a handle streams, so for the same ends the two agree. The gateway's
+    `GET /v1/batches/{id}` answers its `usage` so, from the results it returns
+    beside it (docs/architecture.md, "Round trips and memory"). `tokens`: the
+    model's, as the batch's row holds them."""
+    calls = ran = ok = 0
+    sums = dict.fromkeys(("wall_ms", "cpu_ms", "queue_ms", "approval_ms"), 0.0)
+    cost: float | None = None
+    reported: dict[str, float] = defaultdict(float)
+    for result in results:
+        calls += 1
+        ok += result.status is Status.ok
+        usage = result.usage
+        if usage is None:
+            continue
+        ran += usage.wall_ms is not None
+        for name in sums:
+            sums[name] += getattr(usage, name) or 0.0
+        if usage.cost is not None:
+            cost = (cost or 0.0) + usage.cost
+        for name, amount in (scrub(usage.reported, redactor) if usage.reported else {}).items():
+            if isinstance(amount, int | float):
+                reported[name] += amount
+    if calls == 0:
+        return {"calls": 0, "ran": 0, "ok": 0, **dict.fromkeys(FIGURES, 0.0), "reported": {}}
+    total = {
+        "calls": calls,
+        "ran": ran,
+        "ok": ok,
+        "worker_seconds": _seconds(sums["wall_ms"]),
+        "cpu_seconds": _seconds(sums["cpu_ms"]),
+        "queue_seconds": _seconds(sums["queue_ms"]),
+        "approval_seconds": _seconds(sums["approval_ms"]),
+        "cost": round(cost, 9) if cost is not None else None,
+        "reported": dict(reported),
+    }
+    given, taken = tokens.get("input_tokens"), tokens.get("output_tokens")
+    if given is not None or taken is not None:
+        total |= {"input_tokens": given, "output_tokens": taken}
+    return total
 
 
 def totals(connection: Connection) -> list[dict[str, Any]]:

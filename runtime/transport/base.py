@@ -126,10 +126,12 @@ class BatchState(Protocol):
         *,
         again: bool = False,
         plan: dict[str, Any] | None = None,
+        record: str | None = None,
     ) -> list[str]:
         """Mark calls sent now; the ones this call marked (`again`: all of them),
         so that two processes moving a batch on never both send a call. With
-        `plan`, keep the batch's plan copy too, in the same step (`keep_plan`)."""
+        `plan`, keep the batch's plan copy too, in the same step (`keep_plan`);
+        with `record`, the batch's record (`keep_record`)."""
         ...
 
     def known(self, batch_id: str, call_ids: list[str]) -> Known:

@@ -142,10 +142,12 @@ class RedisState(Leases):
         *,
         again: bool = False,
         plan: dict[str, Any] | None = None,
+        record: str | None = None,
     ) -> list[str]:
-        """With `plan`, the batch's plan copy is kept in the same round trip
-        (the submit's first send: docs/architecture.md, "Round trips and memory")."""
-        if not call_ids and plan is None:
+        """With `plan` (and `record`), the batch's plan copy (and its record:
+        `keep_record`) are kept in the same round trip (the submit's first
+        send: docs/architecture.md, "Round trips and memory")."""
+        if not call_ids and plan is None and record is None:
             return []
         now = str(time.time())
         with (
@@ -154,10 +156,13 @@ class RedisState(Leases):
         ):
             if plan is not None:
                 pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+            if record is not None:
+                pipe.hset(UNRECORDED, batch_id, record)
             for call_id in call_ids:
                 (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
             pipe.expire(sent_key(batch_id), TTL_SECONDS)
-            marked = pipe.execute()[(plan is not None) : -1]
+            first = (plan is not None) + (record is not None)
+            marked = pipe.execute()[first:-1]
         return [call_id for call_id, new in zip(call_ids, marked, strict=True) if again or new]
 
     def known(self, batch_id: str, call_ids: list[str]) -> Known:

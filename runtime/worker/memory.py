@@ -134,10 +134,18 @@ class MemoryTransport:
         self._arrived(batch_id)
 
     def mark_sent(
-        self, batch_id: str, call_ids: list[str], *, again: bool = False, plan: dict | None = None
+        self,
+        batch_id: str,
+        call_ids: list[str],
+        *,
+        again: bool = False,
+        plan: dict | None = None,
+        record: str | None = None,
     ) -> list[str]:
         if plan is not None:
             self.keep_plan(batch_id, plan)
+        if record is not None:
+            self.keep_record(batch_id, record)
         with self._changed:
             marked = [c for c in call_ids if again or c not in self._sent[batch_id]]
             self._sent[batch_id].update(dict.fromkeys(marked, time.time()))

@@ -96,7 +96,7 @@ class Worker:
             previous = None
             if following is None:
                 ended = self._settled(step, outcome)
-                self.finish(step, outcome.result, ended)
+                self.finish(step, outcome.result, ended, unrecorded=outcome.unrecorded)
             elif outcome.deferred:  # its end is written with the next step's claim
                 published = self._publisher(step, outcome.result)
                 previous = Previous(step.batch_id, outcome.result, published)
@@ -182,7 +182,14 @@ class Worker:
         except StateUnavailable as error:  # its row is kept: the sweep finds it ended
             log.error("the end of %s could not be published: %s", message.call_id, error)
 
-    def finish(self, message: CallMessage, result: ToolResult, ended: bool | None) -> None:
+    def finish(
+        self,
+        message: CallMessage,
+        result: ToolResult,
+        ended: bool | None,
+        *,
+        unrecorded: bool = False,
+    ) -> None:
         """After a call's end: if this delivery ended it (or may have: the
         ledger was down), publish it, hand its chain on, and move the batch on
         when it ended its stage's last call. Someone else's end was published
@@ -203,11 +210,16 @@ class Worker:
         )
         if self.hand_on(message, result):
             return  # the chain goes on: its next step's worker moves the batch on
-        if done is not None and done >= message.stage_size and not message.last_stage:
-            try:
+        if done is None or done < message.stage_size:
+            return
+        try:
+            if message.last_stage:  # the batch may be over: marked here, not by the sweep
+                if not unrecorded:  # else no batch row yet: its record's transaction ends it
+                    self.advancer.close(batch_id)
+            else:
                 self.advancer.advance(batch_id)
-            except Exception:  # noqa: BLE001 - the sweep moves it on
-                log.exception("batch %s: could not start its next stage", batch_id)
+        except Exception:  # noqa: BLE001 - the sweep moves it on
+            log.exception("batch %s: could not start its next stage", batch_id)
 
     def hand_on(self, message: CallMessage, result: ToolResult) -> bool:
         """Send the next step of `message`'s chain, if it goes on, once (a

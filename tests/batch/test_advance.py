@@ -101,6 +101,13 @@ class World:
     def held_running(self, count: int) -> None:
         held_running(self.workspace, count, BOUND)
 
+    def until_ended(self, batch_id: str) -> None:
+        """Until the ledger says the batch ended, with no one but its workers acting."""
+        deadline = time.monotonic() + BOUND
+        while not self.ended(batch_id):
+            assert time.monotonic() < deadline, f"batch {batch_id} not ended"
+            time.sleep(0.01)
+
     def ended(self, batch_id: str) -> bool:
         row = self.ledger.batch(batch_id)
         return row.ended_at is not None and self.ledger.plan(batch_id) is None
@@ -154,10 +161,17 @@ def test_begin_sends_the_first_stage_and_the_batch_runs_to_its_end(world):
     assert [m["label"] for m in marks(world.workspace, "effects")] == ["w1"]
     taken = world.taken()
     assert sorted(taken[:2]) == ["r1", "r2"] and taken[2:] == ["w1", "r3"]
-    # The worker that ends the last stage does not move the batch on; the next
-    # mover (the sweep, at the latest) finds every call ended and closes the batch.
-    assert world.advancer.advance(plan.batch.id) is True
-    assert world.ended(plan.batch.id)  # and its unredacted plan is gone
+    # The worker that ends the last stage's last call closes the batch: no sweep
+    # (this world has none) and no other mover comes back for it.
+    world.until_ended(plan.batch.id)  # and its unredacted plan is gone
+
+
+def test_the_last_call_s_worker_closes_the_batch_and_drops_the_plan_s_copy(world):
+    plan, refusals = world.record(nap("r1"), nap("r2"))
+    world.advancer.begin(plan, refusals, copy=plan.model_dump(mode="json"))
+    world.until_ended(plan.batch.id)
+    assert world.transport.plan(plan.batch.id) is None
+    assert world.advancer.close(plan.batch.id) is True  # closing again changes nothing
 
 
 def test_the_copy_of_an_ended_batch_s_plan_goes_too(world):

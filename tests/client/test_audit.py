@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from runtime.client.audit import BatchAudit, Recording
 from runtime.gate.admission import admit
 from runtime.ledger.batch_record import BatchRecord
-from runtime.ledger.store import EventKind, Ledger
+from runtime.ledger.store import EventKind, Ledger, Recorded
 from runtime.results import endings
 from runtime.tools.loading import load_tools
 from runtime.types import Batch, Mode, ToolCall
@@ -116,7 +116,7 @@ def test_a_kept_record_lands_from_another_process_as_the_batch_was_submitted(
         kept = audit.keep([endings.ledger_unavailable("w", "bump")]).dumps()
     other = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     try:
-        assert BatchRecord.loads(kept).write(other) is True
+        assert BatchRecord.loads(kept).write(other) is Recorded.new
         row = other.batch(batch.id)
         assert (row.key, row.fingerprint, row.deadline_at) == ("k", "f", columns["deadline_at"])
         assert other.plan(batch.id) == {"p": 1}

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from sqlmodel import select
 
-from runtime.ledger.tables import EndRow
+from runtime.ledger.tables import BatchRow, EndRow
 from runtime.types import Status
 from tests.support import submitter
 from tests.support.faults import FaultStack
@@ -221,3 +221,48 @@ def test_attaching_to_a_batch_whose_record_waits_in_redis_lands_it(locked_stack,
         for queue in ("reads", "effects"):
             stack.add_worker(queue)
         assert [r.status for r in handle.results(timeout=90)] == [Status.ok]
+
+
+def test_a_batch_of_reads_whose_submitter_dies_between_send_and_record_lands_and_ends(
+    locked_stack, workspace, request
+):
+    """A batch of allowed reads with no key is sent before its record is
+    written (docs/architecture.md, "Sent before recorded"). Its submitter,
+    killed while its read runs and its record write waits for the lock, has
+    not returned from `submit`; the record it kept in Redis before sending is
+    written by the sweep once the lock goes, with the read's decision and its
+    end, and the batch ends."""
+    stack = locked_stack
+    request.addfinalizer(lambda: release(workspace, "orphan"))
+    spec = {
+        "calls": [call("r0", "held", label="orphan")],
+        "mode": "auto",
+        "workspace": str(workspace),
+        "timeout": TIMEOUT,
+    }
+    with held_elsewhere(stack.settings.ledger_url):
+        # The record's write waits out the lock for as long as the test needs.
+        process = submitter.start(stack, spec, env={"TOOLRUN_LEDGER_RETRY_SECONDS": "120"})
+        out = submitter.lines(process)
+        assert out.get(timeout=60) == submitter.READY, submitter.last_words(process)
+        held_running(workspace, 1, bound=60)  # sent: a worker runs the read
+        assert out.empty(), "submit returned before its record was written"
+        process.kill()
+        process.wait(timeout=10)
+        release(workspace, "orphan")
+
+    with stack.client() as runtime:
+        query = select(BatchRow).where(BatchRow.workspace == str(workspace))
+        row, bound = None, time.monotonic() + 60  # the sweep writes it, then marks it ended
+        while row is None or row.ended_at is None:
+            assert time.monotonic() < bound, f"the batch was not recorded and ended: {row}"
+            time.sleep(0.2)
+            row = runtime.ledger.transaction(lambda s: s.exec(query).first(), write=False)
+        ends = runtime.ledger.ends(row.id)
+        assert {c: r.status.value for c, r in ends.items()} == {"r0": "ok"}
+        kinds = [(e.call_id, e.kind) for e in runtime.ledger.events(row.id)]
+        assert ("r0", "decision") in kinds and ("r0", "finished") in kinds
+        assert [c.status for c in runtime.ledger.calls(row.id)] == ["ok"]
+        while runtime.transport.plan(row.id) is not None:  # its unredacted copy goes too
+            assert time.monotonic() < bound, "Redis kept the plan of the ended batch"
+            time.sleep(0.2)

@@ -15,7 +15,8 @@ from sqlalchemy.engine import make_url
 
 from runtime.errors import InvalidBatch, LedgerUnavailable
 from runtime.ledger.ends import CallEnd
-from runtime.ledger.store import EventKind, EventRow, Ledger
+from runtime.ledger.store import EventKind, EventRow, Ledger, Recorded
+from runtime.ledger.tables import utc_now
 from runtime.settings import Settings
 from runtime.types import Batch, ErrorInfo, Mode, Risk, Status, ToolCall, ToolResult
 from tests.support.postgres import fresh_database
@@ -179,11 +180,11 @@ def test_recording_a_batch_again_writes_nothing(ledger):
     an id (a racing submitter of one key) adds no decision and no end."""
     batch = _batch("a", "b")
     allow = EventRow(batch_id=batch.id, call_id="a", kind=EventKind.decision, effect="allow")
-    assert ledger.record_batch(batch, events=[allow]) is True
+    assert ledger.record_batch(batch, events=[allow]) is Recorded.new
     ledger.mark_started(batch.id, "a", worker="w1", attempt=1)
     deny = EventRow(batch_id=batch.id, call_id="a", kind=EventKind.decision, effect="deny")
     refused = CallEnd(batch.id, _result("a", Status.denied), kind=EventKind.finished)
-    assert ledger.record_batch(batch, events=[deny], ends=[refused]) is False
+    assert ledger.record_batch(batch, events=[deny], ends=[refused]) is Recorded.found
     assert [(e.call_id, e.kind, e.effect) for e in ledger.events(batch.id)] == [
         ("a", "decision", "allow"),
         ("a", "started", None),
@@ -496,3 +497,23 @@ def test_progress_reads_plan_cancel_ends_and_claims_in_one_transaction(ledger):
     assert ledger.progress(batch.id).plan is None  # not asked for
     nothing = ledger.progress("no-such-batch", with_plan=True)
     assert (nothing.plan, nothing.recorded, nothing.ends, nothing.claimed) == (None, False, {}, {})
+
+
+def test_a_record_landing_after_every_call_ended_ends_the_batch_with_it(ledger):
+    """A batch of reads is sent before its record is written, so a quick
+    worker may end every call first; its `mark_ended` then finds no batch row.
+    The record's own transaction ends the batch (at its last end's time) and
+    keeps no plan; a record landing while a call is open ends nothing."""
+    batch = _batch("a", "b")
+    ledger.record_end(CallEnd(batch.id, _result("a"), started_at=utc_now()))
+    assert ledger.mark_ended(batch.id) is False  # no batch row yet
+    ledger.record_end(CallEnd(batch.id, _result("b")))
+    assert ledger.record_batch(batch, plan={"p": 1}) is Recorded.ended
+    row = ledger.batch(batch.id)
+    assert row.ended_at is not None and ledger.plan(batch.id) is None
+    assert [c.status for c in ledger.calls(batch.id)] == ["ok", "ok"]
+
+    still = _batch("a", "b")
+    ledger.record_end(CallEnd(still.id, _result("a")))
+    assert ledger.record_batch(still, plan={"p": 1}) is Recorded.new
+    assert ledger.batch(still.id).ended_at is None and ledger.plan(still.id) == {"p": 1}

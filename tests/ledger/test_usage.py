@@ -11,6 +11,7 @@ import pytest
 
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger
+from runtime.ledger.usage import tally
 from runtime.types import Batch, Status, ToolCall, ToolResult, Usage
 from tests.support.postgres import fresh_database
 
@@ -107,3 +108,22 @@ def test_totals_count_every_call_by_tool_submitter_and_status(ledger):
         "cost": 0.5,
     }
     assert rows[("echo", "key:ann", "over_budget")]["calls"] == 1
+
+
+def test_a_tally_of_the_results_is_the_ledgers_rollup_of_their_ends(ledger):
+    """The gateway answers a batch's `usage` from the results it returns: for
+    the same ends it must be what the ledger sums, tokens, reports and all."""
+    batch = _batch(ledger, "key:ann", "/w/a", ["echo", "echo", "fetch"], input_tokens=100)
+    results = [
+        _result("c0", "echo", reported={"usd": 0.5, "token=abc": 1}, wall_ms=1.5, cost=0.25),
+        _result("c1", "echo", wall_ms=500.0, cpu_ms=3.25, queue_ms=2.0, approval_ms=3000.0),
+        _result("c2", "fetch", Status.over_budget),
+    ]
+    tokens = {"input_tokens": 100, "output_tokens": None}
+    assert tally([], tokens, ledger.redactor) == ledger.batch_usage(batch.id)
+    for result in results:
+        ledger.record_result(batch.id, result)
+    assert tally(results, tokens, ledger.redactor) == ledger.batch_usage(batch.id)
+    unpriced = _batch(ledger, "key:bob", "/w/b", ["echo"])
+    ledger.record_result(unpriced.id, results[1])
+    assert tally(results[1:2], {}, ledger.redactor) == ledger.batch_usage(unpriced.id)

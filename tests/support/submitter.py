@@ -43,14 +43,20 @@ def main() -> None:
 
 
 def start(
-    stack, spec: dict, gate: Path | None = None, *, results: bool = False
+    stack,
+    spec: dict,
+    gate: Path | None = None,
+    *,
+    results: bool = False,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """A submitter process of `stack` (a FaultStack) for `spec`, started; what
     it says on stderr goes to the file `process.log` (`last_words`). With
     `gate`, it says IMPORTED and makes its Runtime only once that file exists
     (a machine under load may take seconds to import). `results`: it waits
-    for its batch's results, prints them and exits (`--results`)."""
-    env = stack.client_env()
+    for its batch's results, prints them and exits (`--results`). `env`: more
+    of its environment."""
+    env = {**stack.client_env(), **(env or {})}
     log = Path(stack.home) / "logs" / f"submitter-{uuid.uuid4().hex[:8]}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as stderr:
