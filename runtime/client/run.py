@@ -23,18 +23,18 @@ from typing import Any
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
 from runtime.batch.signer import Signer
+from runtime.client import first_send
 from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
-from runtime.errors import KeyConflict, LedgerUnavailable, StateUnavailable
+from runtime.errors import KeyConflict, LedgerUnavailable
 from runtime.execution import allowance
-from runtime.gate.admission import Admitted, Refused, admit
+from runtime.gate.admission import Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.tables import BatchRow
 from runtime.registry.capabilities import Registry
-from runtime.results import endings
 from runtime.transport.base import Inbox, Transport
-from runtime.types import ApprovalRequested, Batch, Risk, Status, ToolResult
+from runtime.types import ApprovalRequested, Batch, Status, ToolResult
 from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.batch")
@@ -181,8 +181,16 @@ class BatchRun:
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        if key is None and reads_only(plan):
-            self._send_first(audit, admissions, plan, columns)
+        if key is None and first_send.reads_only(plan):
+            first_send.send_first(
+                audit,
+                admissions,
+                plan,
+                columns,
+                advancer=services.advancer,
+                transport=services.transport,
+                events=self.events,
+            )
             return True
         body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
         recording = audit.admissions(admissions, plan=body, columns=columns)
@@ -192,46 +200,15 @@ class BatchRun:
         for result in refusals.values():
             self.events.end(result)
         if recording is Recording.buffered:
-            self._without_ledger(plan, admissions, audit)
+            first_send.without_ledger(
+                audit, admissions, plan, transport=services.transport, events=self.events
+            )
             return True
         try:
             services.advancer.begin(plan, refusals, copy=body)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
             log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
         return True
-
-    def _send_first(
-        self, audit: BatchAudit, admissions: list, plan: plans.BatchPlan, columns: dict[str, Any]
-    ) -> None:
-        """A batch of allowed reads and refusals, with no key, is sent before its
-        record is written, and recorded while its reads run: no side effect
-        waits for its decision row, and no other submitter can hold its id
-        (docs/architecture.md, "Sent before recorded"). The record goes to
-        Redis first (`keep_record`), so a submitter that dies between the send
-        and the write leaves it to the sweep, as one that found the ledger away
-        does. Redis's keeping the record and the first marks are one round trip,
-        before the send: if it fails nothing was sent, and the record's write
-        lets the sweep send the reads."""
-        services, batch = self.services, self.batch
-        body = plan.model_dump(mode="json")
-        record = audit.prepare(admissions, plan=body, columns=columns)
-        refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        for result in refusals.values():
-            self.events.end(result)
-        try:  # the record rides in the round trip of the plan's copy and the send marks
-            services.advancer.begin(plan, refusals, copy=body, record=record.dumps())
-        except Exception as error:  # noqa: BLE001 - nothing sent: recorded, the sweep sends it
-            log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
-        recording = audit.write()
-        if recording is Recording.buffered:  # its kept record lands with the ledger
-            audit.keep([])
-            return
-        try:  # recorded (by this write, or by a sweep that found it kept)
-            services.transport.drop_record(batch.id)
-            if recording is Recording.ended:  # its reads ended first: their workers could not
-                services.transport.drop_plan(batch.id)  # mark it ended, this write did
-        except StateUnavailable:  # the sweep finds it recorded, and drops it
-            pass
 
     def attach(self) -> None:
         self.inbox = self.services.transport.watch(self.batch.id)
@@ -307,46 +284,6 @@ class BatchRun:
 
     def cancel(self, *, by: str) -> None:
         self.services.advancer.cancel(self.batch.id, by=by)
-
-    def _without_ledger(self, plan: plans.BatchPlan, admissions: list, audit: BatchAudit) -> None:
-        reads = [
-            a
-            for a in admissions
-            if isinstance(a, Admitted)
-            and a.spec.risk is Risk.read
-            and a.decision.effect.value == "allow"
-        ]
-        closed = [
-            endings.ledger_unavailable(a.call.id, a.spec.name)
-            for a in admissions
-            if isinstance(a, Admitted) and a not in reads
-        ]
-        record = audit.keep(closed)  # the batch's rows with these ends, once the ledger is back
-        try:  # and the cluster's copy: this process may not live that long
-            self.services.transport.keep_record(self.batch.id, record.dumps())
-        except StateUnavailable as error:
-            log.error("batch %s: its record waits in this process only: %s", self.batch.id, error)
-        for result in closed:
-            self.events.end(result)
-        if reads:  # no side effect of this batch runs, so no read can miss one
-            # Marked sent, as the advancer marks what it sends: once the plan lands,
-            # the sweep waits for these instead of sending them again.
-            transport = self.services.transport
-            sent = transport.mark_sent(self.batch.id, [a.call.id for a in reads])
-            transport.post([plan.calls[c].message for c in sent], parallel=True)
-
-
-def reads_only(plan: plans.BatchPlan) -> bool:
-    """Whether every call of `plan` is an allowed read or refused already, and
-    at least one runs: no call waits for an approval, a claim or a limit."""
-    effects = [planned.effect for planned in plan.calls.values()]
-    readable = all(p.read for p in plan.calls.values() if p.effect == "allow")
-    return (
-        "allow" in effects
-        and readable
-        and set(effects) <= {"allow", "refused"}
-        and not plan.policy.get("limits")
-    )
 
 
 def requested(notice: ToolResult) -> ApprovalRequested:

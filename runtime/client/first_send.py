@@ -1,0 +1,111 @@
+"""How a batch's first stage goes out when its record is not written before
+it: a batch of allowed reads sent first and recorded while they run, and a
+batch submitted while the ledger is away, which fails closed
+(docs/architecture.md, "Sent before recorded" and "The ledger")."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from runtime.batch import plan as plans
+from runtime.batch.advance import Advancer
+from runtime.client.audit import BatchAudit, Recording
+from runtime.client.events import BatchEvents
+from runtime.errors import StateUnavailable
+from runtime.gate.admission import Admitted, Refused
+from runtime.results import endings
+from runtime.transport.base import Transport
+from runtime.types import Risk
+
+log = logging.getLogger("toolrun.batch")
+
+
+def reads_only(plan: plans.BatchPlan) -> bool:
+    """Whether every call of `plan` is an allowed read or refused already, and
+    at least one runs: no call waits for an approval, a claim or a limit."""
+    effects = [planned.effect for planned in plan.calls.values()]
+    readable = all(p.read for p in plan.calls.values() if p.effect == "allow")
+    return (
+        "allow" in effects
+        and readable
+        and set(effects) <= {"allow", "refused"}
+        and not plan.policy.get("limits")
+    )
+
+
+def send_first(
+    audit: BatchAudit,
+    admissions: list,
+    plan: plans.BatchPlan,
+    columns: dict[str, Any],
+    *,
+    advancer: Advancer,
+    transport: Transport,
+    events: BatchEvents,
+) -> None:
+    """A batch of allowed reads and refusals, with no key, is sent before its
+    record is written, and recorded while its reads run: no side effect
+    waits for its decision row, and no other submitter can hold its id
+    (docs/architecture.md, "Sent before recorded"). The record goes to
+    Redis first (`keep_record`), so a submitter that dies between the send
+    and the write leaves it to the sweep, as one that found the ledger away
+    does. Redis's keeping the record and the first marks are one round trip,
+    before the send: if it fails nothing was sent, and the record's write
+    lets the sweep send the reads."""
+    batch = plan.batch
+    body = plan.model_dump(mode="json")
+    record = audit.prepare(admissions, plan=body, columns=columns)
+    refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
+    for result in refusals.values():
+        events.end(result)
+    try:  # the record rides in the round trip of the plan's copy and the send marks
+        advancer.begin(plan, refusals, copy=body, record=record.dumps())
+    except Exception as error:  # noqa: BLE001 - nothing sent: recorded, the sweep sends it
+        log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
+    recording = audit.write()
+    if recording is Recording.buffered:  # its kept record lands with the ledger
+        audit.keep([])
+        return
+    try:  # recorded (by this write, or by a sweep that found it kept)
+        transport.drop_record(batch.id)
+        if recording is Recording.ended:  # its reads ended first: their workers could not
+            transport.drop_plan(batch.id)  # mark it ended, this write did
+    except StateUnavailable:  # the sweep finds it recorded, and drops it
+        pass
+
+
+def without_ledger(
+    audit: BatchAudit,
+    admissions: list,
+    plan: plans.BatchPlan,
+    *,
+    transport: Transport,
+    events: BatchEvents,
+) -> None:
+    """The ledger away at submit: the batch fails closed (its side effects end
+    unrun), its reads run now, and its record waits, kept in Redis too."""
+    reads = [
+        a
+        for a in admissions
+        if isinstance(a, Admitted)
+        and a.spec.risk is Risk.read
+        and a.decision.effect.value == "allow"
+    ]
+    closed = [
+        endings.ledger_unavailable(a.call.id, a.spec.name)
+        for a in admissions
+        if isinstance(a, Admitted) and a not in reads
+    ]
+    record = audit.keep(closed)  # the batch's rows with these ends, once the ledger is back
+    try:  # and the cluster's copy: this process may not live that long
+        transport.keep_record(plan.batch.id, record.dumps())
+    except StateUnavailable as error:
+        log.error("batch %s: its record waits in this process only: %s", plan.batch.id, error)
+    for result in closed:
+        events.end(result)
+    if reads:  # no side effect of this batch runs, so no read can miss one
+        # Marked sent, as the advancer marks what it sends: once the plan lands,
+        # the sweep waits for these instead of sending them again.
+        sent = transport.mark_sent(plan.batch.id, [a.call.id for a in reads])
+        transport.post([plan.calls[c].message for c in sent], parallel=True)
