@@ -200,7 +200,11 @@ class Flow:
             return set()
         try:
             for who, first in throttle.waiting().items():
-                message = CallMessage.model_validate(json.loads(first)["message"])
+                try:
+                    message = CallMessage.model_validate(json.loads(first)["message"])
+                except (ValueError, KeyError, TypeError) as error:  # not one we parked
+                    log.warning("%s's first parked read is not a call message: %s", who, error)
+                    continue
                 share = Limits.from_snapshot(message.policy.get("limits")).fair_share
                 if share is not None:
                     cap = share.in_flight_per_key

@@ -119,3 +119,15 @@ def test_the_plan_s_copy_is_kept_before_any_end_with_or_without_a_look(
     copy = {"plan": plan.batch.id}
     flow.gate(plan, ids(plan), conclude=None, copy=copy)
     assert state.plan(plan.batch.id) == copy
+
+
+def test_a_parked_parcel_that_is_no_call_message_does_not_stop_the_sweep(world):
+    """The sweep's pass over parked reads skips what it cannot read: held
+    batches are still carried on (a broken parcel once stopped every pass)."""
+    flow, state, _ = world
+    who, batch = f"k-{uuid.uuid4().hex[:8]}", f"held-{uuid.uuid4().hex[:8]}"
+    parked = [("c0", "{}"), ("c1", '{"member": "b c1"}')]
+    assert state.throttle.admit_reads(who, 1, "b", parked) == [True, False]
+    state.throttle.hold_batch(batch, time.time() - 1)
+    assert batch in flow.due()
+    assert len(state.throttle.next_reads(who, 9)) == 1

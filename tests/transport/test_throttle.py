@@ -91,6 +91,7 @@ def test_the_sweep_finds_each_key_s_first_parked_read(throttle):
     parcels = [(f"c{i}", json.dumps({"member": f"b c{i}", "message": i})) for i in range(3)]
     throttle.admit_reads(who, 1, "b", parcels)
     assert json.loads(throttle.waiting()[who])["member"] == "b c1"
+    assert len(throttle.next_reads(who, 9)) == 2  # the stack's sweep must not find them
 
 
 def test_the_worker_s_take_is_slots_and_hits_in_one_or_nothing(throttle):
@@ -122,3 +123,4 @@ def test_the_sender_s_look_is_every_window_slot_and_read_in_one(throttle):
     assert throttle.parked(who, ["b c2"]) == [False]
     assert throttle.admit_reads(who, 2, "b", [("c2", json.dumps({"member": "b c2"}))]) == [False]
     assert throttle.parked(who, ["b c2"]) == [True]
+    assert len(throttle.next_reads(who, 9)) == 1  # the stack's sweep must not find it
