@@ -11,7 +11,8 @@ secret, while `password_file`, `max_tokens`, `tokenizer` and `bypass` are not.
 
 A value is left alone when it reads as code rather than data: a type
 (`password: str`), a reference (`$DB_PASSWORD`, `settings.password`, a
-snake_case variable, a call), a literal (None, true), or a marker already.
+snake_case variable, a call), a literal (None, true), a marker already, or a
+word of prose that opens a clause (`... every pass: the tests ...`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,34 @@ CODE_WORDS = {
     "boolean",
     "void",
     "char",
+}
+# English words that open a clause ("... failing every pass: the tests' ..."):
+# prose, not a value. A password that is one of them is no secret either.
+PROSE_WORDS = {
+    "the",
+    "a",
+    "an",
+    "and",
+    "or",
+    "but",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "each",
+    "every",
+    "all",
+    "one",
+    "no",
+    "not",
+    "is",
+    "was",
+    "we",
+    "you",
+    "they",
+    "then",
 }
 
 # Where a secret noun ends a name and an assignment follows, looked for in the
@@ -251,6 +280,6 @@ def _is_data(value: str, name: str, *, quoted: bool) -> bool:
     if quoted:
         return True
     bare = value.strip(":")
-    if bare.lower() in CODE_WORDS or snake(bare) == snake(name):
+    if bare.lower() in CODE_WORDS | PROSE_WORDS or snake(bare) == snake(name):
         return False
     return not _DOTTED.fullmatch(bare)
