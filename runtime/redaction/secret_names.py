@@ -112,6 +112,7 @@ PROSE_WORDS = {
     "they",
     "then",
 }
+NOT_VALUES = CODE_WORDS | PROSE_WORDS
 
 # Where a secret noun ends a name and an assignment follows, looked for in the
 # lowered text: one pattern a last word, each starting with a literal that the
@@ -280,6 +281,6 @@ def _is_data(value: str, name: str, *, quoted: bool) -> bool:
     if quoted:
         return True
     bare = value.strip(":")
-    if bare.lower() in CODE_WORDS | PROSE_WORDS or snake(bare) == snake(name):
+    if bare.lower() in NOT_VALUES or snake(bare) == snake(name):
         return False
     return not _DOTTED.fullmatch(bare)
