@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from runtime.errors import ConfigurationError
 from runtime.gate.limits import Concurrency, FairShare, Limits, Rate, Size, _Entry
-from runtime.usage.reading import _problems
+from runtime.usage.reading import named_entries, problems
 
 SECTIONS = {"budget", "rate", "concurrency", "size", "fair_share"}
 
@@ -55,24 +55,8 @@ def _least(a: int | None, b: int | None) -> int | None:
 
 
 def _entries(section: dict[str, Any], key: str, model: type[_Entry], source: str) -> tuple:
-    entries = section.get(key, [])
-    if not isinstance(entries, list):
-        raise ConfigurationError(f"{source}: limits.{key} must be a list")
-    out, names = [], set()
-    for index, entry in enumerate(entries):
-        where = f"{source}: limits.{key}[{index}]"
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            where += f" ({entry['name']})"
-        if not isinstance(entry, dict) or "source" in entry:
-            raise ConfigurationError(f"{where}: an entry is an object with a name and a per")
-        try:
-            out.append(model.model_validate({**entry, "source": source}))
-        except ValidationError as error:
-            raise ConfigurationError(f"{where}: {_problems(error)}") from None
-        if out[-1].name in names:
-            raise ConfigurationError(f"{where}: another entry of limits.{key} has its name")
-        names.add(out[-1].name)
-    return tuple(out)
+    shape = "an entry is an object with a name and a per"
+    return named_entries(section.get(key, []), key, model, source, shape=shape)
 
 
 def _one(section: dict[str, Any], key: str, model: type[BaseModel], source: str) -> Any:
@@ -81,4 +65,4 @@ def _one(section: dict[str, Any], key: str, model: type[BaseModel], source: str)
     try:
         return model.model_validate(section[key])
     except ValidationError as error:
-        raise ConfigurationError(f"{source}: limits.{key}: {_problems(error)}") from None
+        raise ConfigurationError(f"{source}: limits.{key}: {problems(error)}") from None

@@ -4,12 +4,14 @@ a `ConfigurationError` naming the file and the entry (docs/architecture.md,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from runtime.errors import ConfigurationError
 from runtime.usage.budgets import Budget, Price
+
+Named = TypeVar("Named", bound=BaseModel)  # an entry with a `name`
 
 
 def read_budgets(data: dict[str, Any], source: str) -> tuple[Budget, ...]:
@@ -17,27 +19,36 @@ def read_budgets(data: dict[str, Any], source: str) -> tuple[Budget, ...]:
     a `ConfigurationError` naming the file and the entry."""
     limits = data.get("limits")
     entries = limits.get("budget", []) if isinstance(limits, dict) else []
+    shape = "a budget is an object of name, per, window, and one of calls, worker_seconds, money"
+    return named_entries(entries, "budget", Budget, source, shape=shape)
+
+
+def named_entries(
+    entries: Any, key: str, model: type[Named], source: str, *, shape: str
+) -> tuple[Named, ...]:
+    """`limits.<key>` of a settings file: a list of objects, each a `model`
+    (given its `source`), named apart; else a `ConfigurationError` naming the
+    file and the entry (`shape`: what an entry is, said when one is not an
+    object). The budgets here and the rates and caps
+    (`runtime/gate/limit_reading.py`) are read with it."""
     if not isinstance(entries, list):
-        raise ConfigurationError(f"{source}: limits.budget must be a list of budgets")
-    budgets, names = [], set()
+        raise ConfigurationError(f"{source}: limits.{key} must be a list")
+    found: list[Named] = []
+    names: set[str] = set()
     for index, entry in enumerate(entries):
-        where = f"{source}: limits.budget[{index}]"
+        where = f"{source}: limits.{key}[{index}]"
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
             where += f" ({entry['name']})"
         if not isinstance(entry, dict) or "source" in entry:
-            raise ConfigurationError(
-                f"{where}: a budget is an object of name, per, window, "
-                "and one of calls, worker_seconds, money"
-            )
+            raise ConfigurationError(f"{where}: {shape}")
         try:
-            budget = Budget.model_validate({**entry, "source": source})
+            found.append(model.model_validate({**entry, "source": source}))
         except ValidationError as error:
-            raise ConfigurationError(f"{where}: {_problems(error)}") from None
-        if budget.name in names:
-            raise ConfigurationError(f"{where}: another budget of this file has its name")
-        names.add(budget.name)
-        budgets.append(budget)
-    return tuple(budgets)
+            raise ConfigurationError(f"{where}: {problems(error)}") from None
+        if found[-1].name in names:
+            raise ConfigurationError(f"{where}: another entry of limits.{key} has its name")
+        names.add(found[-1].name)
+    return tuple(found)
 
 
 def read_prices(data: dict[str, Any], source: str) -> dict[str, Price]:
@@ -50,11 +61,11 @@ def read_prices(data: dict[str, Any], source: str) -> dict[str, Price]:
         try:
             prices[tool] = Price.model_validate(entry)
         except ValidationError as error:
-            raise ConfigurationError(f"{source}: prices.{tool}: {_problems(error)}") from None
+            raise ConfigurationError(f"{source}: prices.{tool}: {problems(error)}") from None
     return prices
 
 
-def _problems(error: ValidationError) -> str:
+def problems(error: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}"
         for e in error.errors(include_url=False)

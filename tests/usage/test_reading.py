@@ -43,7 +43,9 @@ def test_a_bad_budget_is_an_error_naming_the_file_and_the_entry(entry, says):
 
 
 def test_two_budgets_of_one_file_may_not_share_a_name():
-    with pytest.raises(ConfigurationError, match=r"budget\[1\] \(a\): another budget"):
+    with pytest.raises(
+        ConfigurationError, match=r"budget\[1\] \(a\): another entry of limits.budget has its name"
+    ):
         budgets(
             {"name": "a", "per": "batch", "calls": 1}, {"name": "a", "per": "batch", "calls": 2}
         )
