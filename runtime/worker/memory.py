@@ -17,7 +17,6 @@ by side; every other call runs one at a time, in order, as on the effects queue.
 from __future__ import annotations
 
 import logging
-import math
 import secrets
 import threading
 import time
@@ -36,6 +35,7 @@ from runtime.transport import chain
 from runtime.transport.base import Known, Look, Rider
 from runtime.types import CallMessage, ToolResult
 from runtime.usage.budgets import Counter
+from runtime.worker.memory_leases import MemoryLeases
 from runtime.worker.sweeper import start_sweeping
 from runtime.worker.worker import Worker
 
@@ -44,7 +44,7 @@ WORKER = "memory"
 SWEEP_SECONDS = 0.05
 
 
-class MemoryTransport:
+class MemoryTransport(MemoryLeases):
     reply_to = WORKER
     throttle = None  # rates, caps and fair share need Redis ("Flow control")
 
@@ -59,6 +59,7 @@ class MemoryTransport:
         sweep: bool = True,
     ) -> None:
         refuse_flow_control(PolicySources(settings).limits, "the org or user settings")
+        super().__init__()
         self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
         self.worker = Worker(
@@ -80,10 +81,8 @@ class MemoryTransport:
         self._cancelled: dict[str, str] = {}
         self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
-        self._held: set[tuple[str, str]] = set()
         self._records: dict[str, str] = {}
         self._spent: dict[str, float] = defaultdict(float)  # budget counters (no expiry here)
-        self._sweeper: str | None = None
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
         self._effects = ThreadPoolExecutor(1, thread_name_prefix="memory-effects")
@@ -115,11 +114,11 @@ class MemoryTransport:
     ) -> int | None:
         if rider is not None:  # nothing rides here: it goes on its own
             rider.landed(None)
-        with self._changed:
+        with self._changed:  # the end, then its lease (leases never wait for this lock)
             self._results[batch_id][result.call_id] = result
-            self._held.discard((batch_id, result.call_id))
-            if hold is not None:
-                self._held.add((batch_id, hold[0]))
+            self.release(batch_id, result.call_id)
+            if hold is not None:  # a chain's next step
+                self.hold(batch_id, hold[0], hold[1])
             if stage is not None:
                 self._stages[batch_id, stage] += 1
             self._changed.notify_all()
@@ -230,19 +229,6 @@ class MemoryTransport:
             self._handed_on.add((batch_id, call_id))
             return True
 
-    def hold_sweep(self, holder: str, seconds: float) -> bool:
-        with self._changed:
-            self._sweeper = self._sweeper or holder
-            return self._sweeper == holder
-
-    def release_sweep(self, holder: str) -> None:
-        with self._changed:
-            if self._sweeper == holder:
-                self._sweeper = None
-
-    def lost(self, holder: str) -> bool:
-        return False
-
     def keep_record(self, batch_id: str, record: str) -> None:
         with self._changed:
             self._records[batch_id] = record
@@ -255,46 +241,22 @@ class MemoryTransport:
         with self._changed:
             self._records.pop(batch_id, None)
 
-    # Leases: a thread of this process cannot be lost on its own, so a hold lasts
-    # until it is released.
-    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
-        with self._changed:
-            self._held.add((batch_id, call_id))
-
-    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
-        with self._changed:
-            self._held.update(calls)
-
-    def release(self, batch_id: str, call_id: str) -> None:
-        with self._changed:
-            self._held.discard((batch_id, call_id))
-
-    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
-        with self._changed:
-            return {c: math.inf for c in call_ids if (batch_id, c) in self._held}
-
-    def lapsed(self, now: float) -> set[tuple[str, str]]:
-        return set()
-
-    def reset_at(self) -> float:
-        return 0.0
-
     def look(
         self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
     ) -> Look:
         if rider is not None:  # nothing rides here: it goes on its own
             rider.landed(None)
+        if hold is not None:
+            self.hold(batch_id, call_id, hold)
         with self._changed:
-            if hold is not None:
-                self._held.add((batch_id, call_id))
             count = self._deliveries[batch_id][call_id] = (
                 self._deliveries[batch_id].get(call_id, 0) + 1
             )
             return Look(batch_id in self._cancelled, count, self._results[batch_id].get(call_id))
 
     def unlook(self, batch_id: str, call_id: str) -> None:
+        self.release(batch_id, call_id)
         with self._changed:
-            self._held.discard((batch_id, call_id))
             count = self._deliveries[batch_id].pop(call_id, 1) - 1
             if count > 0:  # none: not taken, so the batch sends it again
                 self._deliveries[batch_id][call_id] = count

@@ -1,0 +1,51 @@
+"""The in-process transport's leases (`runtime/worker/memory.py`): a thread of
+this process cannot be lost on its own, so a call's hold lasts until it is
+released, and the sweep's lease until its holder gives it up
+(docs/architecture.md, "Leases" and "The batch's rules on a transport")."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+
+class MemoryLeases:
+    def __init__(self) -> None:
+        self._leasing = threading.Lock()
+        self._held: set[tuple[str, str]] = set()
+        self._sweeper: str | None = None
+
+    def hold_sweep(self, holder: str, seconds: float) -> bool:
+        with self._leasing:
+            self._sweeper = self._sweeper or holder
+            return self._sweeper == holder
+
+    def release_sweep(self, holder: str) -> None:
+        with self._leasing:
+            if self._sweeper == holder:
+                self._sweeper = None
+
+    def lost(self, holder: str) -> bool:
+        return False
+
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+        with self._leasing:
+            self._held.add((batch_id, call_id))
+
+    def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
+        with self._leasing:
+            self._held.update(calls)
+
+    def release(self, batch_id: str, call_id: str) -> None:
+        with self._leasing:
+            self._held.discard((batch_id, call_id))
+
+    def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        with self._leasing:
+            return {c: math.inf for c in call_ids if (batch_id, c) in self._held}
+
+    def lapsed(self, now: float) -> set[tuple[str, str]]:
+        return set()
+
+    def reset_at(self) -> float:
+        return 0.0
