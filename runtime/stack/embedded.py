@@ -9,8 +9,6 @@ re-exported here. Which Redis a process uses is `runtime.config`'s to say.
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import socket
 import sys
@@ -21,17 +19,17 @@ from pydantic import SecretStr
 
 from runtime.errors import StackError
 from runtime.ledger import schema
-from runtime.settings import PREFIX, Settings
+from runtime.settings import Settings
+from runtime.stack.environment import child_env
+from runtime.stack.flower import flower_needles, start_flower
 from runtime.stack.gateway import needles as gateway_needles
 from runtime.stack.gateway import start_gateway
 from runtime.stack.processes import (
     Target,
-    free_port,
     owns,
     spawn,
     stop_process,
     stop_processes,
-    wait_for_basic_auth,
     wait_for_redis,
     wait_for_workers,
 )
@@ -68,9 +66,6 @@ __all__ = [
     "stop_stack",
     "stop_worker",
 ]
-
-
-FLOWER_MAX_TASKS = 10_000  # tasks Flower keeps in memory (its default: 100,000)
 
 
 def start_worker(
@@ -112,7 +107,7 @@ def start_worker(
         "--loglevel",
         settings.log_level,
     ]
-    pid = spawn(argv, log=log, env=_child_env(settings, redis_url, extra_env))
+    pid = spawn(argv, log=log, env=child_env(settings, redis_url, extra_env))
     worker = WorkerInfo(name=name, queue=queue, pid=pid, log=str(log))
     if wait:
         try:
@@ -137,44 +132,6 @@ def stop_worker(worker: WorkerInfo, *, graceful: bool = True, timeout: float = 1
     return stop_process(
         worker["pid"], needles=_worker_needles(worker), timeout=timeout, graceful=graceful
     )
-
-
-def start_flower(
-    settings: Settings, *, redis_url: str, timeout: float = STARTUP_TIMEOUT
-) -> FlowerInfo:
-    """Start Flower on loopback behind basic auth; return once it answers 401, then 200.
-
-    The credentials reach Flower as FLOWER_BASIC_AUTH in its environment (Flower
-    reads every FLOWER_<option>), so they never show in `ps`.
-    """
-    user = settings.flower_user
-    secret = settings.flower_password
-    password = secret.get_secret_value() if secret else secrets.token_urlsafe(16)
-    # Flower splits FLOWER_BASIC_AUTH on "," and compares "user:password" whole.
-    if ":" in user or "," in user or "," in password:
-        raise StackError("TOOLRUN_FLOWER_USER may not hold ':' or ',', nor the password ','")
-    port = settings.flower_port or free_port()
-    log = settings.home.resolve() / "logs" / "flower.log"
-    env = {**_child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "workers",
-        "flower",
-        "--address=127.0.0.1",
-        f"--port={port}",
-        f"--max_tasks={FLOWER_MAX_TASKS}",
-    ]
-    pid = spawn(argv, log=log, env=env)
-    flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)
-    try:
-        wait_for_basic_auth(flower["url"], user, password, pid=pid, log=log, timeout=timeout)
-    except BaseException:
-        stop_process(pid, needles=_flower_needles(flower))
-        raise
-    return flower
 
 
 def start_stack(
@@ -237,10 +194,10 @@ def start_stack(
                 started.append((worker["pid"], _worker_needles(worker)))
         if flower:
             record.flower = start_flower(settings, redis_url=redis_url)
-            started.append((record.flower["pid"], _flower_needles(record.flower)))
+            started.append((record.flower["pid"], flower_needles(record.flower)))
         _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
         if gateway:
-            env = _child_env(settings, redis_url, extra_env)
+            env = child_env(settings, redis_url, extra_env)
             record.gateway = start_gateway(settings, env=env, timeout=STARTUP_TIMEOUT)
             started.append((record.gateway["pid"], gateway_needles(record.gateway)))
         record.save()
@@ -248,7 +205,7 @@ def start_stack(
             log = home / "logs" / "supervisor.log"
             argv = [sys.executable, "-m", "runtime.stack.supervisor", str(home)]
             record.supervisor_pid = spawn(
-                argv, log=log, env=_child_env(settings, redis_url, extra_env)
+                argv, log=log, env=child_env(settings, redis_url, extra_env)
             )
             started.append((record.supervisor_pid, _supervisor_needles(home)))
             record.save()
@@ -283,7 +240,7 @@ def _targets(record: StackRecord) -> list[Target]:
     if record.supervisor_pid:
         targets.append((record.supervisor_pid, _supervisor_needles(Path(record.home).resolve())))
     if record.flower:
-        targets.append((record.flower["pid"], _flower_needles(record.flower)))
+        targets.append((record.flower["pid"], flower_needles(record.flower)))
     if record.gateway:
         targets.append((record.gateway["pid"], gateway_needles(record.gateway)))
     targets += [(worker["pid"], _worker_needles(worker)) for worker in record.workers]
@@ -298,31 +255,6 @@ def _worker_needles(worker: WorkerInfo) -> tuple[str, ...]:
 
 def _supervisor_needles(home: Path) -> tuple[str, ...]:
     return ("runtime.stack.supervisor", str(home))
-
-
-def _flower_needles(flower: FlowerInfo) -> tuple[str, ...]:
-    return ("celery", "flower", f"--port={flower['url'].rstrip('/').rsplit(':', 1)[1]}")
-
-
-def _child_env(
-    settings: Settings, redis_url: str, extra_env: dict[str, str] | None
-) -> dict[str, str]:
-    """The environment of a worker or Flower: these settings, this stack's URLs, the repo."""
-    env = {key: value for key, value in os.environ.items() if key != f"{PREFIX}FLOWER_PASSWORD"}
-    for name in type(settings).model_fields.keys() - {"flower_password"}:
-        value = getattr(settings, name)
-        if isinstance(value, SecretStr):
-            env[f"{PREFIX}{name.upper()}"] = value.get_secret_value()
-        elif isinstance(value, dict | list):  # read back as JSON (redaction_patterns)
-            env[f"{PREFIX}{name.upper()}"] = json.dumps(value)
-        elif value is not None:
-            env[f"{PREFIX}{name.upper()}"] = str(value)
-    env[f"{PREFIX}HOME"] = str(settings.home.resolve())
-    env[f"{PREFIX}REDIS_URL"] = redis_url
-    env[f"{PREFIX}DATABASE_URL"] = settings.ledger_url
-    env.update(extra_env or {})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
-    return env
 
 
 def _wait_for_workers(

@@ -104,10 +104,10 @@ def test_settings_take_patterns_as_a_mapping():
 
 
 def test_a_deployments_patterns_reach_the_workers_it_starts(monkeypatch):
-    from runtime.stack.embedded import _child_env
+    from runtime.stack.environment import child_env
 
     patterns = {"acme": r"acme_[a-z0-9]{16}", "quote": "it's \\d+"}
-    env = _child_env(Settings(redaction_patterns=patterns), "redis://127.0.0.1:1/0", None)
+    env = child_env(Settings(redaction_patterns=patterns), "redis://127.0.0.1:1/0", None)
     monkeypatch.setattr("os.environ", env)
     assert Settings().redaction_patterns == patterns
 
