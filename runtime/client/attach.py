@@ -11,8 +11,10 @@ from typing import Any
 from runtime.batch import liveness
 from runtime.client.follower import Follower
 from runtime.client.handle import BatchHandle
-from runtime.client.run import BatchRun, Services
+from runtime.client.run import BatchRun, Services, check_key
 from runtime.errors import InvalidBatch, StateUnavailable
+from runtime.gate.policy import Policy
+from runtime.ledger.batch_record import BatchRecord
 from runtime.ledger.store import Ledger
 from runtime.types import Batch, Mode, ToolCall
 
@@ -39,6 +41,28 @@ def attached(follower: Follower, services: Services, ledger: Ledger, batch_id: s
     )
     run = BatchRun(batch, services)
     run.attach()
+    follower.follow(run)
+    return BatchHandle(run)
+
+
+def kept(
+    follower: Follower, services: Services, batch: Batch, policy: Policy, key: str
+) -> BatchHandle:
+    """A handle on the batch another submitter of `key` kept in Redis while
+    the ledger was away, if it is `batch` (else `KeyConflict`): the ends its
+    record holds, then those published (docs/architecture.md, "Attach and
+    keys")."""
+    text = services.transport.kept_record(batch.id)
+    if text is None:  # landed and dropped since: the ledger has it now
+        row = services.approvals.ledger.batch(batch.id)
+        if row is None:
+            raise InvalidBatch(f"no batch {batch.id!r} in the ledger")
+        check_key(row, batch, policy, key)
+        return attached(follower, services, services.approvals.ledger, batch.id)
+    record = BatchRecord.loads(text)
+    check_key(record.row(), batch, policy, key)
+    run = BatchRun(record.batch, services)
+    run.follow_kept(record)
     follower.follow(run)
     return BatchHandle(run)
 

@@ -103,22 +103,24 @@ class BatchAudit:
             return Recording.ended
         return Recording.recorded if recorded else Recording.found
 
-    def keep(self, closed: list[ToolResult]) -> BatchRecord:
+    def closing(self, closed: list[ToolResult]) -> BatchRecord:
         """After `admissions` said `buffered`: the batch's rows, whole (its key,
-        deadline and plan), for when the ledger is back, in one transaction
-        with `closed`, the ends of its calls that did not run without the
-        ledger. Whoever then carries the batch on from its plan (the sweep)
-        finds those calls ended and sends none of them (docs/architecture.md,
-        "The ledger"). The record, for the cluster to keep too (a submitter
-        may not live until the ledger is back)."""
+        deadline and plan), with `closed`, the ends of its calls that did not
+        run without the ledger. Whoever carries the batch on from its plan (the
+        sweep) finds those calls ended and sends none of them
+        (docs/architecture.md, "The ledger"). The record, for the cluster to
+        keep too (a submitter may not live until the ledger is back), and for
+        `keep`."""
         fields = self._fields(None, None)
-        record = self.record.with_ends([EndRecord(result, fields=fields) for result in closed])
+        return self.record.with_ends([EndRecord(result, fields=fields) for result in closed])
+
+    def keep(self, record: BatchRecord) -> None:
+        """Write `record` in one transaction once the ledger is back."""
 
         def write() -> None:
             self.theirs = not record.write(self.ledger)
 
         self.ledger.later(write)
-        return record
 
     def _fields(self, decision: Decision | None, risk: str | None) -> dict[str, str | None]:
         fields = {

@@ -65,7 +65,7 @@ def send_first(
         log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
     recording = audit.write()
     if recording is Recording.buffered:  # its kept record lands with the ledger
-        audit.keep([])
+        audit.keep(audit.closing([]))
         return
     try:  # recorded (by this write, or by a sweep that found it kept)
         transport.drop_record(batch.id)
@@ -82,9 +82,11 @@ def without_ledger(
     *,
     transport: Transport,
     events: BatchEvents,
-) -> None:
+) -> bool:
     """The ledger away at submit: the batch fails closed (its side effects end
-    unrun), its reads run now, and its record waits, kept in Redis too."""
+    unrun), its reads run now, and its record waits, kept in Redis too. False:
+    another submitter of its key kept the batch's record first, and this one
+    wrote and sent nothing (docs/architecture.md, "Attach and keys")."""
     reads = [
         a
         for a in admissions
@@ -97,11 +99,13 @@ def without_ledger(
         for a in admissions
         if isinstance(a, Admitted) and a not in reads
     ]
-    record = audit.keep(closed)  # the batch's rows with these ends, once the ledger is back
-    try:  # and the cluster's copy: this process may not live that long
-        transport.keep_record(plan.batch.id, record.dumps())
+    record = audit.closing(closed)  # the batch's rows with these ends
+    try:  # the cluster's copy first: this process may not live until the ledger is back
+        if not transport.keep_record(plan.batch.id, record.dumps()):
+            return False
     except StateUnavailable as error:
         log.error("batch %s: its record waits in this process only: %s", plan.batch.id, error)
+    audit.keep(record)  # and this process's, written once the ledger is back
     for result in closed:
         events.end(result)
     if reads:  # no side effect of this batch runs, so no read can miss one
@@ -109,3 +113,4 @@ def without_ledger(
         # the sweep waits for these instead of sending them again.
         sent = transport.mark_sent(plan.batch.id, [a.call.id for a in reads])
         transport.post([plan.calls[c].message for c in sent], parallel=True)
+    return True

@@ -31,6 +31,7 @@ from runtime.execution import allowance
 from runtime.gate.admission import Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
+from runtime.ledger.batch_record import BatchRecord
 from runtime.ledger.tables import BatchRow
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import Inbox, Transport
@@ -135,7 +136,7 @@ class BatchRun:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
         run now and its side effects end unrun (fail closed). False: another
-        submitter of its key recorded the batch first, and this one wrote and
+        submitter of its key recorded the batch (or kept its record) first, and this one wrote and
         sent nothing (the caller checks the key and attaches). `traceparent`: the
         trace every task message of the batch carries (runtime/tracing.py)."""
         batch, services = self.batch, self.services
@@ -200,10 +201,12 @@ class BatchRun:
         for result in refusals.values():
             self.events.end(result)
         if recording is Recording.buffered:
-            first_send.without_ledger(
+            if first_send.without_ledger(
                 audit, admissions, plan, transport=services.transport, events=self.events
-            )
-            return True
+            ):
+                return True
+            self.unwatch()
+            return False
         try:
             services.advancer.begin(plan, refusals, copy=body)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
@@ -219,6 +222,19 @@ class BatchRun:
             self.events.end(result)
         for notice in self._ledger_notices():
             self.events.notice(notice)
+
+    def follow_kept(self, record: BatchRecord) -> None:
+        """Follow a batch whose record is kept in Redis, not yet in the ledger:
+        the ends decided at its submit are in the record, the rest are
+        published (and read from the results' hash: some may have been
+        published before this process watched)."""
+        self.inbox = self.services.transport.watch(self.batch.id)
+        self.inbox.gap = True
+        deadline = record.columns.get("deadline_at")
+        self.deadline = deadline.timestamp() if deadline is not None else None
+        self.tokens = {name: record.columns.get(name) for name in TOKENS}
+        for end in record.ends:
+            self.events.end(end.result)
 
     def look(self, *, thorough: bool) -> None:
         """Hand on what has arrived, without waiting: ends in the model's order,

@@ -24,7 +24,7 @@ from celery import Celery
 from runtime import adapters, config, tracing
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
-from runtime.client.attach import attached
+from runtime.client.attach import attached, kept
 from runtime.client.follower import Follower
 from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
 from runtime.client.intake import (
@@ -38,14 +38,13 @@ from runtime.client.intake import (
     turn_key,
 )
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import (
-    InvalidBatch,
-)
+from runtime.errors import InvalidBatch, LedgerUnavailable
 from runtime.gate import bindings
 from runtime.gate.limits import Limits
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
+from runtime.ledger.tables import BatchRow
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
@@ -195,7 +194,7 @@ class Runtime:
             raise InvalidBatch(f"{'; '.join(held)} need Redis: this transport cannot hold them")
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
-            known = self.ledger.batch(batch.id)
+            known = self._known(batch.id)
             if known is not None:
                 check_key(known, batch, policy, key)
                 return self.attach(batch.id)
@@ -213,10 +212,21 @@ class Runtime:
                 policy, deadline=deadline, key=key, columns=columns, traceparent=trace
             )
         if not started:  # a racing submitter of `key` won
-            check_key(self.ledger.batch(batch.id), batch, policy, key)
+            known = self._known(batch.id)
+            if known is None:  # it won with the ledger away: its record is kept in Redis
+                return kept(self.follower, self.services, batch, policy, key)
+            check_key(known, batch, policy, key)
             return self.attach(batch.id)
         self.follower.follow(run)
         return BatchHandle(run)
+
+    def _known(self, batch_id: str) -> BatchRow | None:
+        """The keyed batch's row; None with the ledger away too: then the
+        record kept in Redis is the key's compare-and-set."""
+        try:
+            return self.ledger.batch(batch_id)
+        except LedgerUnavailable:
+            return None
 
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the

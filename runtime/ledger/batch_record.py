@@ -20,7 +20,7 @@ from typing import Any
 
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger, Recorded
-from runtime.ledger.tables import EventKind
+from runtime.ledger.tables import BatchRow, EventKind
 from runtime.types import Batch, ToolResult
 
 _TIME = "$time"  # how a datetime travels in the JSON
@@ -55,6 +55,20 @@ class BatchRecord:
             [*self.ends, *more],
             self.plan,
             self.columns,
+        )
+
+    def row(self) -> BatchRow:
+        """The batch's row as the record will write it (not written): what a
+        racing submitter of its key checks its own batch against."""
+        columns = {k: v for k, v in self.columns.items() if k in BatchRow.model_fields}
+        return BatchRow(
+            id=self.batch.id,
+            mode=self.batch.mode.value,
+            workspace=self.batch.workspace,
+            on_error=self.batch.on_error,
+            call_count=len(self.batch.calls),
+            policy_version=self.policy_version,
+            **columns,
         )
 
     def write(self, ledger: Ledger) -> Recorded:

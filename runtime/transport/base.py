@@ -190,8 +190,16 @@ class BatchState(Protocol):
 
     # Batch records the ledger could not take at submit (docs/architecture.md,
     # "The ledger"): kept here until the sweep writes them.
-    def keep_record(self, batch_id: str, record: str) -> None:
-        """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep."""
+    def keep_record(self, batch_id: str, record: str) -> bool:
+        """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep,
+        unless a record of that batch is kept already: False then. Submitters
+        racing for one key while the ledger is away make the same batch id,
+        and the first record kept is the batch (docs/architecture.md, "Attach
+        and keys")."""
+        ...
+
+    def kept_record(self, batch_id: str) -> str | None:
+        """The record kept for the batch, if there is one."""
         ...
 
     def kept_records(self) -> dict[str, str]:

@@ -270,9 +270,14 @@ class RedisState(Leases):
             pipe.execute()
 
     # Batch records the ledger could not take at submit.
-    def keep_record(self, batch_id: str, record: str) -> None:
+    def keep_record(self, batch_id: str, record: str) -> bool:
         with reaching(f"batch {batch_id}: cannot keep its record"):
-            self.client.hset(UNRECORDED, batch_id, record)
+            return bool(self.client.hsetnx(UNRECORDED, batch_id, record))
+
+    def kept_record(self, batch_id: str) -> str | None:
+        with reaching(f"batch {batch_id}: cannot read its kept record"):
+            found = self.client.hget(UNRECORDED, batch_id)
+        return None if found is None else found.decode()
 
     def kept_records(self) -> dict[str, str]:
         with reaching("cannot read the kept batch records"):

@@ -229,9 +229,16 @@ class MemoryTransport(MemoryLeases):
             self._handed_on.add((batch_id, call_id))
             return True
 
-    def keep_record(self, batch_id: str, record: str) -> None:
+    def keep_record(self, batch_id: str, record: str) -> bool:
         with self._changed:
+            if batch_id in self._records:
+                return False
             self._records[batch_id] = record
+            return True
+
+    def kept_record(self, batch_id: str) -> str | None:
+        with self._changed:
+            return self._records.get(batch_id)
 
     def kept_records(self) -> dict[str, str]:
         with self._changed:

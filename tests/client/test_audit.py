@@ -92,7 +92,7 @@ def test_an_unavailable_ledger_is_buffered_and_the_rows_wait(ledger, audited, tm
     columns = {"key": "k", "fingerprint": "f", "deadline_at": datetime.now(UTC)}
     with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
         assert audit.admissions(admissions, plan={"p": 1}, columns=columns) is Recording.buffered
-        audit.keep([endings.ledger_unavailable("w", "bump")])
+        audit.keep(audit.closing([endings.ledger_unavailable("w", "bump")]))
         assert len(ledger._buffer) == 1
     assert ledger.batch(batch.id) is None
     assert ledger._buffer.flush()  # what the buffer's thread does once the ledger is back
@@ -113,7 +113,9 @@ def test_a_kept_record_lands_from_another_process_as_the_batch_was_submitted(
     columns = {"key": "k", "fingerprint": "f", "deadline_at": datetime.now(UTC)}
     with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
         assert audit.admissions(admissions, plan={"p": 1}, columns=columns) is Recording.buffered
-        kept = audit.keep([endings.ledger_unavailable("w", "bump")]).dumps()
+        record = audit.closing([endings.ledger_unavailable("w", "bump")])
+        audit.keep(record)
+        kept = record.dumps()
     other = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     try:
         assert BatchRecord.loads(kept).write(other) is Recorded.new
@@ -157,7 +159,7 @@ def test_buffered_ends_of_a_batch_another_submitter_recorded_are_not_written(
     audit = BatchAudit(ledger, batch, rules)
     with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
         assert audit.admissions(admissions) is Recording.buffered
-        audit.keep([endings.ledger_unavailable("w", "bump")])
+        audit.keep(audit.closing([endings.ledger_unavailable("w", "bump")]))
     assert BatchAudit(ledger, batch, rules).admissions(admissions) is Recording.recorded
     assert ledger._buffer.flush()
     assert {c.call_id: c.status for c in ledger.calls(batch.id)}["w"] == "pending"

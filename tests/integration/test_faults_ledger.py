@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections import Counter
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from runtime.types import Status
 from tests.support.faults import FaultStack, Relay
 from tests.support.postgres import fresh_database
+from tests.support.racer import race_in
 from tests.support.tools import held_running, marks, release
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
@@ -173,6 +175,44 @@ def test_a_batch_submitted_while_the_ledger_is_cut_runs_its_reads_only(ledger_ru
         time.sleep(0.2)
     assert calls == {"r0": "ok", "w1": "error", "r1": "ok"}
     assert runtime.ledger.batch(handle.batch_id) is not None
+
+
+def test_racing_submitters_of_one_key_while_the_ledger_is_cut_accept_one_batch(
+    ledger_stack, workspace, tmp_path
+):
+    """With the ledger away, the record the first racer keeps in Redis is the
+    key's compare-and-set: the racers with its rules attach to its batch, the
+    others are refused with KeyConflict, and no racer's reads run again."""
+    stack = ledger_stack
+    spec = {
+        "calls": [call("r0", "nap", label="r0"), call("w1", "bump", label="w1")],
+        "mode": "auto",
+        "workspace": str(workspace),
+        "on_error": "continue",
+        "timeout": 40,
+        "key": f"cut-race-{uuid.uuid4().hex}",
+    }
+    specs = [{**spec, "rules": ALLOW}, {**spec, "rules": {"deny": ["bump"]}}] * 2
+    cuts: list[Cut] = []  # from when every racer has its Runtime (which needs the ledger)
+    try:
+        start = tmp_path / "start"
+        outcomes = race_in(stack.client_env(), specs, start, ready=lambda: cuts.append(Cut(stack)))
+    finally:
+        for cut in cuts:
+            cut.end()
+    accepted = [s["rules"] for s, o in zip(specs, outcomes, strict=True) if "batch_id" in o]
+    refused = [o for o in outcomes if "batch_id" not in o]
+    assert len({o["batch_id"] for o in outcomes if "batch_id" in o}) == 1, outcomes
+    assert len(accepted) == 2 and accepted[0] == accepted[1], outcomes
+    assert [o.get("error") for o in refused] == ["KeyConflict", "KeyConflict"], outcomes
+    (batch_id,) = {o["batch_id"] for o in outcomes if "batch_id" in o}
+    with stack.client() as runtime:
+        results = {r.call_id: r for r in runtime.attach(batch_id).results(timeout=45)}
+    closed = Status.error if accepted[0] == ALLOW else Status.denied  # failed closed, or denied
+    assert results["r0"].ok and results["w1"].status is closed
+    starts = [m for m in marks(workspace, "starts") if m["label"] == "r0"]
+    assert len(starts) == 1, "a racer ran the batch's read again"
+    assert marks(workspace, "effects") == []
 
 
 def test_a_row_the_database_refuses_does_not_hold_back_the_rows_after_it(tmp_path):

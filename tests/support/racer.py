@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from runtime.client import Runtime
@@ -50,9 +51,16 @@ def race(stack, user_settings: Path, specs: list[dict], start: Path) -> list[dic
     return race_in(env, specs, start)
 
 
-def race_in(env: dict[str, str], specs: list[dict], start: Path, stderr=None) -> list[dict]:
+def race_in(
+    env: dict[str, str],
+    specs: list[dict],
+    start: Path,
+    stderr=None,
+    ready: Callable[[], None] = lambda: None,
+) -> list[dict]:
     """`race` with the submitters' environment given (`FaultStack.client_env`)
-    and where their stderr goes (a file; default: this process's)."""
+    and where their stderr goes (a file; default: this process's); `ready` is
+    called once every submitter has its `Runtime`, before they start."""
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.support.racer", json.dumps(spec), str(start)],
@@ -67,6 +75,7 @@ def race_in(env: dict[str, str], specs: list[dict], start: Path, stderr=None) ->
     try:
         for process in processes:
             assert process.stdout.readline().strip() == READY, "a submitter did not start"
+        ready()
         start.touch()
         outcomes = [json.loads(process.stdout.readline()) for process in processes]
         for process in processes:
