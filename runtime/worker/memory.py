@@ -237,7 +237,7 @@ class MemoryTransport(MemoryLeases):
         with self._changed:
             return dict(self._records)
 
-    def drop_record(self, batch_id: str) -> None:
+    def drop_record(self, batch_id: str, *, later: bool = False) -> None:
         with self._changed:
             self._records.pop(batch_id, None)
 
@@ -293,6 +293,8 @@ class MemoryInbox:
     @property
     def cancelled(self) -> bool:
         return self.transport.cancelled(self.batch_id)
+
+    quick = True  # its results are in this process's memory
 
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         return self.transport.arrived(self.batch_id, waiting, timeout)
