@@ -1,0 +1,75 @@
+"""Batch records kept in Redis until the ledger has them (`toolrun:unrecorded`):
+a batch submitted while the ledger was away, and one sent before it is
+recorded (docs/architecture.md, "The ledger" and "Sent before recorded").
+
+A record its submitter wrote itself is dropped later, not at once: the drop
+rides the next round trip of the submit's send marks, or goes on its own
+from the listener's thread once `DROP_SECONDS` have passed with none. That
+takes a round trip off every submit's path. A drop lost with the process is
+the sweep's: it writes the record again (the ledger's compare-and-set makes
+that a no-op) and drops it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+from redis.client import Pipeline
+
+from runtime.errors import StateUnavailable
+from runtime.transport.leases import Leases, reaching
+from runtime.transport.names import UNRECORDED
+
+DROP_SECONDS = 0.5  # the longest a written record waits for a round trip to ride
+
+
+class KeptRecords(Leases):
+    def __init__(self, client: redis.Redis) -> None:
+        super().__init__(client)
+        self._written: dict[str, float] = {}  # batch id -> when its record was written (monotonic)
+        self._dropping = threading.Lock()
+
+    def keep_record(self, batch_id: str, record: str) -> None:
+        with reaching(f"batch {batch_id}: cannot keep its record"):
+            self.client.hset(UNRECORDED, batch_id, record)
+
+    def kept_records(self) -> dict[str, str]:
+        with reaching("cannot read the kept batch records"):
+            found = self.client.hgetall(UNRECORDED)
+        return {k.decode(): v.decode() for k, v in found.items()}
+
+    def drop_record(self, batch_id: str, *, later: bool = False) -> None:
+        """`later`: its submitter wrote it, and the drop rides a later round trip."""
+        if later:
+            with self._dropping:
+                self._written.setdefault(batch_id, time.monotonic())
+            return
+        with reaching(f"batch {batch_id}: cannot drop its kept record"):
+            self.client.hdel(UNRECORDED, batch_id)
+
+    def drops_ride(self, pipe: Pipeline) -> int:
+        """Put the drops waiting into `pipe`, first; how many commands that is
+        (0 or 1). Should the pipeline fail, the sweep drops them."""
+        with self._dropping:
+            written, self._written = list(self._written), {}
+        if written:
+            pipe.hdel(UNRECORDED, *written)
+        return int(bool(written))
+
+    def drop_due(self, *, every: bool = False) -> None:
+        """The drops waiting, on their own, once the oldest has waited
+        `DROP_SECONDS` (`every`: whatever their age, as the client closes)."""
+        if not self._written:
+            return
+        with self._dropping:
+            oldest = min(self._written.values(), default=time.monotonic())
+            if not every and oldest > time.monotonic() - DROP_SECONDS:
+                return
+            written, self._written = list(self._written), {}
+        try:
+            with reaching("cannot drop the kept batch records"):
+                self.client.hdel(UNRECORDED, *written)
+        except StateUnavailable:  # left to the sweep, which writes and drops them
+            pass
