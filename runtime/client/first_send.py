@@ -68,7 +68,7 @@ def send_first(
         audit.keep([])
         return
     try:  # recorded (by this write, or by a sweep that found it kept)
-        transport.drop_record(batch.id, later=True)  # off the submit's path: records.py
+        transport.drop_record(batch.id, later=True)  # off the submit's path: copies.py
         if recording is Recording.ended:  # its reads ended first: their workers could not
             transport.drop_plan(batch.id)  # mark it ended, this write did
     except StateUnavailable:  # the sweep finds it recorded, and drops it

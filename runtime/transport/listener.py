@@ -119,7 +119,7 @@ class Listener:
 
     def __init__(self, client: redis.Redis, *, chore: Callable[[], None] = lambda: None) -> None:
         """`chore`: called on the listener's thread after each message and at
-        least every `SWEEP_SECONDS` (the kept records' drops: `records.py`)."""
+        least every `SWEEP_SECONDS` (the kept records' drops: `copies.py`)."""
         self.client, self._chore = client, chore
         self.channel = reply_channel(uuid.uuid4().hex)  # where workers answer this client
         self._inboxes: dict[str, Inbox] = {}

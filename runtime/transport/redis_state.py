@@ -6,7 +6,7 @@ client subscribes before it sends anything (`transport/listener.py`), so it
 never misses an end, and reads the hash when it wants to be sure (a dropped
 connection loses pub/sub messages, not keys). Celery's `GroupResult.get()`
 polls; this does not. Leases are `runtime.transport.leases`'s, kept
-batch records `runtime.transport.records`'s. Redis's own
+batch records `runtime.transport.copies`'s. Redis's own
 errors stop here: past this class they are `StateUnavailable`.
 """
 
@@ -24,6 +24,7 @@ from redis.client import Pipeline
 from runtime.transport import tallies
 from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Known, Look, Rider
+from runtime.transport.copies import BatchCopies
 from runtime.transport.leases import reaching
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
@@ -40,7 +41,6 @@ from runtime.transport.names import (
     sent_key,
     stages_key,
 )
-from runtime.transport.records import KeptRecords
 from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
 from runtime.usage.budgets import Counter
@@ -54,7 +54,7 @@ return 0
 """
 
 
-class RedisState(KeptRecords):
+class RedisState(BatchCopies):
     def __init__(self, client: redis.Redis) -> None:
         super().__init__(client)
         self._listener: Listener | None = None
@@ -243,20 +243,7 @@ class RedisState(KeptRecords):
                 self.client.set(handed_on_key(batch_id, call_id), 1, nx=True, ex=TTL_SECONDS)
             )
 
-    # The plan's copy and the cancel flag.
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
-        with reaching(f"batch {batch_id}: cannot keep its plan"):
-            self.client.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
-
-    def plan(self, batch_id: str) -> dict[str, Any] | None:
-        with reaching(f"batch {batch_id}: cannot read its plan"):
-            stored = self.client.get(plan_key(batch_id))
-        return json.loads(stored) if stored else None
-
-    def drop_plan(self, batch_id: str) -> None:
-        with reaching(f"batch {batch_id}: cannot drop its plan"):
-            self.client.delete(plan_key(batch_id))
-
+    # The cancel flag.
     def cancelled(self, batch_id: str) -> bool:
         with reaching(f"batch {batch_id}: cannot read its cancel flag"):
             return bool(self.client.exists(cancel_key(batch_id)))

@@ -1,4 +1,4 @@
-"""Kept batch records (runtime/transport/records.py): a record its submitter
+"""Kept batch records (runtime/transport/copies.py): a record its submitter
 wrote is dropped on a later round trip, never lost. Real redis-server."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import redis
 from runtime.settings import Settings
 from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
-from runtime.transport import records
+from runtime.transport import copies
 from runtime.transport.redis_state import RedisState
 
 pytestmark = pytest.mark.server
@@ -57,13 +57,13 @@ def test_a_drop_with_no_round_trip_to_ride_goes_on_its_own_once_due(state, monke
     state.drop_record("b1", later=True)
     state.drop_due()
     assert "b1" in state.kept_records()  # not due yet
-    monkeypatch.setattr(records, "DROP_SECONDS", 0.0)
+    monkeypatch.setattr(copies, "DROP_SECONDS", 0.0)
     state.drop_due()
     assert state.kept_records() == {}
 
 
 def test_the_listeners_thread_drops_what_waits_and_so_does_close(state, monkeypatch):
-    monkeypatch.setattr(records, "DROP_SECONDS", 0.0)
+    monkeypatch.setattr(copies, "DROP_SECONDS", 0.0)
     state.watch("b0")  # the listener runs
     state.keep_record("b1", "{}")
     state.drop_record("b1", later=True)
@@ -71,7 +71,7 @@ def test_the_listeners_thread_drops_what_waits_and_so_does_close(state, monkeypa
     while state.kept_records() and time.monotonic() < until:
         time.sleep(0.05)
     assert state.kept_records() == {}
-    monkeypatch.setattr(records, "DROP_SECONDS", 3600.0)
+    monkeypatch.setattr(copies, "DROP_SECONDS", 3600.0)
     state.keep_record("b2", "{}")
     state.drop_record("b2", later=True)
     state.drop_due()

@@ -1,6 +1,7 @@
-"""Batch records kept in Redis until the ledger has them (`toolrun:unrecorded`):
-a batch submitted while the ledger was away, and one sent before it is
-recorded (docs/architecture.md, "The ledger" and "Sent before recorded").
+"""What Redis keeps of a batch beside the ledger: its plan's copy, and its
+record until the ledger has it (`toolrun:unrecorded`: a batch submitted while
+the ledger was away, and one sent before it is recorded; docs/architecture.md,
+"The ledger" and "Sent before recorded").
 
 A record its submitter wrote itself is dropped later, not at once: the drop
 rides the next round trip of the submit's send marks, or goes on its own
@@ -12,25 +13,42 @@ that a no-op) and drops it.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from typing import Any
 
 import redis
 from redis.client import Pipeline
 
 from runtime.errors import StateUnavailable
 from runtime.transport.leases import Leases, reaching
-from runtime.transport.names import UNRECORDED
+from runtime.transport.names import TTL_SECONDS, UNRECORDED, plan_key
 
 DROP_SECONDS = 0.5  # the longest a written record waits for a round trip to ride
 
 
-class KeptRecords(Leases):
+class BatchCopies(Leases):
     def __init__(self, client: redis.Redis) -> None:
         super().__init__(client)
         self._written: dict[str, float] = {}  # batch id -> when its record was written (monotonic)
         self._dropping = threading.Lock()
 
+    # The plan's copy: the cluster's work, kept beside the ledger's ("A batch the cluster owns").
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        with reaching(f"batch {batch_id}: cannot keep its plan"):
+            self.client.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None:
+        with reaching(f"batch {batch_id}: cannot read its plan"):
+            stored = self.client.get(plan_key(batch_id))
+        return json.loads(stored) if stored else None
+
+    def drop_plan(self, batch_id: str) -> None:
+        with reaching(f"batch {batch_id}: cannot drop its plan"):
+            self.client.delete(plan_key(batch_id))
+
+    # Records the ledger does not have yet.
     def keep_record(self, batch_id: str, record: str) -> None:
         with reaching(f"batch {batch_id}: cannot keep its record"):
             self.client.hset(UNRECORDED, batch_id, record)
