@@ -64,8 +64,13 @@ class Follower:
             self._schedule(entry, now)
             if not entry.pushes:
                 self._poll(entry, now)
-            self._enqueue(entry)
             self._start()
+            here = entry.pushes and getattr(run.inbox, "quick", False)
+            if not here:
+                self._enqueue(entry)
+            entry.busy = here
+        if here:  # what arrived before it was followed, read on this thread: no driver woken
+            self._look(entry, thorough=False)
 
     def open_runs(self) -> list[BatchRun]:
         with self._changed:
@@ -141,8 +146,10 @@ class Follower:
         self._timer(entry, entry.poll_at)
 
     def _timer(self, entry: _Followed, due: float) -> None:
+        """Drivers sleep until the first timer: woken only if this one comes first."""
         heapq.heappush(self._timers, (due, next(self._order), entry))
-        self._changed.notify()
+        if self._timers[0][2] is entry and self._timers[0][0] == due:
+            self._changed.notify()
 
     def _start(self) -> None:
         """Start the drivers on the first batch; call with the lock held."""
