@@ -204,8 +204,9 @@ class BatchState(Protocol):
         """Batch id -> record JSON, of every record kept."""
         ...
 
-    def drop_record(self, batch_id: str, *, later: bool = False) -> None:
-        """`later`: its submitter wrote it; the drop may ride a later round trip."""
+    def drop_record(self, batch_id: str, *, later: bool = False, plan: bool = False) -> None:
+        """`later`: its submitter wrote it; the drop may ride a later round
+        trip. `plan`: the batch has ended, its plan's copy goes too."""
         ...
 
     # Leases: a claimed call is held by a live worker, which renews its hold

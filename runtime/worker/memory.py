@@ -237,9 +237,11 @@ class MemoryTransport(MemoryLeases):
         with self._changed:
             return dict(self._records)
 
-    def drop_record(self, batch_id: str, *, later: bool = False) -> None:
+    def drop_record(self, batch_id: str, *, later: bool = False, plan: bool = False) -> None:
         with self._changed:
             self._records.pop(batch_id, None)
+            if plan:
+                self._plans.pop(batch_id, None)
 
     def look(
         self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None

@@ -52,6 +52,15 @@ def test_a_written_records_drop_rides_the_next_submits_marks(state):
     assert set(state.kept_records()) == {"b2"}
 
 
+def test_an_ended_batchs_plan_copy_goes_with_its_record(state):
+    """Its reads ended before its record was written: the copy goes too."""
+    state.mark_sent("b1", ["c1"], plan={"batch": {"id": "b1"}}, record="{}")
+    state.drop_record("b1", later=True, plan=True)
+    assert state.plan("b1") is not None
+    state.drop_due(every=True)
+    assert (state.plan("b1"), state.kept_records()) == (None, {})
+
+
 def test_a_drop_with_no_round_trip_to_ride_goes_on_its_own_once_due(state, monkeypatch):
     state.keep_record("b1", "{}")
     state.drop_record("b1", later=True)
