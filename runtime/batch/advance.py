@@ -300,6 +300,10 @@ class Advancer:
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
         ordered = [group for group in groups if not plan.calls[group[0]].read]
         sending = reads + [c for g in ordered for c in g]
+        if copy is not None and reads and not ordered and hasattr(self.queue, "post_marked"):
+            messages = [plan.calls[c].message for c in reads]  # a submit's reads: one round trip
+            self.queue.post_marked(batch_id, messages, plan=copy, record=record)
+            return ended
         marked = self.state.mark_sent(batch_id, sending, plan=copy, record=record)
         reads = [call_id for call_id in reads if call_id in marked]
         if reads:

@@ -67,12 +67,10 @@ def send_first(
     if recording is Recording.buffered:  # its kept record lands with the ledger
         audit.keep(audit.closing([]))
         return
-    try:  # recorded (by this write, or by a sweep that found it kept)
-        transport.drop_record(batch.id)
-        if recording is Recording.ended:  # its reads ended first: their workers could not
-            transport.drop_plan(batch.id)  # mark it ended, this write did
-    except StateUnavailable:  # the sweep finds it recorded, and drops it
-        pass
+    # Recorded (by this write, or by a sweep that found it kept): dropped off
+    # the submit's path (transport/copies.py), with the plan's copy if its reads
+    # ended first (their workers could not mark it ended, this write did).
+    transport.drop_record(batch.id, later=True, plan=recording is Recording.ended)
 
 
 def without_ledger(

@@ -64,8 +64,13 @@ class Follower:
             self._schedule(entry, now)
             if not entry.pushes:
                 self._poll(entry, now)
-            self._enqueue(entry)
             self._start()
+            here = entry.pushes and getattr(run.inbox, "quick", False)
+            if not here:
+                self._enqueue(entry)
+            entry.busy = here
+        if here:  # what arrived before it was followed, read on this thread: no driver woken
+            self._look(entry, thorough=False)
 
     def open_runs(self) -> list[BatchRun]:
         with self._changed:
@@ -96,8 +101,23 @@ class Follower:
             entry.run.unwatch()
 
     def _wake(self, entry: _Followed) -> None:
+        """An arrival, on the listener's thread: a batch no driver is looking
+        at, whose inbox holds what arrived in memory (`quick`: no round trip
+        to read it), is looked at here at once, which spares the result a hop
+        to a driver thread and the wait for it to run; any other goes to a
+        driver (one under a driver's look is looked at again once it ends)."""
         with self._changed:
-            self._enqueue(entry)
+            if (
+                self._closed
+                or entry.run not in self._followed
+                or entry.busy
+                or entry.queued
+                or not getattr(entry.run.inbox, "quick", False)
+            ):
+                self._enqueue(entry)
+                return
+            entry.busy = True
+        self._look(entry, thorough=False)
 
     def _enqueue(self, entry: _Followed) -> None:
         """Have a driver look at `entry`: soon, or again once the look under
@@ -126,8 +146,10 @@ class Follower:
         self._timer(entry, entry.poll_at)
 
     def _timer(self, entry: _Followed, due: float) -> None:
+        """Drivers sleep until the first timer: woken only if this one comes first."""
         heapq.heappush(self._timers, (due, next(self._order), entry))
-        self._changed.notify()
+        if self._timers[0][2] is entry and self._timers[0][0] == due:
+            self._changed.notify()
 
     def _start(self) -> None:
         """Start the drivers on the first batch; call with the lock held."""
@@ -165,16 +187,16 @@ class Follower:
                 found = self._next()
             if found is None:
                 return
-            entry, thorough = found
-            try:
-                entry.run.look(thorough=thorough)
-                failed = False
-            except Exception as error:  # noqa: BLE001 - the batch goes on without this process
-                log.warning(
-                    "batch %s: stopped following its results: %s", entry.run.batch.id, error
-                )
-                failed = True
-            self._after(entry, thorough, failed)
+            self._look(*found)
+
+    def _look(self, entry: _Followed, thorough: bool) -> None:
+        try:
+            entry.run.look(thorough=thorough)
+            failed = False
+        except Exception as error:  # noqa: BLE001 - the batch goes on without this process
+            log.warning("batch %s: stopped following its results: %s", entry.run.batch.id, error)
+            failed = True
+        self._after(entry, thorough, failed)
 
     def _after(self, entry: _Followed, thorough: bool, failed: bool) -> None:
         with self._changed:

@@ -89,8 +89,9 @@ class BatchHandle:
 
     def subscribe(self, subscriber: Callable[[Event], None]) -> list[Event]:
         """Follow the batch without a thread of one's own: `subscriber` is
-        called with every later event, on the thread that follows the batch
-        (it must not block: hand the event on, as to an event loop with
+        called with every later event, on the thread that looks at the batch
+        (a follower's driver, or the listener's as it routes a result: it must
+        not block; hand the event on, as to an event loop with
         `loop.call_soon_threadsafe`). Returns the events in already, in the
         order they came, so none is missed or seen twice."""
         return self._events.subscribe(subscriber)

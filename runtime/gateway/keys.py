@@ -66,7 +66,7 @@ def mint(
             id=key_id,
             name=name,
             role=role.value,
-            secret_hash=_digest(token),
+            secret_hash=digest(token),
             workspace_roots=resolved,
             max_mode=max_mode.value if max_mode else None,
         )
@@ -82,7 +82,7 @@ def authenticate(keys: Keys, token: str) -> Key | None:
     row = keys.get(parts[0])
     if row is None or row.revoked_at is not None:
         return None
-    if not hmac.compare_digest(row.secret_hash, _digest(token)):
+    if not hmac.compare_digest(row.secret_hash, digest(token)):
         return None
     return Key(
         id=row.id,
@@ -93,5 +93,5 @@ def authenticate(keys: Keys, token: str) -> Key | None:
     )
 
 
-def _digest(token: str) -> str:
+def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()

@@ -4,11 +4,12 @@ minting and checking a token is `runtime.gateway.keys`'s job."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, update
+from sqlalchemy import ColumnElement, Insert, Table, update
 from sqlalchemy import select as core_select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -79,9 +80,7 @@ class Keys:
         }
 
         def work(connection) -> bool:
-            make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            done = connection.execute(make(OWNERS).values(**row).on_conflict_do_nothing())
-            return done.rowcount == 1
+            return connection.execute(_owner_insert(connection.dialect.name), row).rowcount == 1
 
         if self.ledger.transaction(work, core=True):  # this row is the one: the poll that
             self._remember(batch_id, BatchOwnerRow(**row))  # follows needs no read
@@ -122,3 +121,11 @@ class Keys:
             BatchOwnerRow.key_id == key_id, BatchOwnerRow.batch_id.in_(batch_ids)
         )
         return set(self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False))
+
+
+@functools.cache
+def _owner_insert(dialect: str) -> Insert:
+    """The owner row's insert, built once (each batch binds its values): a
+    row there already stays as it is."""
+    make = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    return make(OWNERS).on_conflict_do_nothing()

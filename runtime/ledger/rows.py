@@ -4,14 +4,17 @@ hot path (a call's rows cost two statements, not a load and a flush)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
 from pydantic_core import to_jsonable_python
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, Insert, insert, select, update
 from sqlalchemy import text as sql
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from runtime.ledger.tables import (
     EVENT_TEXT,
@@ -20,6 +23,7 @@ from runtime.ledger.tables import (
     EndRow,
     EventKind,
     EventRow,
+    PlanRow,
     UsageRow,
     utc_now,
 )
@@ -29,6 +33,26 @@ from runtime.types import Batch
 
 BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__
 ENDS, USAGE = EndRow.__table__, UsageRow.__table__
+# A batch's record, built once: each submit only binds its values (building the
+# statements cost P1 about 0.7 ms a batch; their compiled forms were cached already).
+INSERT_CALLS, INSERT_EVENTS = insert(CALLS), insert(EVENTS)
+INSERT_PLAN = insert(PlanRow.__table__)
+
+
+def batch_columns(head: dict[str, Any]) -> dict[str, Any]:
+    """`head`, checked: a column the batch row lacks is a programming error,
+    which `.values()` raised and a statement's parameters silently drop."""
+    if unknown := head.keys() - BATCHES.columns.keys():
+        raise TypeError(f"the batch row has no column {', '.join(sorted(unknown))}")
+    return head
+
+
+@functools.cache
+def first_insert(dialect: str) -> Insert:
+    """The batch row's insert, the compare-and-set of its id: nothing is
+    written and no id returned if it is recorded already."""
+    make = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    return make(BATCHES).on_conflict_do_nothing().returning(BATCHES.c.id)
 
 
 def text(value: Any, redactor: Redactor = BUILT_IN) -> str | None:

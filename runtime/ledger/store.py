@@ -13,8 +13,6 @@ from enum import IntEnum
 from typing import Any
 
 from sqlalchemy import Connection, insert
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
@@ -26,12 +24,15 @@ from runtime.ledger.ends import CallEnd, write_ends
 from runtime.ledger.group import CommitGroup
 from runtime.ledger.records import BatchRecord
 from runtime.ledger.rows import (
-    BATCHES,
-    CALLS,
     EVENTS,
+    INSERT_CALLS,
+    INSERT_EVENTS,
+    INSERT_PLAN,
+    batch_columns,
     batch_rows,
     event_fields,
     event_rows,
+    first_insert,
     lock_batches,
     settle,
 )
@@ -41,7 +42,6 @@ from runtime.ledger.tables import (
     CallRow,
     EventKind,
     EventRow,
-    PlanRow,
     utc_now,
 )
 from runtime.redaction import redactor_for
@@ -104,23 +104,19 @@ class Ledger(Database):
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
         head, calls = batch_rows(batch, risks or {}, policy_version, self.redactor)
-        head |= columns or {}  # key, fingerprint, deadline_at
+        head = batch_columns(head | (columns or {}))  # key, fingerprint, deadline_at
         rows, ends = event_rows(events, self.redactor), list(ends)
 
         def work(connection: Connection) -> Recorded:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
-            make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
-            first = make(BATCHES).values(**head).on_conflict_do_nothing().returning(BATCHES.c.id)
-            if connection.execute(first).first() is None:
+            if connection.execute(first_insert(connection.dialect.name), head).first() is None:
                 return Recorded.found  # a batch recorded before keeps its first record, and only it
-            connection.execute(insert(CALLS), calls)
+            connection.execute(INSERT_CALLS, calls)
             if plan is not None:
-                connection.execute(
-                    insert(PlanRow.__table__), [{"batch_id": batch.id, "body": plan}]
-                )
+                connection.execute(INSERT_PLAN, [{"batch_id": batch.id, "body": plan}])
             ended = settle(connection, batch.id)
             if rows:
-                connection.execute(insert(EVENTS), rows)
+                connection.execute(INSERT_EVENTS, rows)
             for end in ends:
                 end.write(connection)  # this batch's lock is held
             ended |= {end.call_id for end in ends}

@@ -28,6 +28,12 @@ class Inbox(Protocol):
 
     cancelled: bool  # the batch was cancelled, from any process
 
+    @property
+    def quick(self) -> bool:
+        """Whether `results(..., 0)` now reads only what arrived, in memory:
+        no round trip (its follower may then read it on the arrival's thread)."""
+        ...
+
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         """Results (or notices: `awaiting_approval`) of `waiting` calls that
         arrive within about `timeout` seconds; a call's end wins over its notice."""
@@ -206,7 +212,10 @@ class BatchState(Protocol):
         """Batch id -> record JSON, of every record kept."""
         ...
 
-    def drop_record(self, batch_id: str) -> None: ...
+    def drop_record(self, batch_id: str, *, later: bool = False, plan: bool = False) -> None:
+        """`later`: its submitter wrote it; the drop may ride a later round
+        trip. `plan`: the batch has ended, its plan's copy goes too."""
+        ...
 
     # Leases: a claimed call is held by a live worker, which renews its hold
     # (docs/architecture.md, "Leases").

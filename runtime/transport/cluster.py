@@ -6,10 +6,16 @@ the submitting client's channel (one subscription per process,
 
 from __future__ import annotations
 
+import json
+import time
+from typing import Any
+
 import redis
 from celery import Celery
 
 from runtime.redaction import BUILT_IN, Redactor
+from runtime.transport.leases import reaching
+from runtime.transport.names import TTL_SECONDS, UNRECORDED, plan_key, sent_key
 from runtime.transport.outbox import CeleryQueue
 from runtime.transport.redis_state import RedisState
 from runtime.types import CallMessage
@@ -22,3 +28,35 @@ class CeleryTransport(RedisState):
 
     def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
         return self.queue.post(messages, parallel=parallel, chained=chained)
+
+    def post_marked(
+        self,
+        batch_id: str,
+        messages: list[CallMessage],
+        *,
+        plan: dict[str, Any] | None = None,
+        record: str | None = None,
+    ) -> None:
+        """A fresh batch's reads marked sent and posted, with the plan's copy
+        and the batch's record, in one round trip where the broker is the
+        state's Redis, in two otherwise (`mark_sent`, then `post`). Every
+        mark is new at submit; should one not be, its read goes twice, which
+        reads allow (docs/architecture.md, "Round trips and memory")."""
+        call_ids = [message.call_id for message in messages]
+        if not self.queue.rides:
+            self.mark_sent(batch_id, call_ids, plan=plan, record=record)
+            self.post(messages, parallel=True)
+            return
+        with (
+            reaching(f"batch {batch_id}: cannot send its first reads"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            self.drops_ride(pipe)
+            if plan is not None:
+                pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+            if record is not None:
+                pipe.hset(UNRECORDED, batch_id, record)
+            pipe.hset(sent_key(batch_id), mapping=dict.fromkeys(call_ids, str(time.time())))
+            pipe.expire(sent_key(batch_id), TTL_SECONDS)
+            self.queue.ride(pipe, messages)
+            pipe.execute()

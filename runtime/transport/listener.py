@@ -62,6 +62,10 @@ class Inbox:
         time something is put here: the batch's follower then reads `results`."""
         self._arrived = callback
 
+    @property
+    def quick(self) -> bool:
+        return not self.gap and time.monotonic() < self._sweep_at
+
     def put(self, data: bytes) -> None:
         self._messages.put(data)
         self._arrived()
@@ -113,8 +117,10 @@ class Inbox:
 class Listener:
     """Every batch of one `Runtime` on one subscribed connection."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
+    def __init__(self, client: redis.Redis, *, chore: Callable[[], None] = lambda: None) -> None:
+        """`chore`: called on the listener's thread after each message and at
+        least every `SWEEP_SECONDS` (the kept records' drops: `copies.py`)."""
+        self.client, self._chore = client, chore
         self.channel = reply_channel(uuid.uuid4().hex)  # where workers answer this client
         self._inboxes: dict[str, Inbox] = {}
         self._lock = threading.Lock()  # the pubsub object
@@ -195,6 +201,7 @@ class Listener:
                 continue
             if message is not None:
                 self._deliver(message)
+            self._chore()
 
     def _deliver(self, message: dict) -> None:
         kind = message["type"]

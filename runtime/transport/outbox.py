@@ -16,10 +16,12 @@ import json
 import logging
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
 from kombu.exceptions import BatchPublishError, OperationalError
+from redis.client import Pipeline
 
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport import chain
@@ -30,12 +32,19 @@ log = logging.getLogger("toolrun.dispatcher")
 # The broker down (kombu wraps its errors), or a producer batch that failed part
 # way: the messages it held may or may not have landed.
 UNCERTAIN = (redis.ConnectionError, redis.TimeoutError, OperationalError, BatchPublishError)
+SAME_REDIS = {"redis", "rediss", "unix"}  # a broker URL that can name the state's Redis
 SHOWN_CHARS = 2048  # what Flower keeps of a call's arguments (it holds thousands of tasks)
 
 
 class CeleryQueue:
     def __init__(self, app: Celery, *, redactor: Redactor = BUILT_IN) -> None:
         self.app, self.redactor = app, redactor
+        # The broker is the state's Redis (the default: one Redis is both), so a
+        # message's commands can ride the state's pipeline (`ride`).
+        self.rides = (
+            urlsplit(str(app.conf.broker_url)).scheme in SAME_REDIS
+            and app.conf.broker_url == app.conf.result_backend
+        )
 
     def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
         """Send signed messages (`chained`: the first carrying the rest) in one
@@ -56,6 +65,36 @@ class CeleryQueue:
         except UNCERTAIN as error:
             log.warning("broker unreachable while sending %d message(s): %s", len(messages), error)
             return False
+
+    def ride(self, pipe: Pipeline, messages: list[CallMessage]) -> None:
+        """Put reads' messages on `pipe`, a pipeline of the state's Redis that
+        is the broker too (`rides`), for its owner to send: each message's
+        LPUSH and its task-sent event's PUBLISH, as kombu's producer batch
+        makes them, riding the round trip of the send marks
+        (docs/architecture.md, "Round trips and memory")."""
+        with self.app.producer_or_acquire() as producer:
+            producer._batch_local.current = _Riding(pipe)  # kombu 5.7's producer batch slot
+            try:
+                for message in messages:
+                    options = task_options(message, READS, self.redactor, sent_at=time.time())
+                    self.app.send_task(TASK, producer=producer, **options)
+            finally:
+                del producer._batch_local.current
+
+
+class _Riding:
+    """kombu's Redis publish batch (`kombu.transport.redis.PublishBatch`) on a
+    pipeline of ours: the channel routes each message and hands its final
+    commands to `add`, which puts them on the pipeline instead of sending."""
+
+    def __init__(self, pipe: Pipeline) -> None:
+        self.pipe = pipe
+
+    def publish(self, channel: Any, message: Any, **options: Any) -> Any:
+        return channel.basic_publish(message, _publish_batch=self, **options)
+
+    def add(self, name: str, *args: Any) -> None:
+        getattr(self.pipe, name)(*args)
 
 
 def task_options(

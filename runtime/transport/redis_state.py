@@ -5,7 +5,8 @@ the channel of the client that sent the call, in one pipelined round trip. The
 client subscribes before it sends anything (`transport/listener.py`), so it
 never misses an end, and reads the hash when it wants to be sure (a dropped
 connection loses pub/sub messages, not keys). Celery's `GroupResult.get()`
-polls; this does not. Leases are `runtime.transport.leases`'s. Redis's own
+polls; this does not. Leases are `runtime.transport.leases`'s, kept
+batch records `runtime.transport.copies`'s. Redis's own
 errors stop here: past this class they are `StateUnavailable`.
 """
 
@@ -23,7 +24,8 @@ from redis.client import Pipeline
 from runtime.transport import tallies
 from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Known, Look, Rider
-from runtime.transport.leases import Leases, reaching
+from runtime.transport.copies import BatchCopies
+from runtime.transport.leases import reaching
 from runtime.transport.listener import LOST, Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
@@ -52,7 +54,7 @@ return 0
 """
 
 
-class RedisState(Leases):
+class RedisState(BatchCopies):
     def __init__(self, client: redis.Redis) -> None:
         super().__init__(client)
         self._listener: Listener | None = None
@@ -66,7 +68,7 @@ class RedisState(Leases):
         """The process's one results subscription, made when a batch is first watched."""
         with self._listening:  # two first submits at once (the gateway's offload threads)
             if self._listener is None:
-                self._listener = Listener(self.client)
+                self._listener = Listener(self.client, chore=self.drop_due)
         return self._listener
 
     @property
@@ -154,6 +156,7 @@ class RedisState(Leases):
             reaching(f"batch {batch_id}: cannot mark what was sent"),
             self.client.pipeline(transaction=False) as pipe,
         ):
+            dropped = self.drops_ride(pipe)  # records written since ("Sent before recorded")
             if plan is not None:
                 pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
             if record is not None:
@@ -161,7 +164,7 @@ class RedisState(Leases):
             for call_id in call_ids:
                 (pipe.hset if again else pipe.hsetnx)(sent_key(batch_id), call_id, now)
             pipe.expire(sent_key(batch_id), TTL_SECONDS)
-            first = (plan is not None) + (record is not None)
+            first = dropped + (plan is not None) + (record is not None)
             marked = pipe.execute()[first:-1]
         return [call_id for call_id, new in zip(call_ids, marked, strict=True) if again or new]
 
@@ -240,20 +243,7 @@ class RedisState(Leases):
                 self.client.set(handed_on_key(batch_id, call_id), 1, nx=True, ex=TTL_SECONDS)
             )
 
-    # The plan's copy and the cancel flag.
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
-        with reaching(f"batch {batch_id}: cannot keep its plan"):
-            self.client.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
-
-    def plan(self, batch_id: str) -> dict[str, Any] | None:
-        with reaching(f"batch {batch_id}: cannot read its plan"):
-            stored = self.client.get(plan_key(batch_id))
-        return json.loads(stored) if stored else None
-
-    def drop_plan(self, batch_id: str) -> None:
-        with reaching(f"batch {batch_id}: cannot drop its plan"):
-            self.client.delete(plan_key(batch_id))
-
+    # The cancel flag.
     def cancelled(self, batch_id: str) -> bool:
         with reaching(f"batch {batch_id}: cannot read its cancel flag"):
             return bool(self.client.exists(cancel_key(batch_id)))
@@ -268,25 +258,6 @@ class RedisState(Leases):
             pipe.set(cancel_key(batch_id), by, ex=TTL_SECONDS)
             pipe.publish(results_key(batch_id), CANCEL_NOTICE)
             pipe.execute()
-
-    # Batch records the ledger could not take at submit.
-    def keep_record(self, batch_id: str, record: str) -> bool:
-        with reaching(f"batch {batch_id}: cannot keep its record"):
-            return bool(self.client.hsetnx(UNRECORDED, batch_id, record))
-
-    def kept_record(self, batch_id: str) -> str | None:
-        with reaching(f"batch {batch_id}: cannot read its kept record"):
-            found = self.client.hget(UNRECORDED, batch_id)
-        return None if found is None else found.decode()
-
-    def kept_records(self) -> dict[str, str]:
-        with reaching("cannot read the kept batch records"):
-            found = self.client.hgetall(UNRECORDED)
-        return {k.decode(): v.decode() for k, v in found.items()}
-
-    def drop_record(self, batch_id: str) -> None:
-        with reaching(f"batch {batch_id}: cannot drop its kept record"):
-            self.client.hdel(UNRECORDED, batch_id)
 
     # Budgets (docs/architecture.md, "Usage and budgets").
     def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
@@ -303,6 +274,7 @@ class RedisState(Leases):
             return self._allowances.standing()
 
     def close(self) -> None:
+        self.drop_due(every=True)
         if self._listener is not None:
             self._listener.close()
         self.client.close()

@@ -244,9 +244,11 @@ class MemoryTransport(MemoryLeases):
         with self._changed:
             return dict(self._records)
 
-    def drop_record(self, batch_id: str) -> None:
+    def drop_record(self, batch_id: str, *, later: bool = False, plan: bool = False) -> None:
         with self._changed:
             self._records.pop(batch_id, None)
+            if plan:
+                self._plans.pop(batch_id, None)
 
     def look(
         self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
@@ -300,6 +302,8 @@ class MemoryInbox:
     @property
     def cancelled(self) -> bool:
         return self.transport.cancelled(self.batch_id)
+
+    quick = True  # its results are in this process's memory
 
     def results(self, waiting: set[str], timeout: float) -> list[ToolResult]:
         return self.transport.arrived(self.batch_id, waiting, timeout)

@@ -65,3 +65,14 @@ def test_with_no_sweep_the_follower_ends_a_batch_at_its_deadline(unswept, worksp
         batch, mode="auto", workspace=workspace, timeout=0.2, rules={"allow": ["bump"]}
     )
     assert [r.status for r in handle.results()] == [Status.timeout, Status.skipped]
+
+
+def test_an_end_reaches_an_idle_batch_on_the_arrivals_own_thread(rt, workspace):
+    """No hop to a driver thread: a batch no driver is looking at reads its
+    inbox where the end arrives (here, the in-memory worker's thread)."""
+    naps = [{"id": "n", "name": "nap", "arguments": {"label": "n", "seconds": 0.3}}]
+    handle = rt.submit(naps, mode="auto", workspace=workspace)
+    seen = []
+    handle.subscribe(lambda event: seen.append(threading.current_thread().name))
+    assert handle.results(30)[0].status is Status.ok
+    assert seen and not seen[0].startswith("toolrun-follower")

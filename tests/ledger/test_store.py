@@ -198,6 +198,15 @@ def test_record_batch_refuses_repeated_call_ids(ledger):
         ledger.record_batch(_batch("a", "a"))
 
 
+def test_record_batch_refuses_a_column_the_batch_row_lacks(ledger):
+    """Its statements are built once and only bound: a column no statement
+    would take is an error, not silently dropped."""
+    batch = _batch("a")
+    with pytest.raises(TypeError, match="no column submiter"):
+        ledger.record_batch(batch, columns={"submiter": "me"})
+    assert ledger.batch(batch.id) is None
+
+
 def test_calls_come_in_position_order(ledger):
     batch = _batch("z", "a", "m", "b")
     ledger.record_batch(batch)

@@ -1,0 +1,83 @@
+"""A submit's first reads on the Celery transport (runtime/transport/cluster.py):
+marks, the plan's copy, the record and the task messages in one round trip
+where the broker is the state's Redis. Real redis-server; the message is read
+back from the broker's list as a worker's kombu would."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from runtime.settings import Settings
+from runtime.stack.processes import stop_process
+from runtime.stack.redis_server import redis_needles, start_redis
+from runtime.transport.app import make_app
+from runtime.transport.cluster import CeleryTransport
+from runtime.transport.names import READS, TASK
+from runtime.types import CallMessage
+from tests.support.messages import message
+
+pytestmark = pytest.mark.server
+
+
+class Counting(redis.Connection):
+    """A real connection that counts its round trips (a pipeline is one)."""
+
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):
+        Counting.sends += 1
+        return super().send_packed_command(command, check_health)
+
+
+@pytest.fixture
+def transport(tmp_path):
+    settings = Settings(home=tmp_path)
+    url, pid = start_redis(settings)
+    pool = redis.ConnectionPool.from_url(url, connection_class=Counting)
+    found = CeleryTransport(make_app(settings, redis_url=url), redis.Redis(connection_pool=pool))
+    try:
+        yield found
+    finally:
+        found.close()
+        stop_process(pid, needles=redis_needles(url))
+
+
+def reads(transport: CeleryTransport) -> list[dict]:
+    """The task messages waiting in the reads queue, oldest first, as kombu's
+    Redis transport stores them (JSON, the body in base64)."""
+    client = redis.Redis(connection_pool=transport.client.connection_pool)
+    found = [json.loads(raw) for raw in reversed(client.lrange(READS, 0, -1))]
+    return [{**m, "body": json.loads(base64.b64decode(m["body"]))} for m in found]
+
+
+def test_a_submits_reads_go_with_their_marks_in_one_round_trip(transport):
+    assert transport.queue.rides  # one Redis is broker and state, by default
+    signed = [message(c, "nap", {"label": c}, workspace=Path(".")) for c in ("c1", "c2")]
+    calls = [CallMessage.from_wire(s) for s in signed]
+    transport.post([calls[0]], parallel=True)  # kombu declares its queue once: not counted
+    redis.Redis(connection_pool=transport.client.connection_pool).delete(READS)
+    transport.drop_record("earlier", later=True)  # a record written before rides too
+    before = Counting.sends
+    transport.post_marked("b1", calls, plan={"batch": {"id": "b1"}}, record="{}")
+    assert Counting.sends - before == 1
+    assert set(transport.sent("b1")) == {"c1", "c2"}
+    assert transport.plan("b1") == {"batch": {"id": "b1"}}
+    assert set(transport.kept_records()) == {"b1"}
+    sent = reads(transport)
+    assert [m["headers"]["task"] for m in sent] == [TASK, TASK]
+    assert [m["body"][0][0]["call_id"] for m in sent] == ["c1", "c2"]
+    assert sent[0]["body"][0][0]["signature"] == signed[0]["signature"]
+    assert sent[0]["properties"]["delivery_info"]["routing_key"] == READS
+
+
+def test_a_broker_apart_from_the_state_takes_the_messages_on_its_own(transport):
+    transport.queue.rides = False  # as with TOOLRUN_BROKER_URL naming another broker
+    call = CallMessage.from_wire(message("c1", "nap", {"label": "c1"}, workspace=Path(".")))
+    transport.post_marked("b2", [call], plan={"batch": {"id": "b2"}})
+    assert [m["body"][0][0]["call_id"] for m in reads(transport)] == ["c1"]
+    assert set(transport.sent("b2")) == {"c1"}

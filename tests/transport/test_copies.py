@@ -1,0 +1,90 @@
+"""Kept batch records (runtime/transport/copies.py): a record its submitter
+wrote is dropped on a later round trip, never lost. Real redis-server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from runtime.settings import Settings
+from runtime.stack.processes import stop_process
+from runtime.stack.redis_server import redis_needles, start_redis
+from runtime.transport import copies
+from runtime.transport.redis_state import RedisState
+
+pytestmark = pytest.mark.server
+
+
+class Counting(redis.Connection):
+    """A real connection that counts its round trips (a pipeline is one)."""
+
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):
+        Counting.sends += 1
+        return super().send_packed_command(command, check_health)
+
+
+@pytest.fixture
+def state(tmp_path):
+    url, pid = start_redis(Settings(home=tmp_path))
+    pool = redis.ConnectionPool.from_url(url, connection_class=Counting)
+    found = RedisState(redis.Redis(connection_pool=pool))
+    found.client.ping()
+    try:
+        yield found
+    finally:
+        found.close()
+        stop_process(pid, needles=redis_needles(url))
+
+
+def test_a_written_records_drop_rides_the_next_submits_marks(state):
+    state.keep_record("b1", "{}")
+    before = Counting.sends
+    state.drop_record("b1", later=True)
+    assert Counting.sends == before  # no round trip of its own
+    assert "b1" in state.kept_records()
+    before = Counting.sends
+    marked = state.mark_sent("b2", ["c1"], plan={"batch": {"id": "b2"}}, record="{}")
+    assert (marked, Counting.sends - before) == (["c1"], 1)
+    assert set(state.kept_records()) == {"b2"}
+
+
+def test_an_ended_batchs_plan_copy_goes_with_its_record(state):
+    """Its reads ended before its record was written: the copy goes too."""
+    state.mark_sent("b1", ["c1"], plan={"batch": {"id": "b1"}}, record="{}")
+    state.drop_record("b1", later=True, plan=True)
+    assert state.plan("b1") is not None
+    state.drop_due(every=True)
+    assert (state.plan("b1"), state.kept_records()) == (None, {})
+
+
+def test_a_drop_with_no_round_trip_to_ride_goes_on_its_own_once_due(state, monkeypatch):
+    state.keep_record("b1", "{}")
+    state.drop_record("b1", later=True)
+    state.drop_due()
+    assert "b1" in state.kept_records()  # not due yet
+    monkeypatch.setattr(copies, "DROP_SECONDS", 0.0)
+    state.drop_due()
+    assert state.kept_records() == {}
+
+
+def test_the_listeners_thread_drops_what_waits_and_so_does_close(state, monkeypatch):
+    monkeypatch.setattr(copies, "DROP_SECONDS", 0.0)
+    state.watch("b0")  # the listener runs
+    state.keep_record("b1", "{}")
+    state.drop_record("b1", later=True)
+    until = time.monotonic() + 10
+    while state.kept_records() and time.monotonic() < until:
+        time.sleep(0.05)
+    assert state.kept_records() == {}
+    monkeypatch.setattr(copies, "DROP_SECONDS", 3600.0)
+    state.keep_record("b2", "{}")
+    state.drop_record("b2", later=True)
+    state.drop_due()
+    assert "b2" in state.kept_records()
+    client = redis.Redis(connection_pool=state.client.connection_pool)
+    state.drop_due(every=True)  # as `close` does
+    assert client.hkeys("toolrun:unrecorded") == []
