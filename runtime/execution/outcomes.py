@@ -23,12 +23,14 @@ class Outcome(NamedTuple):
     under `defer`, its end not written yet (`runtime.execution.handover`).
     `unrecorded`: its end was written before its batch's record (a batch sent
     first: docs/architecture.md, "Sent before recorded"), so no worker can end
-    the batch yet; the record's own transaction does."""
+    the batch yet; the record's own transaction does. `closed`: its end's
+    transaction marked the batch ended (`CallEnd.close`)."""
 
     result: ToolResult
     ended: bool | None
     deferred: bool = False
     unrecorded: bool = False
+    closed: bool = False
 
 
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
