@@ -212,7 +212,7 @@ class Worker:
             batch_id,
             result,
             reply_to=message.reply_to,
-            stage=message.stage,
+            stage=None if closed else message.stage,  # ended: nobody needs the count
             patience=self.publish_patience,
             rider=finishing,
             drop_plan=closed,
