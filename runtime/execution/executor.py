@@ -190,18 +190,7 @@ def _at_least_once(
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
-    closing = [message.last_stage and message.stage_size == 1]
-
-    def write() -> bool:
-        # Only a write made now closes the batch, as the worker then drops the
-        # plan's copy with the publish; one replayed from the buffer leaves that
-        # to the sweep, as before.
-        end.close, closing[0] = closing[0], False
-        return ledger.record_end(end)
-
-    ended = outcomes.eventually(ledger, write)
-    closed = ended is True and end.closed
-    return Outcome(result, ended, unrecorded=end.call_recorded is False, closed=closed)
+    return outcomes.ending(ledger, message, result, end)
 
 
 def _claimed(
