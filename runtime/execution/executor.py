@@ -190,8 +190,7 @@ def _at_least_once(
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
-    ended = outcomes.eventually(ledger, lambda: ledger.record_end(end))
-    return Outcome(result, ended, unrecorded=end.call_recorded is False)
+    return outcomes.ending(ledger, message, result, end)
 
 
 def _claimed(

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from runtime.gate.admission import Refused
 from runtime.ledger.claims import Begun, Start
+from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings
 from runtime.results import formatter as results
@@ -23,12 +24,14 @@ class Outcome(NamedTuple):
     under `defer`, its end not written yet (`runtime.execution.handover`).
     `unrecorded`: its end was written before its batch's record (a batch sent
     first: docs/architecture.md, "Sent before recorded"), so no worker can end
-    the batch yet; the record's own transaction does."""
+    the batch yet; the record's own transaction does. `closed`: its end's
+    transaction marked the batch ended (`CallEnd.close`)."""
 
     result: ToolResult
     ended: bool | None
     deferred: bool = False
     unrecorded: bool = False
+    closed: bool = False
 
 
 Recall = Callable[[str, str], ToolResult | None]  # (batch id, call id) -> published result
@@ -94,10 +97,26 @@ def record(
     ledger: Ledger, message: CallMessage, result: ToolResult, kind: EventKind = EventKind.finished
 ) -> Outcome:
     """The end row: now, or from the buffer once the ledger is back."""
-    return Outcome(
-        result,
-        eventually(ledger, lambda: ledger.record_result(message.batch_id, result, kind=kind)),
-    )
+    end = CallEnd(message.batch_id, result, kind=kind, redactor=ledger.redactor)
+    return ending(ledger, message, result, end)
+
+
+def ending(ledger: Ledger, message: CallMessage, result: ToolResult, end: CallEnd) -> Outcome:
+    """`end` (`result`'s rows) written now, or from the buffer once the ledger
+    is back. The only call of the batch's last stage closes the batch with its
+    end if every call has one (`CallEnd.close`), but only with a write made
+    now: the worker then drops the plan's copy with the publish. One replayed
+    from the buffer closes nothing; the sweep closes that batch, and drops its
+    copy, as before (docs/architecture.md, "Round trips and memory")."""
+    now = [message.last_stage and message.stage_size == 1]
+
+    def write() -> bool:
+        end.close, now[0] = now[0], False
+        return ledger.record_end(end)
+
+    ended = eventually(ledger, write)
+    closed = ended is True and end.closed
+    return Outcome(result, ended, unrecorded=end.call_recorded is False, closed=closed)
 
 
 def eventually(ledger: Ledger, write: Callable[[], bool]) -> bool | None:

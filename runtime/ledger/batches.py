@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, exists, func, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, exists, func, or_, select, update
 
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
@@ -97,19 +97,31 @@ def mark_ended(connection: Connection, batch_id: str) -> bool:
     """The batch ends at the time of its last end, once every call has one
     (an end written late from a buffer keeps the time it happened); its plan
     goes. Whether it is ended now."""
-    last = select(func.max(ENDS.c.at)).where(ENDS.c.batch_id == batch_id).scalar_subquery()
-    has_end = exists().where(ENDS.c.batch_id == CALLS.c.batch_id, ENDS.c.call_id == CALLS.c.call_id)
-    open_call = exists().where(CALLS.c.batch_id == batch_id, ~has_end)
-    connection.execute(
-        update(BATCHES)
-        .where(BATCHES.c.id == batch_id, BATCHES.c.ended_at.is_(None), ~open_call)
-        .values(ended_at=func.coalesce(last, utc_now()))
-    )
-    ended = select(BATCHES.c.ended_at).where(BATCHES.c.id == batch_id)
-    if connection.execute(ended).scalar() is None:
-        return False
-    connection.execute(delete(PLANS).where(PLANS.c.batch_id == batch_id))
+    key = {"batch": batch_id}
+    if connection.execute(MARK_ENDED, key | {"now": utc_now()}).rowcount == 0:
+        if connection.execute(ENDED_AT, key).scalar() is None:
+            return False  # a call is open, or the batch is not recorded yet
+    connection.execute(DROP_PLAN, key)
     return True
+
+
+# Marking a batch ended, built once: the worker that ends a batch's last call
+# runs them on every batch, and building them cost more than running them
+# (docs/architecture.md, "Round trips and memory").
+_LAST_END = select(func.max(ENDS.c.at)).where(ENDS.c.batch_id == bindparam("batch"))
+_HAS_END = exists().where(ENDS.c.batch_id == CALLS.c.batch_id, ENDS.c.call_id == CALLS.c.call_id)
+_OPEN_CALL = exists().where(CALLS.c.batch_id == bindparam("batch"), ~_HAS_END)
+MARK_ENDED = (
+    update(BATCHES)
+    .where(BATCHES.c.id == bindparam("batch"), BATCHES.c.ended_at.is_(None), ~_OPEN_CALL)
+    .values(
+        ended_at=func.coalesce(
+            _LAST_END.scalar_subquery(), bindparam("now", type_=BATCHES.c.ended_at.type)
+        )
+    )
+)
+ENDED_AT = select(BATCHES.c.ended_at).where(BATCHES.c.id == bindparam("batch"))
+DROP_PLAN = delete(PLANS).where(PLANS.c.batch_id == bindparam("batch"))
 
 
 def mark_cancelled(connection: Connection, batch_id: str, *, by: str, at: datetime) -> datetime:

@@ -4,6 +4,8 @@ pass: a dropped connection, a locked SQLite file, retried first) or
 `LedgerRefused` (one that will not); `runtime.ledger.store.Ledger` builds the
 ledger's rows on it (docs/architecture.md, "The ledger")."""
 
+import random
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ from runtime.ledger.write_hold import WriteHold
 from runtime.redaction import BUILT_IN, Redactor
 
 T = TypeVar("T")
+FIRST_WAIT = 0.05  # seconds, at most, before the first retry; each next waits up to twice as long
 
 
 class Database:
@@ -102,25 +105,39 @@ class Database:
                 with Session(bind, expire_on_commit=False) as session, session.begin():
                     return work(session)
 
+        began = time.monotonic()
+        try:  # most transactions land at once: retries are built for those that do not
+            return attempt()
+        except exc.SQLAlchemyError as error:
+            if not ledger_engine.transient(error) or self._retry_attempts < 2:
+                raise self._fault(error, 1) from error
+            first = error
+        time.sleep(random.uniform(0, FIRST_WAIT))
+        left = self._retry_seconds - (time.monotonic() - began)
+        if left <= 0:
+            raise self._fault(first, 1) from first
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(ledger_engine.transient),
-            stop=tenacity.stop_after_attempt(self._retry_attempts)
-            | tenacity.stop_after_delay(self._retry_seconds),
-            wait=tenacity.wait_random_exponential(multiplier=0.05, max=2),
+            stop=tenacity.stop_after_attempt(self._retry_attempts - 1)
+            | tenacity.stop_after_delay(left),
+            wait=tenacity.wait_random_exponential(multiplier=FIRST_WAIT, max=2),
             reraise=True,
         )
         try:
             return retrying(attempt)
         except exc.SQLAlchemyError as error:
-            tries = retrying.statistics.get("attempt_number", 1)
-            cause = getattr(error, "orig", None) or error
-            text = self.redactor.redact_text(" ".join(str(cause).split()))
-            said = f"{type(cause).__name__}: {text[:500]}"
-            if ledger_engine.locked(error):
-                said = (
-                    f"another process held its write lock for over {self._retry_seconds:g} s "
-                    f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}"
-                )
-            url = self._engine.url.render_as_string(hide_password=True)
-            fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
-            raise fault(f"ledger {url}: {tries} attempt(s) failed: {said}") from error
+            raise self._fault(error, 1 + retrying.statistics.get("attempt_number", 1)) from error
+
+    def _fault(self, error: exc.SQLAlchemyError, tries: int) -> Exception:
+        """`error` after `tries` attempts, as the ledger's own fault."""
+        cause = getattr(error, "orig", None) or error
+        text = self.redactor.redact_text(" ".join(str(cause).split()))
+        said = f"{type(cause).__name__}: {text[:500]}"
+        if ledger_engine.locked(error):
+            said = (
+                f"another process held its write lock for over {self._retry_seconds:g} s "
+                f"(TOOLRUN_LEDGER_RETRY_SECONDS); {said}"
+            )
+        url = self._engine.url.render_as_string(hide_password=True)
+        fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
+        return fault(f"ledger {url}: {tries} attempt(s) failed: {said}")

@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
+from runtime.ledger.batches import mark_ended
 from runtime.ledger.rows import CALLS, ENDS, EVENTS, USAGE, event_fields, lock_batches, scrub, text
 from runtime.ledger.tables import EventKind
 from runtime.redaction import BUILT_IN, Redactor
@@ -35,12 +36,15 @@ class CallEnd:
         retries: Iterable[dict[str, Any]] = (),
         unclaimed: bool = False,
         redactor: Redactor = BUILT_IN,
+        close: bool = False,
         **fields: Any,
     ) -> None:
         """`unclaimed`: end the call only while no worker has claimed it (a side
         effect said not to have started must not be running). `redactor`: the
-        ledger's (`Ledger.redactor`)."""
-        self.unclaimed = unclaimed
+        ledger's (`Ledger.redactor`). `close`: this may be its batch's last end
+        (its last stage's only call): if every call has its end once it is
+        written, the batch is marked ended in the same transaction (`closed`)."""
+        self.unclaimed, self.close, self.closed = unclaimed, close, False
         # Once written: whether the call had its row then (False: its batch was
         # sent before its record, which will settle this call and may end the batch).
         self.call_recorded: bool | None = None
@@ -145,9 +149,16 @@ def claim_end(connection: Connection | Session, end: dict[str, Any]) -> bool:
 
 def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
     """Several ends in the caller's transaction, each batch's lock taken first;
-    for each, whether it ended its call (False: the call had ended already)."""
+    for each, whether it ended its call (False: the call had ended already).
+    An end that may be its batch's last (`CallEnd.close`) marks the batch
+    ended here if every call has its end now, where a second transaction
+    did it after the end's publish (docs/architecture.md, "Round trips and
+    memory")."""
     lock_batches(connection, {end.batch_id for end in ends})
     ended = [end.write(connection, usage=False) for end in ends]
+    for end, first in zip(ends, ended, strict=True):
+        closing = first and end.close and end.call_recorded  # no call row: no batch row yet
+        end.closed = bool(closing) and mark_ended(connection, end.batch_id)
     usage = [end.usage for end, first in zip(ends, ended, strict=True) if first]
     if usage:  # one statement for the group's usage rows
         connection.execute(INSERT_USAGE, usage)

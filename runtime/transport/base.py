@@ -101,12 +101,14 @@ class BatchState(Protocol):
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
         rider: Rider | None = None,
+        drop_plan: bool = False,
     ) -> int | None:
         """Store a call's end where clients and workers find it and announce it,
         and release its lease; with `stage`, count it as one more end of that
         stage and return the count; with `hold` (call id, seconds), take the
         lease of that call of the batch (a chain's next step, claimed with
-        this end); with `rider`, its commands in the same round trip. Keeps
+        this end); with `rider`, its commands in the same round trip;
+        `drop_plan`: the batch has ended, its plan's copy goes too. Keeps
         trying for `patience` seconds while the state is away."""
         ...
 

@@ -86,6 +86,7 @@ class RedisState(BatchCopies):
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
         rider: Rider | None = None,
+        drop_plan: bool = False,
     ) -> int | None:
         """Store and announce `result` (on `reply_to`, as "<batch id>\\n<JSON>",
         else on the batch's channel), and count it as one more end of its
@@ -113,6 +114,8 @@ class RedisState(BatchCopies):
                     if hold is not None:  # a chain's next step (`BatchState.publish`)
                         member = lease_member(batch_id, hold[0])
                         pipe.zadd(LEASES, {member: time.time() + hold[1]}, gt=True)
+                    if drop_plan:
+                        pipe.delete(plan_key(batch_id))
                     done, theirs = _carrying(pipe, rider)
         if rider is not None:
             rider.landed(theirs)

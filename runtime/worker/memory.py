@@ -111,11 +111,14 @@ class MemoryTransport(MemoryLeases):
         patience: float = 0.0,
         hold: tuple[str, float] | None = None,
         rider: Rider | None = None,
+        drop_plan: bool = False,
     ) -> int | None:
         if rider is not None:  # nothing rides here: it goes on its own
             rider.landed(None)
         with self._changed:  # the end, then its lease (leases never wait for this lock)
             self._results[batch_id][result.call_id] = result
+            if drop_plan:
+                self._plans.pop(batch_id, None)
             self.release(batch_id, result.call_id)
             if hold is not None:  # a chain's next step
                 self.hold(batch_id, hold[0], hold[1])

@@ -96,7 +96,13 @@ class Worker:
             previous = None
             if following is None:
                 ended = self._settled(step, outcome)
-                self.finish(step, outcome.result, ended, unrecorded=outcome.unrecorded)
+                self.finish(
+                    step,
+                    outcome.result,
+                    ended,
+                    unrecorded=outcome.unrecorded,
+                    closed=outcome.closed,
+                )
             elif outcome.deferred:  # its end is written with the next step's claim
                 published = self._publisher(step, outcome.result)
                 previous = Previous(step.batch_id, outcome.result, published)
@@ -189,11 +195,13 @@ class Worker:
         ended: bool | None,
         *,
         unrecorded: bool = False,
+        closed: bool = False,
     ) -> None:
         """After a call's end: if this delivery ended it (or may have: the
         ledger was down), publish it, hand its chain on, and move the batch on
         when it ended its stage's last call. Someone else's end was published
-        by them."""
+        by them. `closed`: the end's own transaction marked the batch ended
+        (`CallEnd.close`); the plan's copy goes with the publish."""
         finishing = self.advancer.flow.finishing(message)  # its slots, its key's next reads
         if ended is False:
             if finishing is not None:
@@ -204,13 +212,14 @@ class Worker:
             batch_id,
             result,
             reply_to=message.reply_to,
-            stage=message.stage,
+            stage=None if closed else message.stage,  # ended: nobody needs the count
             patience=self.publish_patience,
             rider=finishing,
+            drop_plan=closed,
         )
         if self.hand_on(message, result):
             return  # the chain goes on: its next step's worker moves the batch on
-        if done is None or done < message.stage_size:
+        if closed or done is None or done < message.stage_size:
             return
         try:
             if message.last_stage:  # the batch may be over: marked here, not by the sweep

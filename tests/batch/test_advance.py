@@ -174,6 +174,35 @@ def test_the_last_call_s_worker_closes_the_batch_and_drops_the_plan_s_copy(world
     assert world.advancer.close(plan.batch.id) is True  # closing again changes nothing
 
 
+@pytest.mark.parametrize(("call", "transactions"), [(nap, 1), (bump, 2)])  # a write claims first
+def test_a_one_call_batch_ends_in_its_call_s_end_transaction_and_its_copy_goes_with_it(
+    world, call, transactions
+):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    plan, refusals = world.record(call("r1"))
+    begun: list[object] = []
+
+    def count(connection) -> None:
+        if threading.current_thread().name.startswith("memory-"):  # the worker's
+            begun.append(connection)
+
+    event.listen(Engine, "begin", count)
+    try:
+        world.advancer.begin(plan, refusals, copy=plan.model_dump(mode="json"))
+        world.until_ended(plan.batch.id)
+        deadline = time.monotonic() + BOUND
+        while "r1" not in world.transport.ends(plan.batch.id):  # published after its commit
+            assert time.monotonic() < deadline, "r1 was never published"
+            time.sleep(0.01)
+    finally:
+        event.remove(Engine, "begin", count)
+    assert len(begun) == transactions  # the call's end and the batch's: no close of its own
+    assert world.transport.plan(plan.batch.id) is None  # dropped with the publish
+    assert world.advancer.close(plan.batch.id) is True  # closing again changes nothing
+
+
 def test_the_copy_of_an_ended_batch_s_plan_goes_too(world):
     plan, refusals = world.record(nap("r1"))
     world.transport.keep_plan(plan.batch.id, plan.model_dump(mode="json"))  # as the client does

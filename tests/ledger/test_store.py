@@ -479,6 +479,29 @@ def test_a_batch_ends_at_the_time_of_its_last_end(ledger):
     assert ledger.batch(batch.id).ended_at == last
 
 
+def test_an_end_that_may_be_its_batch_s_last_ends_the_batch_only_once_every_call_has_one(
+    ledger,
+):
+    """`CallEnd.close`: the batch is marked ended in the end's own transaction
+    if every call has its end then; else nothing more is written, and an end
+    of a batch not recorded yet marks nothing."""
+    batch = _batch("a", "b")
+    ledger.record_batch(batch, plan={"p": 1})
+    first = CallEnd(batch.id, _result("a"), close=True)
+    assert ledger.record_end(first) and not first.closed
+    assert ledger.batch(batch.id).ended_at is None and ledger.plan(batch.id) == {"p": 1}
+    last = CallEnd(batch.id, _result("b"), close=True)
+    assert ledger.record_end(last) and last.closed
+    assert ledger.batch(batch.id).ended_at is not None and ledger.plan(batch.id) is None
+    again = CallEnd(batch.id, _result("b"), close=True)
+    assert not ledger.record_end(again) and not again.closed  # not its end: nothing written
+
+    early = _batch("a")
+    unrecorded = CallEnd(early.id, _result("a"), close=True)
+    assert ledger.record_end(unrecorded) and not unrecorded.closed  # no batch row to mark
+    assert ledger.record_batch(early) is Recorded.ended  # the record ends it
+
+
 def test_progress_reads_plan_cancel_ends_and_claims_in_one_transaction(ledger):
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
