@@ -55,13 +55,21 @@ def fault_stack(kind: str, home: Path, user_settings: Path, **settings) -> Itera
 
 
 @pytest.fixture(scope="module", params=LEDGERS)
-def locked_stack(request, tmp_path_factory, user_settings):
+def module_stack(request, tmp_path_factory, user_settings):
     """One stack per kind of ledger for the module: each test locks the ledger
-    for itself, with its own workspace, batches and keys, and leaves every
-    queue a live worker (a test that kills workers starts new ones)."""
+    for itself, with its own workspace, batches and keys."""
     home = tmp_path_factory.mktemp(f"faults-locked-{request.param}")
     with fault_stack(request.param, home, user_settings) as stack:
         yield stack
+
+
+@pytest.fixture
+def locked_stack(module_stack):
+    """The module's stack with a live worker per queue (a test may have killed some)."""
+    for queue in ("reads", "effects"):
+        if not module_stack.workers(queue):
+            module_stack.add_worker(queue)
+    return module_stack
 
 
 @pytest.fixture(params=LEDGERS)
