@@ -111,6 +111,15 @@ class Settings(BaseSettings):
     kill_grace: float = Field(
         5.0, gt=0, description="Seconds past a tool's timeout before its process is killed."
     )
+    unrecorded_patience: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "Seconds an end the result bus announced may lack its ledger row before the "
+            "advancer writes it from the announced copy (its worker's buffer was lost; "
+            'docs/architecture.md, "The ledger").'
+        ),
+    )
     max_argument_bytes: int = Field(
         1024 * 1024, ge=1024, description="Bound on one call's arguments, as JSON."
     )

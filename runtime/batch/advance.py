@@ -21,7 +21,7 @@ from runtime.batch.approving import Approving
 from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
-from runtime.batch.unrecorded import UnrecordedEnds
+from runtime.batch.unrecorded import PATIENCE, UnrecordedEnds
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.decision import Decision
 from runtime.ledger.approvals import Approvals
@@ -51,12 +51,14 @@ class Advancer:
         approvals: Approvals,
         lease_seconds: float = LEASE_SECONDS,
         resend_after: float = RESEND_AFTER,
+        unrecorded_patience: float = PATIENCE,
     ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
         self.lease_seconds, self.resend_after = lease_seconds, resend_after
         self.flow = Flow(state=state, queue=queue, registry=registry)  # "Flow control"
-        self.unrecorded = UnrecordedEnds(ledger)  # rows lost with a killed worker's buffer
+        # rows lost with a killed worker's buffer
+        self.unrecorded = UnrecordedEnds(ledger, patience=unrecorded_patience)
         self.approving = Approving(
             approvals=approvals,
             registry=registry,

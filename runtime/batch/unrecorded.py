@@ -22,7 +22,7 @@ from runtime.ledger.store import Ledger
 from runtime.types import ToolResult
 
 log = logging.getLogger("toolrun.batch")
-PATIENCE = 10.0  # seconds an announced end may lack its row before it is written from Redis
+PATIENCE = 10.0  # TOOLRUN_UNRECORDED_PATIENCE's default: seconds an end may lack its row
 FORGET = 600.0  # seconds after which a sighting is dropped (its row landed meanwhile)
 
 

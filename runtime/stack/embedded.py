@@ -104,6 +104,7 @@ def start_worker(
         "-n",
         name,
         "-E",
+        "--without-mingle",  # docs/architecture.md, "Traps found on the way"
         "--loglevel",
         settings.log_level,
     ]

@@ -65,6 +65,7 @@ class Worker:
             approvals=Approvals(ledger, key),
             lease_seconds=settings.lease_seconds,
             resend_after=settings.resend_after,
+            unrecorded_patience=settings.unrecorded_patience,
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
         self._sweeping: str | None = None  # the sweep's holder while this worker sweeps

@@ -5,6 +5,8 @@ copy once it has lacked its row for the patience, never before, and once."""
 
 from __future__ import annotations
 
+from runtime.settings import Settings
+from runtime.testing import memory_runtime
 from runtime.types import Status, ToolResult
 from tests.batch.test_advance import nap, world  # noqa: F401 - the fixture
 
@@ -52,3 +54,12 @@ def test_a_row_that_landed_meanwhile_wins(world):  # noqa: F811
     announce(world, plan.batch.id)
     assert world.advancer.unrecorded.look(plan.batch.id, {"r1": ANNOUNCED}) == []
     assert world.ledger.ends(plan.batch.id)["r1"].summary == "from the worker's buffer"
+
+
+def test_the_patience_is_a_setting_of_the_client_and_the_worker(tmp_path):
+    settings = Settings(
+        home=tmp_path / "home", user_settings_file=tmp_path / "user.json", unrecorded_patience=2.5
+    )
+    with memory_runtime(settings=settings) as runtime:
+        assert runtime.services.advancer.unrecorded.patience == 2.5  # the client's
+        assert runtime.transport.worker.advancer.unrecorded.patience == 2.5  # the worker's

@@ -11,6 +11,9 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from sqlmodel import select
@@ -32,19 +35,50 @@ def call(call_id: str, name: str, **arguments) -> dict:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def locked_stack(request, tmp_path_factory, user_settings):
-    home = tmp_path_factory.mktemp(f"faults-locked-{request.param}")
-    if request.param == "sqlite":
-        with FaultStack(home, user_settings=user_settings) as stack:
+LEDGERS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextmanager
+def fault_stack(kind: str, home: Path, user_settings: Path, **settings) -> Iterator[FaultStack]:
+    if kind == "sqlite":
+        with FaultStack(home, user_settings=user_settings, **settings) as stack:
             yield stack
         return
     url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: the locked PostgreSQL ledger is skipped")
     with fresh_database(url) as database_url:
-        with FaultStack(home, user_settings=user_settings, database_url=database_url) as stack:
+        with FaultStack(
+            home, user_settings=user_settings, database_url=database_url, **settings
+        ) as stack:
             yield stack
+
+
+@pytest.fixture(scope="module", params=LEDGERS)
+def module_stack(request, tmp_path_factory, user_settings):
+    """One stack per kind of ledger for the module: each test locks the ledger
+    for itself, with its own workspace, batches and keys."""
+    home = tmp_path_factory.mktemp(f"faults-locked-{request.param}")
+    with fault_stack(request.param, home, user_settings) as stack:
+        yield stack
+
+
+@pytest.fixture
+def locked_stack(module_stack):
+    """The module's stack with a live worker per queue (a test may have killed some)."""
+    for queue in ("reads", "effects"):
+        if not module_stack.workers(queue):
+            module_stack.add_worker(queue)
+    return module_stack
+
+
+@pytest.fixture(params=LEDGERS)
+def impatient_stack(request, tmp_path_factory, user_settings):
+    """A stack of its own whose advancers write an announced end the ledger
+    lacks after 1 s, not 10."""
+    home = tmp_path_factory.mktemp(f"faults-impatient-{request.param}")
+    with fault_stack(request.param, home, user_settings, unrecorded_patience=1.0) as stack:
+        yield stack
 
 
 def test_a_process_and_a_worker_start_and_run_reads_while_the_ledger_is_locked(
@@ -166,14 +200,14 @@ def test_a_batch_whose_submitter_dies_while_the_ledger_is_locked_still_lands_and
 
 @pytest.mark.timeout(300)
 def test_a_read_whose_row_died_with_its_worker_gets_its_announced_end_in_the_ledger(
-    locked_stack, workspace, request
+    impatient_stack, workspace, request
 ):
     """A read ends while the ledger is locked: its end reaches the caller and
     its row waits in the pool process's buffer; the worker is killed before the
     lock goes, and the row with it. Once the ledger is back, the advancer writes
     the announced end (after its patience) and the batch ends, with the status
     the caller got (docs/architecture.md, "The ledger")."""
-    stack = locked_stack
+    stack = impatient_stack
     request.addfinalizer(lambda: release(workspace, "kept"))
     with stack.client() as runtime:
         handle = runtime.submit(

@@ -23,6 +23,7 @@ ALLOW = {"allow": ["bump", "slow_bump", "crash_effect", "hog", "held_write"]}
 # A busy machine may keep a rerun read running past the 3 s visibility timeout,
 # which delivers it once more: three deliveries leave room for that.
 MAX_DELIVERIES = 3
+ON_REDIS = pytest.mark.parametrize("module_stack", ["redis"], indirect=True)
 
 
 def call(call_id: str, name: str, **arguments) -> dict:
@@ -31,7 +32,9 @@ def call(call_id: str, name: str, **arguments) -> dict:
 
 @pytest.fixture(scope="module")
 def module_stack(request, tmp_path_factory, user_settings):
-    """Redis as the broker, unless a test asks for each of `BROKERS` (indirectly)."""
+    """Redis as the broker, unless a test asks for each of `BROKERS` (indirectly).
+    A test on Redis alone asks for "redis" too (`ON_REDIS`): a test that names
+    no broker would get a second stack on Redis, not this one."""
     with broker_for(getattr(request, "param", "redis")) as broker_url:
         home = tmp_path_factory.mktemp("faults-workers")
         with FaultStack(
@@ -131,6 +134,7 @@ def test_sigkill_of_an_effects_worker_mid_call_never_runs_it_twice(faulty, works
     assert rows["w2"] == "outcome_unknown"
 
 
+@ON_REDIS
 def test_a_tool_that_kills_its_prefork_process_costs_only_its_call(faulty, workspace):
     stack, runtime = faulty
     batch = [
@@ -148,6 +152,7 @@ def test_a_tool_that_kills_its_prefork_process_costs_only_its_call(faulty, works
     assert Counter(m["label"] for m in marks(workspace, "effects")) == {"w1": 1, "x": 1, "w2": 1}
 
 
+@ON_REDIS
 def test_a_read_that_kills_its_pool_process_is_given_up_after_max_deliveries(faulty, workspace):
     """Reads run on prefork too: the tool kills only its pool process, the
     worker requeues its message and replaces the process; each delivery up to
@@ -174,6 +179,7 @@ def test_a_read_that_kills_its_pool_process_is_given_up_after_max_deliveries(fau
     assert [m["label"] for m in marks(workspace, "effects")] == ["w1"]
 
 
+@ON_REDIS
 def test_a_tool_that_runs_out_of_memory_costs_only_its_call(faulty, workspace):
     stack, runtime = faulty
     batch = [
