@@ -12,10 +12,11 @@ from runtime.batch import liveness
 from runtime.client.follower import Follower
 from runtime.client.handle import BatchHandle
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import InvalidBatch, StateUnavailable
+from runtime.errors import InvalidBatch, LedgerUnavailable, StateUnavailable
 from runtime.gate.policy import Policy
 from runtime.ledger.batch_record import BatchRecord
 from runtime.ledger.store import Ledger
+from runtime.ledger.tables import BatchRow
 from runtime.types import Batch, Mode, ToolCall
 
 ATTACH_SECONDS = 30.0  # how long `attach` waits for a kept record to land in the ledger
@@ -43,6 +44,29 @@ def attached(follower: Follower, services: Services, ledger: Ledger, batch_id: s
     run.attach()
     follower.follow(run)
     return BatchHandle(run)
+
+
+def known_row(ledger: Ledger, batch_id: str) -> BatchRow | None:
+    """A keyed batch's row; None with the ledger away too: then the record
+    kept in Redis is the key's compare-and-set."""
+    try:
+        return ledger.batch(batch_id)
+    except LedgerUnavailable:
+        return None
+
+
+def lost_race(
+    follower: Follower, services: Services, batch: Batch, policy: Policy, key: str
+) -> BatchHandle:
+    """The handle of a submit that lost the race for `key`: the batch the
+    winner recorded, or kept in Redis with the ledger away; `KeyConflict`
+    if that is another batch."""
+    ledger = services.approvals.ledger
+    row = known_row(ledger, batch.id)
+    if row is None:
+        return kept(follower, services, batch, policy, key)
+    check_key(row, batch, policy, key)
+    return attached(follower, services, ledger, batch.id)
 
 
 def kept(

@@ -9,11 +9,9 @@ results as they finish and returns them in the model's order.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,9 +22,9 @@ from celery import Celery
 from runtime import adapters, config, tracing
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
-from runtime.client.attach import attached, kept
+from runtime.client.attach import attached, known_row, lost_race
 from runtime.client.follower import Follower
-from runtime.client.handle import AsyncBatchHandle, BatchHandle, answer
+from runtime.client.handle import BatchHandle, answer
 from runtime.client.intake import (
     batch_from,
     check_name,
@@ -37,14 +35,14 @@ from runtime.client.intake import (
     principal,
     turn_key,
 )
+from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
 from runtime.client.run import BatchRun, Services, check_key
-from runtime.errors import InvalidBatch, LedgerUnavailable
+from runtime.errors import InvalidBatch
 from runtime.gate import bindings
 from runtime.gate.limits import Limits
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
-from runtime.ledger.tables import BatchRow
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
@@ -61,10 +59,9 @@ log = logging.getLogger("toolrun.client")
 # grace for calls still running, then a few seconds for the worker's sweep (once
 # a second) to end those and for their ends to reach this process.
 CLOSE_SECONDS = CANCEL_GRACE + 3.0
-OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
 
 
-class Runtime:
+class Runtime(AsyncSubmits):
     """A connection to a toolrun deployment: its Redis, its ledger, its registry."""
 
     def __init__(
@@ -195,7 +192,7 @@ class Runtime:
             raise InvalidBatch(f"{'; '.join(held)} need Redis: this transport cannot hold them")
         if key is not None:
             batch = batch.model_copy(update={"id": keyed_id(key)})
-            known = self._known(batch.id)
+            known = known_row(self.ledger, batch.id)
             if known is not None:
                 check_key(known, batch, policy, key)
                 return self.attach(batch.id)
@@ -213,21 +210,9 @@ class Runtime:
                 policy, deadline=deadline, key=key, columns=columns, traceparent=trace
             )
         if not started:  # a racing submitter of `key` won
-            known = self._known(batch.id)
-            if known is None:  # it won with the ledger away: its record is kept in Redis
-                return kept(self.follower, self.services, batch, policy, key)
-            check_key(known, batch, policy, key)
-            return self.attach(batch.id)
+            return lost_race(self.follower, self.services, batch, policy, key)
         self.follower.follow(run)
         return BatchHandle(run)
-
-    def _known(self, batch_id: str) -> BatchRow | None:
-        """The keyed batch's row; None with the ledger away too: then the
-        record kept in Redis is the key's compare-and-set."""
-        try:
-            return self.ledger.batch(batch_id)
-        except LedgerUnavailable:
-            return None
 
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
@@ -269,13 +254,6 @@ class Runtime:
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
         return answer(self.services, batch_id, call_id, approve=False, by=by, reason=reason)
 
-    async def asubmit(
-        self, calls: Batch | Iterable[ToolCall | dict], **options: Any
-    ) -> AsyncBatchHandle:
-        """`submit` for asyncio: its ledger and Redis work runs on one of the
-        runtime's few offload threads, never on the event loop."""
-        return await self._offloaded(functools.partial(self.submit, calls, **options))
-
     def submit_message(
         self, message: Any, format: adapters.Format | None = None, **options: Any
     ) -> BatchHandle:
@@ -294,19 +272,6 @@ class Runtime:
         handle = self._submit(turn.calls, format=turn.format, model_usage=turn.usage, **options)
         handle.format = turn.format
         return handle
-
-    async def asubmit_message(
-        self, message: Any, format: adapters.Format | None = None, **options: Any
-    ) -> AsyncBatchHandle:
-        return await self._offloaded(
-            functools.partial(self.submit_message, message, format, **options)
-        )
-
-    async def _offloaded(self, submit: Callable[[], BatchHandle]) -> AsyncBatchHandle:
-        if self._closed:  # its offload threads are gone
-            raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
-        handle = await asyncio.get_running_loop().run_in_executor(self._offload, submit)
-        return AsyncBatchHandle(handle, self._offload)
 
     def close(self, *, cancel: bool = True) -> None:
         """End this runtime's open batches, then let go of Redis and the ledger.
@@ -333,11 +298,3 @@ class Runtime:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    async def __aenter__(self) -> Runtime:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        """Closes on a thread of the loop's executor: closing waits for the
-        batches it cancelled to end."""
-        await asyncio.get_running_loop().run_in_executor(None, self.close)
