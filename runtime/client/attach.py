@@ -9,9 +9,10 @@ import time
 from typing import Any
 
 from runtime.batch import liveness
+from runtime.client.fingerprint import check_key
 from runtime.client.follower import Follower
 from runtime.client.handle import BatchHandle
-from runtime.client.run import BatchRun, Services, check_key
+from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch, LedgerUnavailable, StateUnavailable
 from runtime.gate.policy import Policy
 from runtime.ledger.batch_record import BatchRecord

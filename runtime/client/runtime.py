@@ -23,6 +23,7 @@ from runtime import adapters, config, tracing
 from runtime.batch.advance import CLOSED_BY, Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.client.attach import attached, known_row, lost_race
+from runtime.client.fingerprint import check_key
 from runtime.client.follower import Follower
 from runtime.client.handle import BatchHandle, answer
 from runtime.client.intake import (
@@ -36,7 +37,7 @@ from runtime.client.intake import (
     turn_key,
 )
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
-from runtime.client.run import BatchRun, Services, check_key
+from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
 from runtime.gate import bindings
 from runtime.gate.limits import Limits
