@@ -80,7 +80,8 @@ class Throttle(FairShare):
         slots: Sequence[tuple[str, int]],
         reads: Reads | None = None,
         copy: tuple[str, dict[str, Any]] | None = None,
-    ) -> tuple[dict[str, tuple[int, float]], str]:
+        marks: tuple[str, Sequence[str]] | None = None,
+    ) -> tuple[dict[str, tuple[int, float]], str, set[str]]:
         """The sender's look, in one round trip: for each window's and each
         cap's scope, what it has left now and when it next frees one (a
         slot: 0, unknown); with `reads`, ADMIT_READS's answer for them (s,
@@ -89,9 +90,16 @@ class Throttle(FairShare):
         (`next_reads`). Reads given without their message are not parked
         but answered n: the sender sends their messages only then
         (`admit_reads`), so a key below its cap ships none. `copy`: (batch
-        id, its plan's copy), kept first in the same round trip."""
-        if not windows and not slots and reads is None and copy is None:
-            return {}, ""
+        id, its plan's copy), kept first in the same round trip. `marks`:
+        (batch id, call ids) each marked sent now unless it was (as
+        `mark_sent` marks), after the look in the same round trip, the reads
+        too as ADMIT_READS admits them: the ids marked now come third (the
+        sender takes back the marks of those it then holds or ends). Should
+        Redis have lost the scripts (a restart), the marks of the first try
+        stand and the second finds them taken: those calls are sent again
+        by the sweep, as a lost message is."""
+        if not windows and not slots and reads is None and copy is None and marks is None:
+            return {}, "", set()
         now = time.time()
 
         def build(pipe: Pipeline) -> None:
@@ -106,9 +114,20 @@ class Throttle(FairShare):
                 args += [cap for _, cap in slots]
                 pipe.evalsha(self.look_script.sha, len(keys), *keys, *args)
             if reads is not None:
-                pipe.evalsha(self._admit_reads.sha, 5, *self._admit(reads, now))
+                admit = self._admit(reads, now, mark=marks is not None)
+                pipe.evalsha(self._admit_reads.sha, 5, *admit)
+            if marks is not None:
+                sent = sent_key(marks[0])
+                for call_id in marks[1]:
+                    pipe.hsetnx(sent, call_id, now)
+                pipe.expire(sent, TTL_SECONDS)
 
         found = self._pipelined(build)[copy is not None :]
+        marked = set()
+        if marks is not None:
+            count = len(marks[1])
+            answers, found = found[len(found) - count - 1 : -1], found[: len(found) - count - 1]
+            marked = {c for c, new in zip(marks[1], answers, strict=True) if new}
         room = {}
         if windows or slots:
             seen = found[0]
@@ -118,7 +137,10 @@ class Throttle(FairShare):
                 room[scope] = (item.amount - count, start + item.get_expiry())
             free = seen[2 * len(windows) :]
             room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
-        return room, (_text(found[-1]) if reads is not None else "")
+        admitted = _text(found[-1]) if reads is not None else ""
+        if marks is not None and reads is not None:
+            marked |= {c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "s"}
+        return room, admitted, marked
 
     @reached
     def enter(
@@ -202,9 +224,10 @@ class Throttle(FairShare):
 
     # Batches waiting for a rate or a slot.
     @reached
-    def unsend(self, batch_id: str, call_id: str) -> None:
-        """A call a worker sent back to wait: unsent, so the batch sends it again."""
-        self.client.hdel(sent_key(batch_id), call_id)
+    def unsend(self, batch_id: str, *call_ids: str) -> None:
+        """Calls a worker sent back to wait, or the sender marked and then
+        held or ended: unsent, so the batch sends them again."""
+        self.client.hdel(sent_key(batch_id), *call_ids)
 
     @reached
     def hold_batch(self, batch_id: str, due: float) -> None:

@@ -116,15 +116,17 @@ return out
 # A key's reads: each goes in flight while fewer than the cap are, else it is
 # parked; one its batch has sent already (a stale view of the batch) neither.
 # KEYS: in flight, parked list, parked set, the batch's sent marks, the set of
-# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, then member,
+# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, whether to
+# mark a read sent ('1': the sender's look, riding its marks), then member,
 # call id and message triples (an empty message: ask for it rather than park).
-# Returns a string: s (send), p (parked), x (sent already: left alone) or n
-# (to park: its message is needed).
+# Returns a string: s (send; marked sent), p (parked), x (sent already: left
+# alone) or n (to park: its message is needed).
 ADMIT_READS = """
 local now, expiry, cap, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local mark = ARGV[6] == '1'
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local out = {}
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local member = ARGV[i]
   if redis.call('SISMEMBER', KEYS[3], member) == 1 then
     out[#out + 1] = 'p'
@@ -132,6 +134,7 @@ for i = 6, #ARGV, 3 do
     out[#out + 1] = 'x'
   elseif redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
     redis.call('ZADD', KEYS[1], expiry, member)
+    if mark then redis.call('HSET', KEYS[4], ARGV[i + 1], ARGV[1]) end
     out[#out + 1] = 's'
   elseif ARGV[i + 2] == '' then
     out[#out + 1] = 'n'
@@ -143,6 +146,7 @@ for i = 6, #ARGV, 3 do
   end
 end
 for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
+if mark then redis.call('EXPIRE', KEYS[4], ttl) end
 return table.concat(out)
 """
 # A key's read ended (or never ran): its place goes to the reads parked
