@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -100,8 +100,14 @@ class Flow:
         kept = (plan.batch.id, copy) if copy is not None else None
         shared = reads is not None  # its reads are marked as the fair share admits them
         marking = [c for g in groups if not (shared and plan.calls[g[0]].read) for c in g]
+        calls = Counter(scope for ws, _ in applying for _, scope in ws)
         room, admitted, marked = throttle.look(
-            list(_swap(windows)), list(slots.items()), reads, kept, (plan.batch.id, marking)
+            list(_swap(windows)),
+            list(slots.items()),
+            reads,
+            kept,
+            (plan.batch.id, marking),
+            [calls[scope] for scope in windows],
         )
         kept, refused, due = [], [], None
         for group, (ws, ss) in zip(groups, applying, strict=True):

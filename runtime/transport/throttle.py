@@ -81,6 +81,7 @@ class Throttle(FairShare):
         reads: Reads | None = None,
         copy: tuple[str, dict[str, Any]] | None = None,
         marks: tuple[str, Sequence[str]] | None = None,
+        calls: Sequence[int] | None = None,
     ) -> tuple[dict[str, tuple[int, float]], str, set[str]]:
         """The sender's look, in one round trip: for each window's and each
         cap's scope, what it has left now and when it next frees one (a
@@ -97,7 +98,9 @@ class Throttle(FairShare):
         sender takes back the marks of those it then holds or ends). Should
         Redis have lost the scripts (a restart), the marks of the first try
         stand and the second finds them taken: those calls are sent again
-        by the sweep, as a lost message is."""
+        by the sweep, as a lost message is. `calls`: for each window, the
+        calls the look is for (LOOK need not search a window with room for
+        them all); None: each window is searched."""
         if not windows and not slots and reads is None and copy is None and marks is None:
             return {}, "", set()
         now = time.time()
@@ -109,8 +112,9 @@ class Throttle(FairShare):
                 keys = [self.window_key(item, scope) for item, scope in windows]
                 keys += [slots_key(scope) for scope, _ in slots]
                 args = [now, len(windows)]
-                for item, _ in windows:
-                    args += [item.amount, item.get_expiry()]
+                for index, (item, _) in enumerate(windows):
+                    needed = calls[index] if calls is not None else item.amount + 1
+                    args += [item.amount, item.get_expiry(), needed]
                 args += [cap for _, cap in slots]
                 pipe.evalsha(self.look_script.sha, len(keys), *keys, *args)
             if reads is not None:

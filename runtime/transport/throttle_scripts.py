@@ -18,26 +18,33 @@ WINDOW = _function("window", RedisStorage.SCRIPT_MOVING_WINDOW)  # `get_moving_w
 ACQUIRE = _function("acquire", RedisStorage.SCRIPT_ACQUIRE_MOVING_WINDOW)  # `acquire_entry`'s
 
 # What each window and slot set has left. KEYS: the windows, then the slot
-# sets; ARGV: now, the number of windows, each window's (limit, expiry), then
-# each set's cap. Per window: its oldest entry in the window ('' none) and
-# its count (as `get_window_stats` reads them); per set: its free slots.
+# sets; ARGV: now, the number of windows, each window's (limit, expiry, calls
+# the look is for), then each set's cap. Per window: its oldest entry in the
+# window ('' none) and its count (as `get_window_stats` reads them); per set:
+# its free slots. A window whose list is short enough for every call the look
+# is for gives its length as its count, unsearched: its entries may be older
+# than the window, so the count may be too high, but never so high as to hold
+# one of those calls back (and the worker's take counts exactly).
 LOOK = (
     WINDOW
     + """
 local now, windows = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for i = 1, windows do
-  local limit, expiry = ARGV[1 + 2 * i], tonumber(ARGV[2 + 2 * i])
-  local found = window({KEYS[i]}, {now - expiry, limit})
+  local at = 3 * i
+  local limit, expiry, calls = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local size = redis.call('LLEN', KEYS[i])
+  -- The library searches the first `limit` places: those past the list's end are empty.
+  local found = size + calls > limit and window({KEYS[i]}, {now - expiry, math.min(limit, size)})
   if found then
     out[#out + 1], out[#out + 2] = found[1], found[2]
   else
-    out[#out + 1], out[#out + 2] = '', 0
+    out[#out + 1], out[#out + 2] = '', (size + calls > limit) and 0 or size
   end
 end
 for i = windows + 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  out[#out + 1] = tonumber(ARGV[2 + windows + i]) - redis.call('ZCARD', KEYS[i])
+  out[#out + 1] = tonumber(ARGV[2 + 2 * windows + i]) - redis.call('ZCARD', KEYS[i])
 end
 return out
 """

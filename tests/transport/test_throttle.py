@@ -139,3 +139,21 @@ def test_the_sender_s_look_marks_what_it_is_given_and_the_reads_it_admits(thrott
     assert (room, answer) == ({}, "ssn")
     assert marked == {"w0", "r0", "r1"}
     assert set(throttle.client.hkeys(sent_key(batch))) == {b"w0", b"w1", b"r0", b"r1"}
+
+
+def test_the_look_searches_a_window_only_when_its_list_could_hold_a_call_back(throttle):
+    """A window's list keeps hits older than the window: its length is a
+    count that may be too high, given unsearched only while it leaves room
+    for every call the look is for; else the library's search counts."""
+    item, window = ratelimits.parse("2 per 2 seconds"), unique()
+    throttle.hit([(item, window)])
+    time.sleep(1.2)
+    throttle.hit([(item, window)])
+    assert throttle.look([(item, window)], [], calls=[1])[0][window][0] == 0  # searched: full
+    time.sleep(1.2)  # the first hit is older than the window now, still in its list
+    assert throttle.client.llen(throttle.window_key(item, window)) == 2
+    assert throttle.look([(item, window)], [], calls=[1])[0][window][0] == 1  # searched
+    wide = ratelimits.parse("10/second")
+    throttle.hit([(wide, window)])
+    room = throttle.look([(wide, window)], [], calls=[3])[0][window]
+    assert room[0] == 9  # room for all three: the list's length, unsearched
