@@ -25,9 +25,7 @@ ACQUIRE = _function("acquire", RedisStorage.SCRIPT_ACQUIRE_MOVING_WINDOW)  # `ac
 # is for gives its length as its count, unsearched: its entries may be older
 # than the window, so the count may be too high, but never so high as to hold
 # one of those calls back (and the worker's take counts exactly).
-LOOK = (
-    WINDOW
-    + """
+LOOK_BODY = """
 local now, windows = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for i = 1, windows do
@@ -48,7 +46,7 @@ for i = windows + 1, #KEYS do
 end
 return out
 """
-)
+LOOK = WINDOW + LOOK_BODY
 # A call's slot in each set and a hit of each window, all or none. KEYS: the
 # slot sets, then the windows; ARGV: now, expiry, member, ttl, the number of
 # sets, each set's cap, then each window's (limit, expiry). {0, 0}: taken (a
@@ -156,6 +154,28 @@ for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
 if mark then redis.call('EXPIRE', KEYS[4], ttl) end
 return table.concat(out)
 """
+# The sender's look and its fair share's admission in one command. KEYS:
+# LOOK's, then ADMIT_READS's five; ARGV: the number of LOOK's keys and of its
+# arguments, LOOK's arguments, then ADMIT_READS's. Returns LOOK's answer with
+# ADMIT_READS's last.
+LOOK_AND_ADMIT = (
+    _function("look", (WINDOW + LOOK_BODY).encode())
+    + _function("admit_reads", ADMIT_READS.encode())
+    + """
+local keys, args = tonumber(ARGV[1]), tonumber(ARGV[2])
+local look_keys, look_args, admit_keys, admit_args = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= keys then look_keys[i] = KEYS[i] else admit_keys[i - keys] = KEYS[i] end
+end
+for i = 3, #ARGV do
+  if i <= 2 + args then look_args[i - 2] = ARGV[i] else admit_args[i - 2 - args] = ARGV[i] end
+end
+local out = {}
+if keys > 0 then out = look(look_keys, look_args) end
+out[#out + 1] = admit_reads(admit_keys, admit_args)
+return out
+"""
+)
 # A key's read ended (or never ran): its place goes to the reads parked
 # next. KEYS: in flight, parked list, parked set; ARGV: now, expiry, cap,
 # member. Returns the messages to send.
