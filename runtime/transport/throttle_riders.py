@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from limits import RateLimitItem
 from redis.client import Pipeline
@@ -17,16 +17,13 @@ from redis.client import Pipeline
 from runtime.transport.fair_share import IN_FLIGHT_SECONDS, _share_keys
 from runtime.transport.names import TTL_SECONDS, slots_key
 
-if TYPE_CHECKING:
-    from runtime.transport.throttle import Throttle
-
 
 @dataclass(frozen=True)
 class Finish:
     """`Throttle.finish` as a command that rides another pipeline: `ride`
     puts it at its end, `landed` reads its answer."""
 
-    throttle: Throttle
+    throttle: Any  # runtime/transport/throttle.py's Throttle, which makes these
     scopes: Sequence[str]
     member: str
     share: tuple[str, int] | None
@@ -53,7 +50,7 @@ class Entry:
     """`Throttle.enter` as a command that rides another pipeline: `ride`
     puts it at its end, `landed` reads its answer."""
 
-    throttle: Throttle
+    throttle: Any  # runtime/transport/throttle.py's Throttle, which makes these
     slots: Sequence[tuple[str, int]]
     member: str
     seconds: float
