@@ -292,26 +292,22 @@ class Advancer:
         copy: dict | None = None,
         record: str | None = None,
     ) -> bool:
-        """Send what may go now; True if a call was ended instead (refused at a limit)."""
-        keep = copy if plan.policy.get("limits") else None  # the copy before any end
-        if keep is not None:  # and the record (a batch sent first has no limits)
-            _, record = self._keep(plan.batch.id, None, record)
-        groups, ended = self.flow.gate(plan, groups, self.conclude, copy=keep)
-        copy = None if keep is not None else copy
-        batch_id = plan.batch.id
+        """Send what may go now, each marked sent first by the gate (with the
+        plan's copy and the record, in one round trip; a submit's reads under
+        no limits ride the post's too); True if a call was ended instead
+        (refused at a limit)."""
         reads = [group[0] for group in groups if plan.calls[group[0]].read]
-        ordered = [group for group in groups if not plan.calls[group[0]].read]
-        sending = reads + [c for g in ordered for c in g]
-        if copy is not None and reads and not ordered and hasattr(self.queue, "post_marked"):
+        fresh = copy is not None and len(reads) == len(groups) and not plan.policy.get("limits")
+        if fresh and reads and hasattr(self.queue, "post_marked"):
             messages = [plan.calls[c].message for c in reads]  # a submit's reads: one round trip
-            self.queue.post_marked(batch_id, messages, plan=copy, record=record)
-            return ended
-        marked = self.state.mark_sent(batch_id, sending, plan=copy, record=record)
-        reads = [call_id for call_id in reads if call_id in marked]
+            self.queue.post_marked(plan.batch.id, messages, plan=copy, record=record)
+            return False
+        groups, ended = self.flow.gate(plan, groups, self.conclude, copy=copy, record=record)
+        reads = [group[0] for group in groups if plan.calls[group[0]].read]
         if reads:
             self.queue.post([plan.calls[c].message for c in reads], parallel=True)
-        for group in ordered:
-            if group[0] in marked:
+        for group in groups:
+            if not plan.calls[group[0]].read:
                 self.queue.post(
                     [plan.calls[c].message for c in group], parallel=False, chained=len(group) > 1
                 )

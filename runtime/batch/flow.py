@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,27 +50,37 @@ class Flow:
         self.state, self.queue, self.registry = state, queue, registry
 
     def gate(
-        self, plan: BatchPlan, groups: list[list[str]], conclude: Conclude, copy: dict | None = None
+        self,
+        plan: BatchPlan,
+        groups: list[list[str]],
+        conclude: Conclude,
+        copy: dict | None = None,
+        record: str | None = None,
     ) -> tuple[list[list[str]], bool]:
-        """The groups that may be sent now, and whether a call was ended
-        (refused at a limit). Without limits, `groups` as they are. `copy`:
-        the plan's copy, kept before any end (in the same round trip as the
-        look at the limits)."""
+        """The groups to post now, each marked sent (`BatchState.mark_sent`;
+        one another process sent first is left out), and whether a call was
+        ended (refused at a limit). Without limits, `groups` as the marks
+        leave them. `copy` and `record`: the plan's copy and the batch's
+        record, kept before any end in the same round trip (with limits, the
+        look at them and the marks are one round trip too)."""
         limits = Limits.from_snapshot(plan.policy.get("limits"))
         throttle = self.state.throttle
         if not limits or throttle is None or not groups:
-            self._keep(plan, copy)
-            return groups, False
+            return self._mark(plan, groups, copy, record), False
         try:
+            if record is not None:
+                self.state.keep_record(plan.batch.id, record)
             return self._gate(plan, groups, limits, conclude, copy)
         except StateUnavailable as error:  # a brake, not a permission: let them go
             log.warning("batch %s: limits not checked: %s", plan.batch.id, error)
-            self._keep(plan, copy)
-            return groups, False
+            return self._mark(plan, groups, copy, None), False
 
-    def _keep(self, plan: BatchPlan, copy: dict | None) -> None:
-        if copy is not None:
-            self.state.keep_plan(plan.batch.id, copy)
+    def _mark(
+        self, plan: BatchPlan, groups: list[list[str]], copy: dict | None, record: str | None
+    ) -> list[list[str]]:
+        sending = [c for g in groups for c in g]
+        marked = set(self.state.mark_sent(plan.batch.id, sending, plan=copy, record=record))
+        return [g for g in groups if g[0] in marked]
 
     def _gate(
         self,
@@ -88,39 +98,56 @@ class Flow:
         slots = {scope: cap.max for _, ss in applying for cap, scope in ss}
         reads = self._reads(plan, groups, limits)
         kept = (plan.batch.id, copy) if copy is not None else None
-        room, admitted = throttle.look(list(_swap(windows)), list(slots.items()), reads, kept)
-        kept, ended, due = [], False, None
+        shared = reads is not None  # its reads are marked as the fair share admits them
+        marking = [c for g in groups if not (shared and plan.calls[g[0]].read) for c in g]
+        calls = Counter(scope for ws, _ in applying for _, scope in ws)
+        room, admitted, marked = throttle.look(
+            list(_swap(windows)),
+            list(slots.items()),
+            reads,
+            kept,
+            (plan.batch.id, marking),
+            [calls[scope] for scope in windows],
+        )
+        kept, refused, due = [], [], None
         for group, (ws, ss) in zip(groups, applying, strict=True):
-            planned = plan.calls[group[0]]
             reached = _reached([*ws, *ss], room, now)
             if reached is None:
                 kept.append(group)
             elif reached.entry.on_limit == "refuse":
-                result = reached.result(planned.id, planned.tool, now)
-                end = End(result, EventKind.decision, not planned.read)
-                ended |= conclude(plan, end, reached.decision(now))
+                refused.append((plan.calls[group[0]], reached))
             else:
                 at = reached.at if reached.status.value == "rate_limited" else now + RETRY_SLOTS
                 due = at if due is None else min(due, at)
+        keeping = {g[0] for g in kept}
+        if unmark := [c for g in groups if g[0] not in keeping for c in g if c in marked]:
+            throttle.unsend(plan.batch.id, *unmark)  # held or ended: not sent after all
+        ended = False
+        for planned, reached in refused:
+            result = reached.result(planned.id, planned.tool, now)
+            end = End(result, EventKind.decision, not planned.read)
+            ended |= conclude(plan, end, reached.decision(now))
         if ended and kept:  # the stage's count misses these ends: the sweep moves it on
             due = now + RETRY_SLOTS if due is None else min(due, now + RETRY_SLOTS)
         if due is not None:
             throttle.hold_batch(plan.batch.id, max(due, now + 0.05))
-        if reads is None:
-            return kept, ended
-        keeping = {g[0] for g in kept}
-        going = {c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "s"}
-        for call_id in going - keeping:  # admitted, then held or ended: its place goes on
-            self._give_back(limits, lease_member(plan.batch.id, call_id))
-        asked = [c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "n"]
-        if asked := [c for c in asked if c in keeping]:  # the key is at its cap: park them
-            members = [lease_member(plan.batch.id, c) for c in asked]
-            bodies = [
-                (c, _parcel(m, plan.calls[c].message)) for c, m in zip(asked, members, strict=True)
-            ]
-            admit = throttle.admit_reads(reads[0], reads[1], plan.batch.id, bodies)
-            going |= {c for c, yes in zip(asked, admit, strict=True) if yes}
-        return [g for g in kept if not plan.calls[g[0]].read or g[0] in going], ended
+        if reads is not None:
+            going = {c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "s"}
+            for call_id in going - keeping:  # admitted, then held or ended: its place goes on
+                self._give_back(limits, lease_member(plan.batch.id, call_id))
+            asked = [c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "n"]
+            if asked := [c for c in asked if c in keeping]:  # the key is at its cap: park them
+                marked |= self._park(plan, reads, asked)
+        return [g for g in kept if g[0] in marked], ended
+
+    def _park(self, plan: BatchPlan, reads: Reads, asked: list[str]) -> set[str]:
+        """Park `asked`, reads of a key at its cap, with their messages; the
+        ids of those admitted after all (a place freed meanwhile), marked sent."""
+        batch_id = plan.batch.id
+        bodies = [(c, _parcel(lease_member(batch_id, c), plan.calls[c].message)) for c in asked]
+        admit = self.state.throttle.admit_reads(reads[0], reads[1], batch_id, bodies)
+        going = [c for c, yes in zip(asked, admit, strict=True) if yes]
+        return set(self.state.mark_sent(batch_id, going)) if going else set()
 
     def _applying(
         self, limits: Limits, tool: str, plan: BatchPlan, call_id: str

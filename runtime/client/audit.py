@@ -42,6 +42,7 @@ class BatchAudit:
         *,
         plan: dict | None = None,
         columns: dict | None = None,
+        open_cap: int | None = None,
     ) -> Recording:
         """Batch row, call rows and a decision row per admitted call, before
         anything runs, in one transaction with the batch's `plan` and `columns`
@@ -49,9 +50,11 @@ class BatchAudit:
         the decision that ended it. `found`: the batch id was recorded before
         (a racing submitter of its key won), and none of these rows was
         written. `buffered`: the ledger is unavailable; the caller fails
-        closed and hands the ends of what did not run to `keep`."""
+        closed and hands the ends of what did not run to `keep`. `open_cap`:
+        the submitter's cap on open batches, taken with the write (over it,
+        TooManyOpenBatches and nothing written)."""
         self.prepare(admissions, plan=plan, columns=columns)
-        return self.write()
+        return self.write(open_cap=open_cap)
 
     def prepare(
         self,
@@ -92,10 +95,10 @@ class BatchAudit:
         )
         return self.record
 
-    def write(self) -> Recording:
+    def write(self, *, open_cap: int | None = None) -> Recording:
         """Write the prepared record in one transaction (`admissions`' answers)."""
         try:
-            recorded = self.record.write(self.ledger)
+            recorded = self.record.write(self.ledger, open_cap=open_cap)
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
             return Recording.buffered

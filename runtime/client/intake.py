@@ -18,8 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from runtime.adapters import ModelTurn
-from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable, TooManyOpenBatches
+from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable
 from runtime.gate.limits import Limits
+from runtime.ledger import open_batches
 from runtime.ledger.store import Ledger
 from runtime.transcript import chain
 from runtime.types import Batch, Mode, ToolCall
@@ -120,14 +121,15 @@ def check_size(limits: Limits, batch: Batch) -> None:
         )
 
 
-def check_open(limits: Limits, ledger: Ledger, submitter: str) -> None:
-    """The policy's cap on a submitter's open batches, if it sets one."""
+def check_open(limits: Limits, ledger: Ledger, submitter: str) -> int | None:
+    """The policy's cap on a submitter's open batches, if it sets one (for
+    `BatchRun.start`). A submitter at the cap is refused here, before
+    the batch is planned: a read, so two submits may both pass it; the cap
+    is taken for sure with the batch's record (`runtime.ledger.open_batches`)."""
     cap = limits.size.open_batches_per_key if limits.size else None
     if cap is not None and ledger.open_batches(submitter) >= cap:
-        raise TooManyOpenBatches(
-            f"{submitter} has {cap} batches open, as many as the policy allows "
-            "(limits.size.open_batches_per_key); wait for one to end, or cancel one"
-        )
+        raise open_batches.refusal(submitter, cap)
+    return cap
 
 
 def turn_key(turn: ModelTurn, workspace: str | Path | None) -> str:

@@ -25,7 +25,7 @@ from runtime.client import first_send
 from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
 from runtime.client.fingerprint import fingerprint
-from runtime.errors import LedgerUnavailable
+from runtime.errors import LedgerUnavailable, TooManyOpenBatches
 from runtime.execution import allowance
 from runtime.gate.admission import Refused, admit
 from runtime.gate.policy import Policy
@@ -81,13 +81,17 @@ class BatchRun:
         key: str | None,
         columns: dict[str, Any] | None = None,
         traceparent: str | None = None,
+        open_cap: int | None = None,
     ) -> bool:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
         run now and its side effects end unrun (fail closed). False: another
         submitter of its key recorded the batch (or kept its record) first, and this one wrote and
         sent nothing (the caller checks the key and attaches). `traceparent`: the
-        trace every task message of the batch carries (runtime/tracing.py)."""
+        trace every task message of the batch carries (runtime/tracing.py).
+        `open_cap`: the submitter's cap on open batches, taken with the record
+        (TooManyOpenBatches, nothing written or sent), so such a batch is
+        never sent before it is recorded (docs/architecture.md, "Flow control")."""
         batch, services = self.batch, self.services
         self.deadline = deadline
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
@@ -131,7 +135,7 @@ class BatchRun:
         }
         audit = BatchAudit(services.approvals.ledger, batch, policy)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        if key is None and first_send.reads_only(plan):
+        if key is None and open_cap is None and first_send.reads_only(plan):
             first_send.send_first(
                 audit,
                 admissions,
@@ -143,7 +147,11 @@ class BatchRun:
             )
             return True
         body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
-        recording = audit.admissions(admissions, plan=body, columns=columns)
+        try:
+            recording = audit.admissions(admissions, plan=body, columns=columns, open_cap=open_cap)
+        except TooManyOpenBatches:
+            self.unwatch()
+            raise
         if recording is Recording.found:
             self.unwatch()
             return False

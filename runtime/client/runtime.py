@@ -185,7 +185,7 @@ class Runtime(AsyncSubmits):
         check_name("conversation", conversation)
         check_name("submitter", submitter)
         submitter = submitter or principal()
-        check_open(self.policies.limits, self.ledger, submitter)
+        cap = check_open(self.policies.limits, self.ledger, submitter)
         policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
         if self.services.transport.throttle is None and (
             held := Limits.from_snapshot(policy.limits).held_in_redis()
@@ -208,7 +208,7 @@ class Runtime(AsyncSubmits):
         parent = tracing.traceparent(traceparent)
         with tracing.batch_span(batch.id, len(batch.calls), batch.mode.value, parent) as trace:
             started = run.start(
-                policy, deadline=deadline, key=key, columns=columns, traceparent=trace
+                policy, deadline=deadline, key=key, columns=columns, traceparent=trace, open_cap=cap
             )
         if not started:  # a racing submitter of `key` won
             return lost_race(self.follower, self.services, batch, policy, key)

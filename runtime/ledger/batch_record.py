@@ -71,10 +71,11 @@ class BatchRecord:
             **columns,
         )
 
-    def write(self, ledger: Ledger) -> Recorded:
+    def write(self, ledger: Ledger, *, open_cap: int | None = None) -> Recorded:
         """Write it in one transaction; `Recorded.found` (false) if the batch was
         recorded already (by its submitter, the sweep, or another submitter of
-        its key)."""
+        its key). `open_cap`: `Ledger.record_batch`'s, at submit only (a record
+        written late stands for a batch that has run already)."""
         return ledger.record_batch(
             self.batch,
             risks=self.risks,
@@ -88,6 +89,7 @@ class BatchRecord:
             ],
             plan=self.plan,
             columns=self.columns,
+            open_cap=open_cap,
         )
 
     def dumps(self) -> str:

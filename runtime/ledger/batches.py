@@ -83,16 +83,6 @@ def needing_attention(
     return list(connection.execute(query).scalars().all())
 
 
-def open_of(connection: Connection, submitter: str, *, now: datetime) -> int:
-    """How many batches of `submitter` are open: not ended, deadline ahead."""
-    query = select(func.count()).where(
-        BATCHES.c.submitter == submitter,
-        BATCHES.c.ended_at.is_(None),
-        BATCHES.c.deadline_at > now,
-    )
-    return int(connection.execute(query).scalar() or 0)
-
-
 def mark_ended(connection: Connection, batch_id: str) -> bool:
     """The batch ends at the time of its last end, once every call has one
     (an end written late from a buffer keeps the time it happened); its plan

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -53,6 +53,14 @@ def first_insert(dialect: str) -> Insert:
     written and no id returned if it is recorded already."""
     make = postgresql_insert if dialect == "postgresql" else sqlite_insert
     return make(BATCHES).on_conflict_do_nothing().returning(BATCHES.c.id)
+
+
+class Recorded(IntEnum):
+    """What `record_batch` did; false when it wrote nothing."""
+
+    found = 0  # recorded before (by another submitter of its key, or the sweep)
+    new = 1  # recorded now
+    ended = 2  # recorded now, and every call had ended already: the batch is over
 
 
 def text(value: Any, redactor: Redactor = BUILT_IN) -> str | None:

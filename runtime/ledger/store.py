@@ -9,14 +9,13 @@ statuses and kinds are plain strings; times are aware and in UTC.
 
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from enum import IntEnum
 from typing import Any
 
 from sqlalchemy import Connection, insert
 from sqlmodel import Session, select
 
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
-from runtime.ledger import batches, claims, records, usage
+from runtime.ledger import batches, claims, open_batches, records, usage
 from runtime.ledger.buffer import LedgerBuffer
 from runtime.ledger.claims import Begun
 from runtime.ledger.database import Database
@@ -28,6 +27,7 @@ from runtime.ledger.rows import (
     INSERT_CALLS,
     INSERT_EVENTS,
     INSERT_PLAN,
+    Recorded,
     batch_columns,
     batch_rows,
     event_fields,
@@ -49,14 +49,6 @@ from runtime.settings import Settings
 from runtime.types import Batch, ToolResult
 
 __all__ = ["ApprovalRow", "BatchRow", "CallEnd", "CallRow", "EventKind", "EventRow", "Ledger"]
-
-
-class Recorded(IntEnum):
-    """What `record_batch` did; false when it wrote nothing."""
-
-    found = 0  # recorded before (by another submitter of its key, or the sweep)
-    new = 1  # recorded now
-    ended = 2  # recorded now, and every call had ended already: the batch is over
 
 
 class Ledger(Database):
@@ -88,6 +80,7 @@ class Ledger(Database):
         ends: Iterable[CallEnd] = (),
         plan: dict[str, Any] | None = None,
         columns: dict[str, Any] | None = None,
+        open_cap: int | None = None,
     ) -> Recorded:
         """The batch and its calls, pending (or as far as workers have already
         recorded them: these rows may have waited in a buffer), with `events`
@@ -111,6 +104,8 @@ class Ledger(Database):
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
             if connection.execute(first_insert(connection.dialect.name), head).first() is None:
                 return Recorded.found  # a batch recorded before keeps its first record, and only it
+            if open_cap is not None:
+                open_batches.check(connection, head.get("submitter"), open_cap)
             connection.execute(INSERT_CALLS, calls)
             if plan is not None:
                 connection.execute(INSERT_PLAN, [{"batch_id": batch.id, "body": plan}])
@@ -264,7 +259,7 @@ class Ledger(Database):
 
     def open_batches(self, submitter: str) -> int:
         """How many of `submitter`'s batches are open (`limits.size.open_batches_per_key`)."""
-        return self._read(batches.open_of, submitter, now=utc_now())
+        return self._read(open_batches.count, submitter, now=utc_now())
 
     def batch(self, batch_id: str) -> BatchRow | None:
         return self._run(lambda session: session.get(BatchRow, batch_id), write=False)

@@ -66,16 +66,17 @@ class FairShare(Scripted):
         False parked, or sent already by another process."""
         if not calls:
             return []
-        found = self._admit((principal, cap, batch_id, calls), time.time())
+        found = self._admit((principal, cap, batch_id, calls), time.time(), mark=False)
         answer = _text(self._admit_reads(keys=found[:5], args=found[5:]))
         return [c == "s" for c in answer]
 
     @staticmethod
-    def _admit(reads: Reads, now: float) -> list[str | float | int]:
-        """ADMIT_READS's keys then arguments."""
+    def _admit(reads: Reads, now: float, *, mark: bool) -> list[str | float | int]:
+        """ADMIT_READS's keys then arguments (`mark`: each read admitted is
+        marked sent)."""
         principal, cap, batch_id, calls = reads
         keys = [*_share_keys(principal), sent_key(batch_id), PARKING]
-        found = [*keys, now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal]
+        found = [*keys, now, now + IN_FLIGHT_SECONDS, cap, TTL_SECONDS, principal, int(mark)]
         for call_id, message in calls:
             found += [lease_member(batch_id, call_id), call_id, message]
         return found

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -25,10 +24,11 @@ from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 from redis.client import Pipeline
 
-from runtime.transport.fair_share import IN_FLIGHT_SECONDS, FairShare, Reads, _share_keys, _text
+from runtime.transport.fair_share import FairShare, Reads, _text
 from runtime.transport.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
 from runtime.transport.scripted import reached
-from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, TAKE
+from runtime.transport.throttle_riders import Entry, Finish
+from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, LOOK_AND_ADMIT, TAKE
 
 __all__ = ["Entry", "Finish", "Reads", "Throttle"]
 
@@ -43,6 +43,7 @@ class Throttle(FairShare):
         self._take = self.script(TAKE)
         self._free = self.script(FREE)
         self.look_script, self.enter_script = self.script(LOOK), self.script(ENTER)
+        self.look_and_admit = self.script(LOOK_AND_ADMIT)
         self.finish_script = self.script(FINISH)
         self._window_keys: dict[tuple[int, str], str] = {}
 
@@ -80,7 +81,9 @@ class Throttle(FairShare):
         slots: Sequence[tuple[str, int]],
         reads: Reads | None = None,
         copy: tuple[str, dict[str, Any]] | None = None,
-    ) -> tuple[dict[str, tuple[int, float]], str]:
+        marks: tuple[str, Sequence[str]] | None = None,
+        calls: Sequence[int] | None = None,
+    ) -> tuple[dict[str, tuple[int, float]], str, set[str]]:
         """The sender's look, in one round trip: for each window's and each
         cap's scope, what it has left now and when it next frees one (a
         slot: 0, unknown); with `reads`, ADMIT_READS's answer for them (s,
@@ -89,36 +92,67 @@ class Throttle(FairShare):
         (`next_reads`). Reads given without their message are not parked
         but answered n: the sender sends their messages only then
         (`admit_reads`), so a key below its cap ships none. `copy`: (batch
-        id, its plan's copy), kept first in the same round trip."""
-        if not windows and not slots and reads is None and copy is None:
-            return {}, ""
+        id, its plan's copy), kept first in the same round trip. `marks`:
+        (batch id, call ids) each marked sent now unless it was (as
+        `mark_sent` marks), after the look in the same round trip, the reads
+        too as ADMIT_READS admits them: the ids marked now come third (the
+        sender takes back the marks of those it then holds or ends). Should
+        Redis have lost the scripts (a restart), the marks of the first try
+        stand and the second finds them taken: those calls are sent again
+        by the sweep, as a lost message is. `calls`: for each window, the
+        calls the look is for (LOOK need not search a window with room for
+        them all); None: each window is searched."""
+        if not windows and not slots and reads is None and copy is None and marks is None:
+            return {}, "", set()
         now = time.time()
+
+        keys, args = [], []
+        if windows or slots:
+            keys = [self.window_key(item, scope) for item, scope in windows]
+            keys += [slots_key(scope) for scope, _ in slots]
+            args = [now, len(windows)]
+            for index, (item, _) in enumerate(windows):
+                needed = calls[index] if calls is not None else item.amount + 1
+                args += [item.amount, item.get_expiry(), needed]
+            args += [cap for _, cap in slots]
+        marking = marks[1] if marks is not None else ()
 
         def build(pipe: Pipeline) -> None:
             if copy is not None:
                 pipe.set(plan_key(copy[0]), json.dumps(copy[1]), ex=TTL_SECONDS)
-            if windows or slots:
-                keys = [self.window_key(item, scope) for item, scope in windows]
-                keys += [slots_key(scope) for scope, _ in slots]
-                args = [now, len(windows)]
-                for item, _ in windows:
-                    args += [item.amount, item.get_expiry()]
-                args += [cap for _, cap in slots]
+            if reads is not None:  # one command for both
+                admit = self._admit(reads, now, mark=marks is not None)
+                both = [len(keys), len(args), *args, *admit[5:]]
+                pipe.evalsha(self.look_and_admit.sha, len(keys) + 5, *keys, *admit[:5], *both)
+            elif keys:
                 pipe.evalsha(self.look_script.sha, len(keys), *keys, *args)
-            if reads is not None:
-                pipe.evalsha(self._admit_reads.sha, 5, *self._admit(reads, now))
+            if marking:
+                sent = sent_key(marks[0])
+                for call_id in marking:
+                    pipe.hsetnx(sent, call_id, now)
+                pipe.expire(sent, TTL_SECONDS)
 
         found = self._pipelined(build)[copy is not None :]
-        room = {}
-        if windows or slots:
+        marked = set()
+        if marking:
+            answers, found = found[-len(marking) - 1 : -1], found[: -len(marking) - 1]
+            marked = {c for c, new in zip(marking, answers, strict=True) if new}
+        room, admitted = {}, ""
+        if reads is not None:
+            *seen, last = found[0]
+            admitted = _text(last)
+        elif keys:
             seen = found[0]
+        if keys:
             for index, (item, scope) in enumerate(windows):  # as `get_window_stats` reads them
                 oldest, count = seen[2 * index], int(seen[2 * index + 1])
                 start = float(oldest) if oldest not in (b"", "") else now
                 room[scope] = (item.amount - count, start + item.get_expiry())
             free = seen[2 * len(windows) :]
             room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
-        return room, (_text(found[-1]) if reads is not None else "")
+        if marks is not None and reads is not None:
+            marked |= {c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "s"}
+        return room, admitted, marked
 
     @reached
     def enter(
@@ -202,9 +236,10 @@ class Throttle(FairShare):
 
     # Batches waiting for a rate or a slot.
     @reached
-    def unsend(self, batch_id: str, call_id: str) -> None:
-        """A call a worker sent back to wait: unsent, so the batch sends it again."""
-        self.client.hdel(sent_key(batch_id), call_id)
+    def unsend(self, batch_id: str, *call_ids: str) -> None:
+        """Calls a worker sent back to wait, or the sender marked and then
+        held or ended: unsent, so the batch sends them again."""
+        self.client.hdel(sent_key(batch_id), *call_ids)
 
     @reached
     def hold_batch(self, batch_id: str, due: float) -> None:
@@ -221,68 +256,3 @@ class Throttle(FairShare):
             pipe.zremrangebyscore(HELD, "-inf", now)
             found, _ = pipe.execute()
         return [b.decode() for b in found]
-
-
-@dataclass(frozen=True)
-class Finish:
-    """`Throttle.finish` as a command that rides another pipeline: `ride`
-    puts it at its end, `landed` reads its answer."""
-
-    throttle: Throttle
-    scopes: Sequence[str]
-    member: str
-    share: tuple[str, int] | None
-
-    def ride(self, pipe: Pipeline) -> None:
-        self.throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
-        keys, args = [slots_key(scope) for scope in self.scopes], [self.member, len(self.scopes)]
-        if self.share is not None:
-            now = time.time()
-            keys += _share_keys(self.share[0])
-            args += [now, now + IN_FLIGHT_SECONDS, self.share[1]]
-        pipe.evalsha(self.throttle.finish_script.sha, len(keys), *keys, *args)
-
-    def landed(self, answers: list[Any]) -> list[str]:
-        """The parked reads whose turn it is now. If Redis had lost the
-        scripts (a restart), the finish again, on its own."""
-        if self.throttle.lost(answers):
-            return self.throttle.finish(self.scopes, self.member, self.share)
-        return [m.decode() if isinstance(m, bytes) else m for m in answers[-1]]
-
-
-@dataclass(frozen=True)
-class Entry:
-    """`Throttle.enter` as a command that rides another pipeline: `ride`
-    puts it at its end, `landed` reads its answer."""
-
-    throttle: Throttle
-    slots: Sequence[tuple[str, int]]
-    member: str
-    seconds: float
-    windows: Sequence[tuple[RateLimitItem, str]]
-
-    def ride(self, pipe: Pipeline) -> None:
-        throttle = self.throttle
-        throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
-        now = time.time()
-        keys = [slots_key(scope) for scope, _ in self.slots]
-        keys += [throttle.window_key(item, scope) for item, scope in self.windows]
-        args = [now, now + self.seconds, self.member, TTL_SECONDS, len(self.slots)]
-        args += [cap for _, cap in self.slots]
-        for item, _ in self.windows:
-            args += [item.amount, item.get_expiry()]
-        pipe.evalsha(throttle.enter_script.sha, len(keys), *keys, *args)
-
-    def landed(self, answers: list[Any]) -> tuple[int, float] | None:
-        """None: taken; else (index, when it frees one) of the first full."""
-        throttle = self.throttle
-        if throttle.lost(answers):  # Redis lost the scripts (a restart): none of them ran
-            return throttle.enter(self.slots, self.member, self.seconds, self.windows)
-        full, frees = answers[-1]
-        index = int(full) - 1  # ENTER's answer: 0 taken, else the full one's index + 1
-        if index < 0:
-            return None
-        if index < len(self.slots):
-            return index, float(frees)
-        item, scope = self.windows[index - len(self.slots)]
-        return index, throttle.rates.get_window_stats(item, scope).reset_time

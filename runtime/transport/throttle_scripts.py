@@ -18,30 +18,35 @@ WINDOW = _function("window", RedisStorage.SCRIPT_MOVING_WINDOW)  # `get_moving_w
 ACQUIRE = _function("acquire", RedisStorage.SCRIPT_ACQUIRE_MOVING_WINDOW)  # `acquire_entry`'s
 
 # What each window and slot set has left. KEYS: the windows, then the slot
-# sets; ARGV: now, the number of windows, each window's (limit, expiry), then
-# each set's cap. Per window: its oldest entry in the window ('' none) and
-# its count (as `get_window_stats` reads them); per set: its free slots.
-LOOK = (
-    WINDOW
-    + """
+# sets; ARGV: now, the number of windows, each window's (limit, expiry, calls
+# the look is for), then each set's cap. Per window: its oldest entry in the
+# window ('' none) and its count (as `get_window_stats` reads them); per set:
+# its free slots. A window whose list is short enough for every call the look
+# is for gives its length as its count, unsearched: its entries may be older
+# than the window, so the count may be too high, but never so high as to hold
+# one of those calls back (and the worker's take counts exactly).
+LOOK_BODY = """
 local now, windows = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for i = 1, windows do
-  local limit, expiry = ARGV[1 + 2 * i], tonumber(ARGV[2 + 2 * i])
-  local found = window({KEYS[i]}, {now - expiry, limit})
+  local at = 3 * i
+  local limit, expiry, calls = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local size = redis.call('LLEN', KEYS[i])
+  -- The library searches the first `limit` places: those past the list's end are empty.
+  local found = size + calls > limit and window({KEYS[i]}, {now - expiry, math.min(limit, size)})
   if found then
     out[#out + 1], out[#out + 2] = found[1], found[2]
   else
-    out[#out + 1], out[#out + 2] = '', 0
+    out[#out + 1], out[#out + 2] = '', (size + calls > limit) and 0 or size
   end
 end
 for i = windows + 1, #KEYS do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  out[#out + 1] = tonumber(ARGV[2 + windows + i]) - redis.call('ZCARD', KEYS[i])
+  out[#out + 1] = tonumber(ARGV[2 + 2 * windows + i]) - redis.call('ZCARD', KEYS[i])
 end
 return out
 """
-)
+LOOK = WINDOW + LOOK_BODY
 # A call's slot in each set and a hit of each window, all or none. KEYS: the
 # slot sets, then the windows; ARGV: now, expiry, member, ttl, the number of
 # sets, each set's cap, then each window's (limit, expiry). {0, 0}: taken (a
@@ -116,15 +121,17 @@ return out
 # A key's reads: each goes in flight while fewer than the cap are, else it is
 # parked; one its batch has sent already (a stale view of the batch) neither.
 # KEYS: in flight, parked list, parked set, the batch's sent marks, the set of
-# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, then member,
+# submitters parking; ARGV: now, expiry, cap, ttl, the submitter, whether to
+# mark a read sent ('1': the sender's look, riding its marks), then member,
 # call id and message triples (an empty message: ask for it rather than park).
-# Returns a string: s (send), p (parked), x (sent already: left alone) or n
-# (to park: its message is needed).
+# Returns a string: s (send; marked sent), p (parked), x (sent already: left
+# alone) or n (to park: its message is needed).
 ADMIT_READS = """
 local now, expiry, cap, ttl = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local mark = ARGV[6] == '1'
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local out = {}
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local member = ARGV[i]
   if redis.call('SISMEMBER', KEYS[3], member) == 1 then
     out[#out + 1] = 'p'
@@ -132,6 +139,7 @@ for i = 6, #ARGV, 3 do
     out[#out + 1] = 'x'
   elseif redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
     redis.call('ZADD', KEYS[1], expiry, member)
+    if mark then redis.call('HSET', KEYS[4], ARGV[i + 1], ARGV[1]) end
     out[#out + 1] = 's'
   elseif ARGV[i + 2] == '' then
     out[#out + 1] = 'n'
@@ -143,8 +151,31 @@ for i = 6, #ARGV, 3 do
   end
 end
 for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ttl) end
+if mark then redis.call('EXPIRE', KEYS[4], ttl) end
 return table.concat(out)
 """
+# The sender's look and its fair share's admission in one command. KEYS:
+# LOOK's, then ADMIT_READS's five; ARGV: the number of LOOK's keys and of its
+# arguments, LOOK's arguments, then ADMIT_READS's. Returns LOOK's answer with
+# ADMIT_READS's last.
+LOOK_AND_ADMIT = (
+    _function("look", (WINDOW + LOOK_BODY).encode())
+    + _function("admit_reads", ADMIT_READS.encode())
+    + """
+local keys, args = tonumber(ARGV[1]), tonumber(ARGV[2])
+local look_keys, look_args, admit_keys, admit_args = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= keys then look_keys[i] = KEYS[i] else admit_keys[i - keys] = KEYS[i] end
+end
+for i = 3, #ARGV do
+  if i <= 2 + args then look_args[i - 2] = ARGV[i] else admit_args[i - 2 - args] = ARGV[i] end
+end
+local out = {}
+if keys > 0 then out = look(look_keys, look_args) end
+out[#out + 1] = admit_reads(admit_keys, admit_args)
+return out
+"""
+)
 # A key's read ended (or never ran): its place goes to the reads parked
 # next. KEYS: in flight, parked list, parked set; ARGV: now, expiry, cap,
 # member. Returns the messages to send.

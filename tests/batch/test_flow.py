@@ -64,12 +64,13 @@ def test_without_limits_every_group_goes_and_nothing_is_asked(world, registry, t
 
 
 def test_refuse_ends_the_calls_past_the_rate(world, registry, tmp_path):
-    flow, _, _ = world
+    flow, state, _ = world
     rate = {"name": "two", "per": "key", "limit": "2/minute", "on_limit": "refuse"}
     plan = planned(registry, tmp_path, {"rates": [rate]})
     ended = []
     going, any_ended = flow.gate(plan, ids(plan), lambda p, end, d: ended.append((end, d)) or True)
     assert going == [["c0"], ["c1"]] and any_ended
+    assert set(state.sent(plan.batch.id)) == {"c0", "c1"}  # an ended call is not left marked
     assert [e.result.status for e, _ in ended] == [Status.rate_limited] * 3
     assert {d.rule for _, d in ended} == {"rate:two"}
 
@@ -80,6 +81,7 @@ def test_delay_holds_the_batch_for_the_sweep(world, registry, tmp_path):
     plan = planned(registry, tmp_path, {"caps": [cap]})
     going, ended = flow.gate(plan, ids(plan), conclude=None)
     assert going == [["c0"]] and not ended
+    assert set(state.sent(plan.batch.id)) == {"c0"}  # the held ones are unsent, for the sweep
     due = state.client.zscore(HELD, plan.batch.id)  # the stack's sweep takes it when due
     assert due is None or time.time() < due <= time.time() + 1.0
 

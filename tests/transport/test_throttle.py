@@ -116,7 +116,8 @@ def test_the_sender_s_look_is_every_window_slot_and_read_in_one(throttle):
     throttle.hit([(item, window)])
     throttle.take([(slot, 2)], "b c9", 30)
     calls = [(f"c{i}", "") for i in range(3)]
-    room, answer = throttle.look([(item, window)], [(slot, 2)], (who, 2, "b", calls))
+    room, answer, marked = throttle.look([(item, window)], [(slot, 2)], (who, 2, "b", calls))
+    assert marked == set()  # marks were not asked for
     assert room[window][0] == 2 and time.time() < room[window][1] <= time.time() + 61
     assert room[slot] == (1, 0.0)
     assert answer == "ssn"  # the third is not parked without its message: it is asked for
@@ -124,3 +125,35 @@ def test_the_sender_s_look_is_every_window_slot_and_read_in_one(throttle):
     assert throttle.admit_reads(who, 2, "b", [("c2", json.dumps({"member": "b c2"}))]) == [False]
     assert throttle.parked(who, ["b c2"]) == [True]
     assert len(throttle.next_reads(who, 9)) == 1  # the stack's sweep must not find it
+
+
+def test_the_sender_s_look_marks_what_it_is_given_and_the_reads_it_admits(throttle):
+    """The look rides the send marks' round trip: calls are marked as
+    `mark_sent` marks them, a read only if the fair share admits it."""
+    who, batch = unique(), unique()
+    throttle.client.hset(sent_key(batch), "w1", 1.0)  # another process sent it first
+    calls = [(f"r{i}", "") for i in range(3)]
+    room, answer, marked = throttle.look(
+        [], [], (who, 2, batch, calls), None, (batch, ["w0", "w1"])
+    )
+    assert (room, answer) == ({}, "ssn")
+    assert marked == {"w0", "r0", "r1"}
+    assert set(throttle.client.hkeys(sent_key(batch))) == {b"w0", b"w1", b"r0", b"r1"}
+
+
+def test_the_look_searches_a_window_only_when_its_list_could_hold_a_call_back(throttle):
+    """A window's list keeps hits older than the window: its length is a
+    count that may be too high, given unsearched only while it leaves room
+    for every call the look is for; else the library's search counts."""
+    item, window = ratelimits.parse("2 per 2 seconds"), unique()
+    throttle.hit([(item, window)])
+    time.sleep(1.2)
+    throttle.hit([(item, window)])
+    assert throttle.look([(item, window)], [], calls=[1])[0][window][0] == 0  # searched: full
+    time.sleep(1.2)  # the first hit is older than the window now, still in its list
+    assert throttle.client.llen(throttle.window_key(item, window)) == 2
+    assert throttle.look([(item, window)], [], calls=[1])[0][window][0] == 1  # searched
+    wide = ratelimits.parse("10/second")
+    throttle.hit([(wide, window)])
+    room = throttle.look([(wide, window)], [], calls=[3])[0][window]
+    assert room[0] == 9  # room for all three: the list's length, unsearched
