@@ -20,7 +20,8 @@ from typing import Any
 
 from runtime.errors import StateUnavailable
 from runtime.gate.admission import Admitted, Refused
-from runtime.gate.limits import Concurrency, Limits, Rate, Reached
+from runtime.gate.limits import Concurrency, Limits, Rate
+from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
 from runtime.transport.base import BatchState
 from runtime.transport.names import lease_member

@@ -12,8 +12,9 @@ import pytest
 
 from runtime.errors import ConfigurationError
 from runtime.gate import limits
-from runtime.gate.limits import Concurrency, Limits, Rate, Reached
+from runtime.gate.limits import Concurrency, Limits, Rate
 from runtime.gate.policy import PolicySources
+from runtime.gate.reached import Reached
 from runtime.settings import Settings
 from runtime.types import Status
 
