@@ -22,6 +22,7 @@ from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
 from runtime.batch.unrecorded import PATIENCE, UnrecordedEnds
+from runtime.batch.view import Viewer
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.decision import Decision
 from runtime.ledger.approvals import Approvals
@@ -29,12 +30,10 @@ from runtime.ledger.batches import Progress
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
-from runtime.results import endings
-from runtime.transport.base import BatchState, Known, Queue
+from runtime.transport.base import BatchState, Queue
 from runtime.types import Status, ToolResult
 
 log = logging.getLogger("toolrun.batch")
-CLOSED_BY = "close"  # who cancelled a batch whose Runtime was closed
 ROUNDS = 4  # passes of one advance: an end decided in one may let the next stage go
 LEASE_SECONDS = 6.0  # a default: runtime.settings.Settings.lease_seconds
 
@@ -55,7 +54,6 @@ class Advancer:
     ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
-        self.lease_seconds, self.resend_after = lease_seconds, resend_after
         self.flow = Flow(state=state, queue=queue, registry=registry)  # "Flow control"
         # rows lost with a killed worker's buffer
         self.unrecorded = UnrecordedEnds(ledger, patience=unrecorded_patience)
@@ -66,6 +64,15 @@ class Advancer:
             queue=queue,
             state=state,
             conclude=self.conclude,
+        )
+        self.viewer = Viewer(
+            ledger=ledger,
+            registry=registry,
+            state=state,
+            unrecorded=self.unrecorded,
+            approving=self.approving,
+            lease_seconds=lease_seconds,
+            resend_after=resend_after,
         )
 
     def advance(self, batch_id: str, *, expire: bool = False) -> bool:
@@ -80,7 +87,7 @@ class Advancer:
             return True  # ended (its plan is gone), or never recorded
         plan = BatchPlan.model_validate(body)
         for _ in range(ROUNDS):
-            steps = next_steps(plan, self._view(plan, expire, found))
+            steps = next_steps(plan, self.viewer.view(plan, expire, found))
             found = None  # the next pass reads again what this one changed
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)
@@ -170,9 +177,8 @@ class Advancer:
             self.approvals.expire(batch_id, call_id)
             expired.add(batch_id)
         now = utc_now()
-        stale = (
-            now if everything else now.fromtimestamp(time.time() - self.resend_after, now.tzinfo)
-        )
+        waited = time.time() - self.viewer.resend_after
+        stale = now if everything else now.fromtimestamp(waited, now.tzinfo)
         lapsed = liveness.lapsed(self.state)
         found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
         found |= {batch_id for batch_id, _ in lapsed} | self.flow.due()
@@ -200,67 +206,6 @@ class Advancer:
         if won:
             self.state.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
         return won
-
-    def _view(self, plan: BatchPlan, expire: bool, found: Progress | None = None) -> View:
-        try:
-            return self._known(plan, expire, found)
-        except LedgerUnavailable as error:
-            # Without the ledger, what Redis holds: ends announced (the buffered rows
-            # land later), marks of what was sent. Side effects fail closed at the
-            # worker, whose claim needs the ledger; reads go on.
-            log.warning(
-                "batch %s: ledger unavailable, going on from Redis: %s", plan.batch.id, error
-            )
-            now = max(time.time(), plan.deadline) if expire else time.time()
-            held = self.state.known(plan.batch.id, [])
-            return View(
-                ends=held.ends,
-                sent=held.sent,
-                started=held.started,
-                approvals={},
-                cancelled_at=time.time() if held.cancelled else None,
-                now=now,
-            )
-
-    def _known(self, plan: BatchPlan, expire: bool, found: Progress | None) -> View:
-        """The view from one read of the state and one of the ledger (`found`,
-        if the caller has read it already)."""
-        batch_id = plan.batch.id
-        try:
-            held: Known | None = self.state.known(batch_id, list(plan.calls))
-        except StateUnavailable as error:  # what it held is unknown, the ledger still counts
-            log.warning("batch %s: %s", batch_id, error)
-            held = None
-        found = found or self.ledger.progress(batch_id)
-        cancelled = found.cancelled_at.timestamp() if found.cancelled_at else None
-        if cancelled is None and held is not None and held.cancelled:
-            cancelled = self.ledger.mark_cancelled(batch_id, by="flag").timestamp()
-        now = max(time.time(), plan.deadline) if expire else time.time()
-        closed = found.cancelled_by == CLOSED_BY
-        # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
-        # while the ledger was locked) count too; the ledger's own wins over them.
-        ends = {**(held.ends if held else {}), **found.ends}
-        if held is not None and len(ends) > len(found.ends):
-            announced = {c: r for c, r in held.ends.items() if c not in found.ends}
-            for call_id in self.unrecorded.look(batch_id, announced):
-                found.ends[call_id] = ends[call_id]  # written now: the batch may be marked ended
-        running = found.claimed  # a redelivered read shows running too
-        claimed = {c: at for c, at in running.items() if liveness.claims(self.registry, plan, c)}
-        started = held.started if held else set()
-        taken = started - claimed.keys() - ends.keys()  # reads and idempotent calls running
-        lost, stalled = liveness.gone(self.state, held, claimed, taken, self.lease_seconds)
-        return View(
-            ends=ends,
-            sent=held.sent if held else {},
-            started=started | set(running),
-            approvals=self.approving.answers(plan, now),
-            cancelled_at=cancelled,
-            now=now,
-            cause="the runtime was closed" if closed else endings.CANCELLED,
-            lost=lost,
-            stalled=stalled,
-            resend_after=self.resend_after,
-        )
 
     def _carry_out(
         self, plan: BatchPlan, steps: Steps, copy: dict | None = None, record: str | None = None

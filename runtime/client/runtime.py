@@ -20,8 +20,9 @@ import redis
 from celery import Celery
 
 from runtime import adapters, config, tracing
-from runtime.batch.advance import CLOSED_BY, Advancer
+from runtime.batch.advance import Advancer
 from runtime.batch.progress import CANCEL_GRACE
+from runtime.batch.view import CLOSED_BY
 from runtime.client.attach import attached, known_row, lost_race
 from runtime.client.fingerprint import check_key
 from runtime.client.follower import Follower

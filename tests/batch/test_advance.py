@@ -357,7 +357,7 @@ def test_an_approved_call_whose_message_was_lost_is_admitted_and_sent_again(worl
     )
     world.transport.mark_sent(plan.batch.id, ["q1"])  # sent, and the message lost on the way
     assert world.advancer.advance(plan.batch.id) is False and world.taken() == []
-    monkeypatch.setattr(world.advancer, "resend_after", 0.0)
+    monkeypatch.setattr(world.advancer.viewer, "resend_after", 0.0)
     world.advancer.advance(plan.batch.id)
     assert world.ends(plan.batch.id, 1) == {"q1": Status.ok}
     assert world.taken() == ["q1"]
