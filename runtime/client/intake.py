@@ -6,6 +6,7 @@ link), and the size caps of its policy."""
 
 from __future__ import annotations
 
+import functools
 import getpass
 import hashlib
 import json
@@ -41,8 +42,11 @@ def check_name(what: str, value: str | None) -> None:
         raise InvalidBatch(f"{what} must be a non-empty string of at most {MAX_CALL_ID} characters")
 
 
+@functools.cache
 def principal() -> str:
-    """Who submits from this process, when the caller does not say: user@host."""
+    """Who submits from this process, when the caller does not say: user@host,
+    looked up once (without a login name in the environment, a read of the
+    password database)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a container)

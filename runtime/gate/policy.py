@@ -124,12 +124,16 @@ class PolicySources:
     def __init__(self, settings: Settings) -> None:
         self.org = _read(settings.policy_file, Level.org, required=True)
         self.user = _read(settings.user_settings_file, Level.user, required=False)
+        # Parsed once, as the files are read once: every batch's policy starts from them.
+        self._org_rules = tuple(_rules(self.org, Level.org))
+        self._user_rules = tuple(_rules(self.user, Level.user))
+        self._org_limits, self._user_limits = _file_limits(self.org, True), _file_limits(self.user)
         # What the submitter checks before anything else: the org's and user's sizes.
-        self.limits = _limits(self.org, self.user)
+        self.limits = limit_reading.merged(self._org_limits, self._user_limits)
 
     def rules(self) -> list[Rule]:
         """The org and user files' rules, known from startup."""
-        return [*_rules(self.org, Level.org), *_rules(self.user, Level.user)]
+        return [*self._org_rules, *self._user_rules]
 
     def policy_for(self, workspace: Path, batch_rules: dict[str, Any] | None = None) -> Policy:
         workspace = workspace.resolve()
@@ -138,16 +142,16 @@ class PolicySources:
         )
         project = _read(workspace / PROJECT_FILE, Level.project, required=False)
         rules = [
-            *_rules(self.org, Level.org),
+            *self._org_rules,
             # An untrusted repository may not grant itself anything; it may still restrict.
             *(r for r in _rules(project, Level.project) if trusted or r.effect is not Effect.allow),
-            *_rules(self.user, Level.user),
+            *self._user_rules,
             *_rules({"permissions": batch_rules or {}, "_source": "submit"}, Level.batch),
         ]
         roots = self.org.get("workspace_roots")
         internal = tuple(self.org.get("internal_hosts", ()))
         spending = _spending(self.org, project, self.user)
-        flow = _limits(self.org, project, self.user)
+        flow = limit_reading.merged(self._org_limits, _file_limits(project), self._user_limits)
         limits = flow.snapshot() if flow else None
         body = {
             "rules": [r.as_dict() for r in rules],
@@ -222,13 +226,9 @@ def _spending(*files: dict[str, Any]) -> dict[str, Any] | None:
     return spending.snapshot() if spending else None
 
 
-def _limits(org: dict[str, Any], *others: dict[str, Any]) -> flow_limits.Limits:
-    """The org file's limits, tightened by the other files'."""
-
-    def of(data: dict[str, Any], org: bool) -> flow_limits.Limits:
-        return limit_reading.read(data, data.get("_source", "settings"), org=org)
-
-    return limit_reading.merged(of(org, True), *(of(d, False) for d in others))
+def _file_limits(data: dict[str, Any], org: bool = False) -> flow_limits.Limits:
+    """One file's limits; merged, the org file's are tightened by the others'."""
+    return limit_reading.read(data, data.get("_source", "settings"), org=org)
 
 
 def _rules(data: dict[str, Any], level: Level) -> list[Rule]:

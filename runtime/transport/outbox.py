@@ -71,13 +71,21 @@ class CeleryQueue:
         is the broker too (`rides`), for its owner to send: each message's
         LPUSH and its task-sent event's PUBLISH, as kombu's producer batch
         makes them, riding the round trip of the send marks
-        (docs/architecture.md, "Round trips and memory")."""
+        (docs/architecture.md, "Round trips and memory").
+
+        Celery builds the message as ever; what it would wrap around the
+        publish is left out, as nothing here touches the network: no retry
+        (the round trip is the owner's `execute`, whose failure the owner
+        handles) and no declaring of the queue, which the message does not
+        go through (Celery sends it on the default exchange with the queue's
+        name as its key, a Redis list the workers declared); the task-sent
+        event still declares its exchange, which routes it."""
         with self.app.producer_or_acquire() as producer:
             producer._batch_local.current = _Riding(pipe)  # kombu 5.7's producer batch slot
             try:
                 for message in messages:
                     options = task_options(message, READS, self.redactor, sent_at=time.time())
-                    self.app.send_task(TASK, producer=producer, **options)
+                    self.app.send_task(TASK, producer=producer, retry=False, declare=[], **options)
             finally:
                 del producer._batch_local.current
 
