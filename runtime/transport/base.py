@@ -112,6 +112,15 @@ class BatchState(Protocol):
         trying for `patience` seconds while the state is away."""
         ...
 
+    def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
+        """Store `result` as its call's end unless one is stored: True if it
+        was. An end that may have ended its call (its row waits for the
+        ledger) is published only once staked, so the first one stored is the
+        one announced, and the one its buffered row writes (docs/architecture.md,
+        "One end per call"). Keeps trying for `patience` seconds while the
+        state is away."""
+        ...
+
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         """Announce a notice (a call waiting for approval); nothing is stored."""
         ...
