@@ -230,8 +230,11 @@ class BatchState(Protocol):
 
     # Leases: a claimed call is held by a live worker, which renews its hold
     # (docs/architecture.md, "Leases").
-    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
-        """The call is held for `seconds` from now by the process that claimed it."""
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
+        """The call is held for `seconds` from now by the process that claimed
+        it; in the same round trip, the end published for it, if any (a
+        delivery that failed closed with the ledger away said it did not run:
+        docs/architecture.md, "One end per call")."""
         ...
 
     def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
