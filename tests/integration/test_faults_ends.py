@@ -41,8 +41,8 @@ def logged(path: str, *lines: str, bound: float = 60.0) -> None:
     """Wait until the worker's log has every one of `lines` (the bound only
     stops a broken run from hanging)."""
     deadline = time.monotonic() + bound
-    while not all(line in Path(path).read_text(errors="replace") for line in lines):
-        assert time.monotonic() < deadline, f"{lines} not logged"
+    while not all(line in (text := Path(path).read_text(errors="replace")) for line in lines):
+        assert time.monotonic() < deadline, f"{lines} not logged: {text[-3000:]}"
         time.sleep(0.1)
 
 
