@@ -230,7 +230,11 @@ def _claimed(
             return Outcome(early, False)
         return outcomes.record(ledger, message, early)
     if previous is None or previous.leased != call.id:  # else taken as the step before ended
-        _hold(state, message, settings.lease_seconds)
+        published = _hold(state, message, settings.lease_seconds)
+    else:
+        published = _recall(state, message.batch_id, call.id) if state is not None else None
+    if published is not None:  # told to its caller first: it never runs now
+        return outcomes.published_first(ledger, state, message, published)
 
     def retried(attempt: int, error: BaseException) -> None:
         ledger.eventually(
@@ -258,16 +262,18 @@ def _claimed(
     return outcomes.record(ledger, message, result)  # publishing the end releases the lease
 
 
-def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> None:
+def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> ToolResult | None:
     """The claimed call's lease, which this worker's main process renews while
-    it runs. With the state away it is taken at the first renewal; until then
-    the claim is young enough to count as held."""
+    it runs, and the end published for it, if any. With the state away it is
+    taken at the first renewal; until then the claim is young enough to count
+    as held."""
     if state is None:
-        return
+        return None
     try:
-        state.hold(message.batch_id, message.call_id, seconds)
+        return state.hold(message.batch_id, message.call_id, seconds)
     except StateUnavailable as error:
         log.warning("cannot take the lease of %s: %s", message.call_id, error)
+        return None
 
 
 def _cancelled(state: BatchState, batch_id: str) -> bool:

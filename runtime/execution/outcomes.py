@@ -4,15 +4,18 @@ the ledger is back: docs/architecture.md, "One end per call")."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import NamedTuple
 
+from runtime.errors import StateUnavailable
 from runtime.gate.admission import Refused
 from runtime.ledger.claims import Begun, Start
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings
 from runtime.results import formatter as results
+from runtime.transport.base import BatchState
 from runtime.types import CallMessage, Status, ToolResult
 
 
@@ -85,6 +88,21 @@ def refusal(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) 
             ),
         ),
     )
+
+
+def published_first(
+    ledger: Ledger, state: BatchState | None, message: CallMessage, published: ToolResult
+) -> Outcome:
+    """A call this delivery claimed, whose end was published before: another
+    delivery of it failed closed while the ledger was away, its row still
+    waiting, and its caller was told it did not run. It does not run now; the
+    ledger takes the end the caller got (docs/architecture.md, "One end per
+    call"), and the lease just taken goes."""
+    ledger.eventually(lambda: ledger.record_result(message.batch_id, published))
+    if state is not None:
+        with contextlib.suppress(StateUnavailable):  # it lapses; the call has its end
+            state.release(message.batch_id, message.call_id)
+    return Outcome(published, False)
 
 
 def later(ledger: Ledger, message: CallMessage, result: ToolResult) -> Outcome:

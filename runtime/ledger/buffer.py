@@ -26,9 +26,15 @@ class LedgerBuffer:
         self._pending: deque[Callable[[], object]] = deque()
         self._lock = threading.Lock()
         self._flusher: threading.Thread | None = None
+        self._replay = threading.local()
 
     def __len__(self) -> int:
         return len(self._pending)
+
+    @property
+    def replaying(self) -> bool:
+        """Whether this thread runs a kept write now, after the ledger came back."""
+        return getattr(self._replay, "on", False)
 
     def write(self, work: Callable[[], object]) -> bool:
         """Run `work` now, or keep it for later (after what is already kept, so
@@ -60,12 +66,15 @@ class LedgerBuffer:
 
     def _flush(self) -> bool:
         while self._pending:
+            self._replay.on = True
             try:
                 self._pending[0]()
             except LedgerRefused as error:
                 log.error("the ledger refused a buffered row, which is lost: %s", error)
             except LedgerUnavailable:
                 return False
+            finally:
+                self._replay.on = False
             self._pending.popleft()
         return True
 

@@ -60,6 +60,7 @@ class CallEnd:
             **fields,
         )
         self.batch_id, self.call_id, self.events = batch_id, result.call_id, [row]
+        self.result = result
         self.end = {
             "batch_id": batch_id,
             "call_id": result.call_id,
@@ -93,6 +94,16 @@ class CallEnd:
             "new_worker": row["worker"],
             "new_started_at": started_at,
         }
+
+    def yielding(self, announced: ToolResult | None, redactor: Redactor) -> CallEnd:
+        """This end, or the end announced for its call if that is another: a
+        row kept while the ledger was away yields to the end published first,
+        which is the one the caller got (docs/architecture.md, "One end per call")."""
+        if announced is None or announced == self.result:
+            return self
+        return CallEnd(
+            self.batch_id, announced, unclaimed=self.unclaimed, redactor=redactor, close=self.close
+        )
 
     def write(self, connection: Connection | Session, *, usage: bool = True) -> bool:
         """The end row, if the call has none yet, then the events, the call

@@ -58,6 +58,7 @@ class Ledger(Database):
     def __init__(self, url: str, **options: Any) -> None:
         """`options` are `Database`'s (`runtime.ledger.database`)."""
         self._buffer = LedgerBuffer()
+        self._announced: Callable[[str, str], ToolResult | None] | None = None
         self._group = CommitGroup(self._write_ends)
         super().__init__(url, **options)
 
@@ -138,7 +139,7 @@ class Ledger(Database):
         """A call's end with those of other calls ending now in this process,
         in one transaction (`runtime.ledger.group`); False if the call had
         ended already (then nothing of `end` was written)."""
-        return self._group.write(end)
+        return self._group.write(self._yielding(end))
 
     def _write_ends(self, ends: list[CallEnd]) -> list[bool | BaseException]:
         """`ends` in one transaction; if the database refuses it, each on its
@@ -161,8 +162,18 @@ class Ledger(Database):
         all. `options` are `CallEnd`'s: the event's `kind`, the `started_at` and
         `retries` of a call that claimed nothing (a read: all its rows in one
         transaction), further `EventRow` columns (the decision of a refusal)."""
-        end = CallEnd(batch_id, result, redactor=self.redactor, **options)
+        end = self._yielding(CallEnd(batch_id, result, redactor=self.redactor, **options))
         return self._run(lambda connection: write_ends(connection, [end]), core=True)[0]
+
+    def announced_by(self, recall: Callable[[str, str], ToolResult | None]) -> None:
+        """Where an end replayed from the buffer finds the end published for
+        its call (batch id, call id), which it writes instead of its own."""
+        self._announced = recall
+
+    def _yielding(self, end: CallEnd) -> CallEnd:
+        if self._announced is None or not self._buffer.replaying:
+            return end
+        return end.yielding(self._announced(end.batch_id, end.call_id), self.redactor)
 
     def mark_started(
         self, batch_id: str, call_id: str, *, worker: str | None, attempt: int

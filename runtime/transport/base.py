@@ -112,6 +112,15 @@ class BatchState(Protocol):
         trying for `patience` seconds while the state is away."""
         ...
 
+    def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
+        """Store `result` as its call's end unless one is stored: True if it
+        was. An end that may have ended its call (its row waits for the
+        ledger) is published only once staked, so the first one stored is the
+        one announced, and the one its buffered row writes (docs/architecture.md,
+        "One end per call"). Keeps trying for `patience` seconds while the
+        state is away."""
+        ...
+
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         """Announce a notice (a call waiting for approval); nothing is stored."""
         ...
@@ -221,8 +230,11 @@ class BatchState(Protocol):
 
     # Leases: a claimed call is held by a live worker, which renews its hold
     # (docs/architecture.md, "Leases").
-    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
-        """The call is held for `seconds` from now by the process that claimed it."""
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
+        """The call is held for `seconds` from now by the process that claimed
+        it; in the same round trip, the end published for it, if any (a
+        delivery that failed closed with the ledger away said it did not run:
+        docs/architecture.md, "One end per call")."""
         ...
 
     def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:

@@ -22,6 +22,7 @@ from runtime.transport.names import (
     lease_member,
     results_key,
 )
+from runtime.types import ToolResult
 
 # Leases of running calls: KEYS = the leases' set, then each call's results hash;
 # ARGV = the new expiry, then each call's member and id.
@@ -66,10 +67,14 @@ class Leases:
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
 
-    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
         until = time.time() + seconds
         with reaching(f"cannot take the lease of {call_id}"):
-            self.client.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
+                pipe.hget(results_key(batch_id), call_id)
+                _, stored = pipe.execute()
+        return ToolResult.model_validate_json(stored) if stored else None
 
     def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
         """Renew in one step; a lease lost with the state comes back, one whose

@@ -96,12 +96,7 @@ class RedisState(BatchCopies):
         payload = result.model_dump_json()
         announced = f"{batch_id}\n{payload}" if reply_to else payload
         with reaching(f"the end of {result.call_id} cannot be published"):
-            for attempt in tenacity.Retrying(
-                retry=tenacity.retry_if_exception_type(LOST),
-                stop=tenacity.stop_after_delay(patience),
-                wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
-                reraise=True,
-            ):
+            for attempt in _patient(patience):
                 with attempt, self.client.pipeline(transaction=False) as pipe:
                     pipe.hset(results_key(batch_id), result.call_id, payload)
                     pipe.expire(results_key(batch_id), TTL_SECONDS)
@@ -120,6 +115,11 @@ class RedisState(BatchCopies):
         if rider is not None:
             rider.landed(theirs)
         return int(done[3]) if stage is not None else None
+
+    def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
+        stored = (results_key(batch_id), result.call_id, result.model_dump_json())
+        with reaching(f"the end of {result.call_id} cannot be staked"):
+            return bool(_patient(patience)(self.client.hsetnx, *stored))
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         payload = notice.model_dump_json()
@@ -296,3 +296,13 @@ def _carrying(pipe: Pipeline, rider: Rider | None) -> tuple[list[Any], list[Any]
         if isinstance(answer, Exception):
             raise answer
     return found[:own], found[own:]
+
+
+def _patient(patience: float) -> tenacity.Retrying:
+    """Attempts at a step on Redis until it answers or `patience` seconds pass."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(LOST),
+        stop=tenacity.stop_after_delay(patience),
+        wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
+        reraise=True,
+    )

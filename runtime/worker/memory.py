@@ -129,6 +129,10 @@ class MemoryTransport(MemoryLeases):
         self._arrived(batch_id)
         return done
 
+    def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
+        with self._changed:
+            return self._results[batch_id].setdefault(result.call_id, result) is result
+
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         with self._changed:
             self._notices[batch_id][notice.call_id] = notice

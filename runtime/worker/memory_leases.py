@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import threading
 
+from runtime.types import ToolResult
+
 
 class MemoryLeases:
     def __init__(self) -> None:
@@ -28,9 +30,10 @@ class MemoryLeases:
     def lost(self, holder: str) -> bool:
         return False
 
-    def hold(self, batch_id: str, call_id: str, seconds: float) -> None:
+    def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
         with self._leasing:
             self._held.add((batch_id, call_id))
+        return self.recall(batch_id, call_id)  # the transport's (`MemoryTransport`)
 
     def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
         with self._leasing:

@@ -60,7 +60,7 @@ def end_killed(
     except StateUnavailable:  # it lapses; the sweep finds the call ended
         pass
     try:
-        worker.finish(message, result, ended[0] if ended else True)
+        worker.finish(message, result, ended[0] if ended else None)
     except StateUnavailable as error:  # the sweep ends it at the deadline; its row is kept
         log.error("the end of %s could not be published: %s", message.call_id, error)
 

@@ -68,6 +68,7 @@ class Worker:
             unrecorded_patience=settings.unrecorded_patience,
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
+        ledger.announced_by(self._announced)  # a kept end yields to the one published
         self._sweeping: str | None = None  # the sweep's holder while this worker sweeps
 
     def run(
@@ -174,6 +175,8 @@ class Worker:
         trip."""
         seconds = self.settings.lease_seconds
         try:
+            if ended is None and not self._staked(message, result):
+                ended = False
             if ended is not False:
                 held = (lease, seconds) if lease else None
                 self.state.publish(
@@ -199,11 +202,14 @@ class Worker:
         closed: bool = False,
     ) -> None:
         """After a call's end: if this delivery ended it (or may have: the
-        ledger was down), publish it, hand its chain on, and move the batch on
-        when it ended its stage's last call. Someone else's end was published
-        by them. `closed`: the end's own transaction marked the batch ended
-        (`CallEnd.close`); the plan's copy goes with the publish."""
+        ledger was down, and no other end was stored first), publish it, hand
+        its chain on, and move the batch on when it ended its stage's last
+        call. Someone else's end was published by them. `closed`: the end's
+        own transaction marked the batch ended (`CallEnd.close`); the plan's
+        copy goes with the publish."""
         finishing = self.advancer.flow.finishing(message)  # its slots, its key's next reads
+        if ended is None and not self._staked(message, result):
+            ended = False
         if ended is False:
             if finishing is not None:
                 finishing.landed(None)
@@ -230,6 +236,20 @@ class Worker:
                 self.advancer.advance(batch_id)
         except Exception:  # noqa: BLE001 - the sweep moves it on
             log.exception("batch %s: could not start its next stage", batch_id)
+
+    def _announced(self, batch_id: str, call_id: str) -> ToolResult | None:
+        try:
+            return self.state.recall(batch_id, call_id)
+        except StateUnavailable:  # the row kept writes its own end
+            return None
+
+    def _staked(self, message: CallMessage, result: ToolResult) -> bool:
+        """Whether an end that may have ended its call (its row waits for the
+        ledger) is the first stored for it: only then is it published, and
+        its row, once the ledger is back, writes the one stored
+        (docs/architecture.md, "One end per call")."""
+        patience = self.publish_patience
+        return self.state.stake(message.batch_id, result, patience=patience)
 
     def hand_on(self, message: CallMessage, result: ToolResult) -> bool:
         """Send the next step of `message`'s chain, if it goes on, once (a

@@ -8,10 +8,12 @@ import time
 import pytest
 import redis
 
+from runtime.results.formatter import failure
 from runtime.settings import Settings
 from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
 from runtime.transport.redis_state import RedisState
+from runtime.types import Status
 
 pytestmark = pytest.mark.server
 
@@ -135,3 +137,15 @@ def test_a_look_taken_back_leaves_the_call_untaken(state):
     known = state.known("rs-unlook", ["c1"])
     assert (known.started, known.holds) == (set(), {})
     assert state.look("rs-unlook", "c1").delivery == 1
+
+
+def test_the_first_end_staked_for_a_call_is_the_one_kept(state):
+    """Two ends that may each have ended a call (their rows wait for the
+    ledger): the first stored stays, the second is told so, in one round trip."""
+    first = failure("a", "t", Status.outcome_unknown, "the process was lost", kind="lost")
+    second = failure("a", "t", Status.error, "the ledger is unavailable", kind="ledger")
+    staked, trips = round_trips(lambda: state.stake("rs-stake", first))
+    assert (staked, trips) == (True, 1)
+    assert state.stake("rs-stake", second) is False
+    assert state.stake("rs-stake", first) is False  # stored already, even if the same
+    assert state.recall("rs-stake", "a").status is Status.outcome_unknown
