@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import tenacity
-
 from runtime import logs, tracing
 from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
@@ -31,11 +29,11 @@ from runtime.execution.handover import Previous, settled_after
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
-from runtime.results import endings
 from runtime.settings import Settings
 from runtime.transport import chain
 from runtime.transport.base import BatchState, Queue
 from runtime.types import CallMessage, ToolResult
+from runtime.worker import chains
 
 log = logging.getLogger("toolrun.worker")
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's end waits for the state to come back
@@ -224,7 +222,10 @@ class Worker:
             rider=finishing,
             drop_plan=closed,
         )
-        if self.hand_on(message, result):
+        state, queue, patience = self.state, self.queue, self.hand_on_patience
+        if chains.hand_on(
+            message, result, state=state, queue=queue, ledger=self.ledger, patience=patience
+        ):
             return  # the chain goes on: its next step's worker moves the batch on
         if closed or done is None or done < message.stage_size:
             return
@@ -250,47 +251,6 @@ class Worker:
         (docs/architecture.md, "One end per call")."""
         patience = self.publish_patience
         return self.state.stake(message.batch_id, result, patience=patience)
-
-    def hand_on(self, message: CallMessage, result: ToolResult) -> bool:
-        """Send the next step of `message`'s chain, if it goes on, once (a
-        redelivered step that already handed its chain on does not again),
-        trying again while the broker cannot take it. If it still cannot, each
-        step left ends `error`: none was sent. True while the chain goes on."""
-        following = chain.follow(message, result)
-        if following is None:
-            return False
-        try:
-            if not self.state.hand_on(message.batch_id, message.call_id):
-                return True
-            for attempt in tenacity.Retrying(
-                retry=tenacity.retry_if_result(lambda taken: not taken),
-                stop=tenacity.stop_after_delay(self.hand_on_patience),
-                wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
-            ):
-                with attempt:
-                    taken = self.queue.post([following], parallel=False)
-                if not attempt.retry_state.outcome.failed:
-                    attempt.retry_state.set_result(taken)
-            if taken:
-                return True
-        except Exception as error:  # noqa: BLE001 - every step left still needs its end
-            log.error("batch %s: could not hand the chain on: %s", message.batch_id, error)
-        self._break_chain(following)
-        return False
-
-    def _break_chain(self, following: CallMessage) -> None:
-        for step in [following, *following.then]:
-            ended = endings.chain_broken(step.call_id, step.tool)
-            try:
-                if self.ledger.record_result(step.batch_id, ended):
-                    self.state.publish(step.batch_id, ended, reply_to=step.reply_to)
-            except Exception as error:  # noqa: BLE001 - the sweep ends it at the deadline
-                log.error(
-                    "batch %s: the end of %s was not recorded: %s",
-                    step.batch_id,
-                    step.call_id,
-                    error,
-                )
 
     def hard_limit(self, raw: Any, *, alone: bool = False) -> float:
         """Seconds after which the pool process running `raw` is killed: for a
