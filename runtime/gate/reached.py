@@ -34,8 +34,16 @@ class Reached:
             "per": e.per,
             "scope": self.scope.split(":", 3)[-1],
             "allows": e.limit if isinstance(e, Rate) else e.max,
-            "retry_after_s": round(max(0.0, self.at - now), 3),
+            "retry_after_s": round(self._wait(now), 3),
         }
+
+    def _wait(self, now: float) -> float:
+        """Until the limit allows a call again; a rate's never past its window
+        (`now` may have been read a little before Redis counted the window)."""
+        wait = max(0.0, self.at - now)
+        if isinstance(self.entry, Rate):
+            wait = min(wait, float(self.entry.item.get_expiry()))
+        return wait
 
     def message(self, now: float) -> str:
         wait = self.content(now)["retry_after_s"]

@@ -110,6 +110,13 @@ def test_what_a_limit_that_fired_tells_the_model_and_the_ledger():
     assert capped.content["retry_after_s"] == 0
 
 
+def test_a_rate_never_asks_for_a_wait_past_its_window():
+    """`now` may be read a moment before Redis counted the window's entry."""
+    rate = Rate(name="few", per="key", limit="2/minute", source="org")
+    reached = Reached(rate, f"{rate.tag}:key:ci", at=160.008)
+    assert reached.result("c1", "nap", now=100.0).content["retry_after_s"] == 60
+
+
 @pytest.mark.parametrize(
     ("arguments", "host"),
     [({"url": "https://A.example/x"}, "a.example"), ({"url": 3}, None), ("x", None), ({}, None)],

@@ -37,12 +37,15 @@ def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspa
 
     from runtime.transport.names import plan_key
 
-    calls = [{"id": "a", "name": "echo", "arguments": {"text": f"token {ARG_SECRET}"}}]
+    calls = [  # the nap keeps the batch open while the copy is looked at
+        {"id": "a", "name": "echo", "arguments": {"text": f"token {ARG_SECRET}"}},
+        {"id": "b", "name": "nap", "arguments": {"label": "b", "seconds": 3}},
+    ]
     handle = runtime.submit(calls, mode="auto", workspace=workspace)
     client = redis.Redis.from_url(stack.redis_url)
     try:
         assert ARG_SECRET.encode() in (client.get(plan_key(handle.batch_id)) or b"")
-        assert handle.results(timeout=60)[0].status.value == "ok"
+        assert [r.status.value for r in handle.results(timeout=60)] == ["ok", "ok"]
         runtime.services.advancer.advance(handle.batch_id)  # any mover closes it, as the sweep does
         deadline = time.monotonic() + 30
         while runtime.ledger.batch(handle.batch_id).ended_at is None:
