@@ -35,7 +35,7 @@ from runtime.transport import chain
 from runtime.transport.base import Known, Look, Rider
 from runtime.types import CallMessage, ToolResult
 from runtime.usage.budgets import Counter
-from runtime.worker.memory_leases import MemoryLeases
+from runtime.worker.memory_copies import MemoryCopies
 from runtime.worker.sweeper import start_sweeping
 from runtime.worker.worker import Worker
 
@@ -44,7 +44,7 @@ WORKER = "memory"
 SWEEP_SECONDS = 0.05
 
 
-class MemoryTransport(MemoryLeases):
+class MemoryTransport(MemoryCopies):
     reply_to = WORKER
     throttle = None  # rates, caps and fair share need Redis ("Flow control")
 
@@ -79,9 +79,7 @@ class MemoryTransport(MemoryLeases):
         self._sent: dict[str, dict[str, float]] = defaultdict(dict)
         self._stages: dict[tuple[str, int], int] = defaultdict(int)
         self._cancelled: dict[str, str] = {}
-        self._plans: dict[str, dict[str, Any]] = {}
         self._handed_on: set[tuple[str, str]] = set()
-        self._records: dict[str, str] = {}
         self._spent: dict[str, float] = defaultdict(float)  # budget counters (no expiry here)
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
@@ -118,7 +116,7 @@ class MemoryTransport(MemoryLeases):
         with self._changed:  # the end, then its lease (leases never wait for this lock)
             self._results[batch_id][result.call_id] = result
             if drop_plan:
-                self._plans.pop(batch_id, None)
+                self.drop_plan(batch_id)
             self.release(batch_id, result.call_id)
             if hold is not None:  # a chain's next step
                 self.hold(batch_id, hold[0], hold[1])
@@ -167,15 +165,6 @@ class MemoryTransport(MemoryLeases):
 
     def started(self, batch_id: str) -> set[str]:
         return set(self._deliveries[batch_id])
-
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
-        self._plans[batch_id] = plan
-
-    def plan(self, batch_id: str) -> dict[str, Any] | None:
-        return self._plans.get(batch_id)
-
-    def drop_plan(self, batch_id: str) -> None:
-        self._plans.pop(batch_id, None)
 
     def ends(self, batch_id: str) -> dict[str, ToolResult]:
         return dict(self._results[batch_id])
@@ -235,27 +224,6 @@ class MemoryTransport(MemoryLeases):
                 return False
             self._handed_on.add((batch_id, call_id))
             return True
-
-    def keep_record(self, batch_id: str, record: str) -> bool:
-        with self._changed:
-            if batch_id in self._records:
-                return False
-            self._records[batch_id] = record
-            return True
-
-    def kept_record(self, batch_id: str) -> str | None:
-        with self._changed:
-            return self._records.get(batch_id)
-
-    def kept_records(self) -> dict[str, str]:
-        with self._changed:
-            return dict(self._records)
-
-    def drop_record(self, batch_id: str, *, later: bool = False, plan: bool = False) -> None:
-        with self._changed:
-            self._records.pop(batch_id, None)
-            if plan:
-                self._plans.pop(batch_id, None)
 
     def look(
         self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None

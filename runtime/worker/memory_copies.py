@@ -1,0 +1,48 @@
+"""What the in-process transport keeps of a batch beside the ledger: its
+plan's copy and its record until the ledger has it, as Redis does for the
+cluster (runtime/transport/copies.py)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from runtime.worker.memory_leases import MemoryLeases
+
+
+class MemoryCopies(MemoryLeases):
+    def __init__(self) -> None:
+        super().__init__()
+        self._copying = threading.Lock()
+        self._plans: dict[str, dict[str, Any]] = {}
+        self._records: dict[str, str] = {}
+
+    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+        self._plans[batch_id] = plan
+
+    def plan(self, batch_id: str) -> dict[str, Any] | None:
+        return self._plans.get(batch_id)
+
+    def drop_plan(self, batch_id: str) -> None:
+        self._plans.pop(batch_id, None)
+
+    def keep_record(self, batch_id: str, record: str) -> bool:
+        with self._copying:
+            if batch_id in self._records:
+                return False
+            self._records[batch_id] = record
+            return True
+
+    def kept_record(self, batch_id: str) -> str | None:
+        with self._copying:
+            return self._records.get(batch_id)
+
+    def kept_records(self) -> dict[str, str]:
+        with self._copying:
+            return dict(self._records)
+
+    def drop_record(self, batch_id: str, *, later: bool = False, plan: bool = False) -> None:
+        with self._copying:
+            self._records.pop(batch_id, None)
+            if plan:
+                self._plans.pop(batch_id, None)
