@@ -20,18 +20,9 @@ from runtime.transport.cluster import CeleryTransport
 from runtime.transport.names import READS, TASK
 from runtime.types import CallMessage
 from tests.support.messages import message
+from tests.support.round_trips import Counting
 
 pytestmark = pytest.mark.server
-
-
-class Counting(redis.Connection):
-    """A real connection that counts its round trips (a pipeline is one)."""
-
-    sends = 0
-
-    def send_packed_command(self, command, check_health=True):
-        Counting.sends += 1
-        return super().send_packed_command(command, check_health)
 
 
 @pytest.fixture

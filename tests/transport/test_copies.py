@@ -8,36 +8,16 @@ import time
 import pytest
 import redis
 
-from runtime.settings import Settings
-from runtime.stack.processes import stop_process
-from runtime.stack.redis_server import redis_needles, start_redis
 from runtime.transport import copies
-from runtime.transport.redis_state import RedisState
+from tests.support.round_trips import Counting, counted_state
 
 pytestmark = pytest.mark.server
 
 
-class Counting(redis.Connection):
-    """A real connection that counts its round trips (a pipeline is one)."""
-
-    sends = 0
-
-    def send_packed_command(self, command, check_health=True):
-        Counting.sends += 1
-        return super().send_packed_command(command, check_health)
-
-
 @pytest.fixture
 def state(tmp_path):
-    url, pid = start_redis(Settings(home=tmp_path))
-    pool = redis.ConnectionPool.from_url(url, connection_class=Counting)
-    found = RedisState(redis.Redis(connection_pool=pool))
-    found.client.ping()
-    try:
+    with counted_state(tmp_path) as found:
         yield found
-    finally:
-        found.close()
-        stop_process(pid, needles=redis_needles(url))
 
 
 def test_a_written_records_drop_rides_the_next_submits_marks(state):

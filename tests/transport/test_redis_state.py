@@ -6,46 +6,18 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from runtime.results.formatter import failure
-from runtime.settings import Settings
-from runtime.stack.processes import stop_process
-from runtime.stack.redis_server import redis_needles, start_redis
-from runtime.transport.redis_state import RedisState
 from runtime.types import Status
+from tests.support.round_trips import counted_state, round_trips
 
 pytestmark = pytest.mark.server
 
 
-class Counting(redis.Connection):
-    """A real connection that counts its round trips (a pipeline is one)."""
-
-    sends = 0
-
-    def send_packed_command(self, command, check_health=True):
-        Counting.sends += 1
-        return super().send_packed_command(command, check_health)
-
-
 @pytest.fixture(scope="module")
 def state(tmp_path_factory):
-    settings = Settings(home=tmp_path_factory.mktemp("redis-state"))
-    url, pid = start_redis(settings)
-    pool = redis.ConnectionPool.from_url(url, connection_class=Counting)
-    found = RedisState(redis.Redis(connection_pool=pool))
-    found.client.ping()
-    try:
+    with counted_state(tmp_path_factory.mktemp("redis-state")) as found:
         yield found
-    finally:
-        found.close()
-        stop_process(pid, needles=redis_needles(url))
-
-
-def round_trips(work) -> tuple[object, int]:
-    before = Counting.sends
-    done = work()
-    return done, Counting.sends - before
 
 
 def test_the_submits_plan_copy_goes_with_its_send_marks_in_one_round_trip(state):
