@@ -121,7 +121,7 @@ class Waits:
 
     def _renew(self) -> None:
         """Every third of a lease, take each held slot again (a member that
-        holds one only has its expiry moved on: `throttle.TAKE`)."""
+        holds one only has its expiry moved on: `throttle_scripts.ENTER`)."""
         while not self._stop.wait(self.lease / 3):
             with self._lock:
                 held = [(k, m) for k, members in self._held.items() for m in members]

@@ -28,7 +28,7 @@ from runtime.transport.fair_share import FairShare, Reads, _text
 from runtime.transport.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
 from runtime.transport.scripted import reached
 from runtime.transport.throttle_riders import Entry, Finish
-from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, LOOK_AND_ADMIT, TAKE
+from runtime.transport.throttle_scripts import ENTER, FINISH, FREE, LOOK, LOOK_AND_ADMIT
 
 __all__ = ["Entry", "Finish", "Reads", "Throttle"]
 
@@ -40,7 +40,6 @@ class Throttle(FairShare):
         super().__init__(client)
         storage = RedisStorage("redis://", connection_pool=client.connection_pool)
         self.rates, self.storage = MovingWindowRateLimiter(storage), storage
-        self._take = self.script(TAKE)
         self._free = self.script(FREE)
         self.look_script, self.enter_script = self.script(LOOK), self.script(ENTER)
         self.look_and_admit = self.script(LOOK_AND_ADMIT)
@@ -182,8 +181,8 @@ class Throttle(FairShare):
             return None
         now = time.time()
         keys = [slots_key(scope) for scope, _ in slots]
-        args = [now, now + seconds, member, TTL_SECONDS, *(cap for _, cap in slots)]
-        index, when = self._take(keys=keys, args=args)
+        args = [now, now + seconds, member, TTL_SECONDS, len(slots), *(cap for _, cap in slots)]
+        index, when = self.enter_script(keys=keys, args=args)  # ENTER with no windows
         return None if int(index) == 0 else (int(index) - 1, float(when))
 
     @reached

@@ -83,26 +83,6 @@ return {0, '0'}
 """
 )
 
-# Take one slot in each set, or none. KEYS: the slot sets; ARGV: now, expiry,
-# member, ttl, then each set's cap. {0, 0}: taken (or held already); else
-# {i, when the first slot of set i frees}.
-TAKE = """
-local now, expiry, member = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-for i = 1, #KEYS do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[i], member) then
-    if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[4 + i]) then
-      local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-      return {i, first[2]}
-    end
-  end
-end
-for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], expiry, member)
-  redis.call('EXPIRE', KEYS[i], ARGV[4])
-end
-return {0, '0'}
-"""
 # Free slots of each set now. KEYS: the sets; ARGV: now, then each cap.
 FREE = """
 local out = {}
