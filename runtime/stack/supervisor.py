@@ -74,7 +74,10 @@ class Supervisor:
         return True
 
     def _replace(self, record: StackRecord, worker: WorkerInfo) -> WorkerInfo:
-        stop_worker(worker, graceful=False)
+        if not stop_worker(worker, graceful=False):
+            log.warning(
+                "worker %s (pid %s) was killed but is not gone yet", worker["name"], worker["pid"]
+            )
         self.missed.pop(worker["name"], None)
         index = 1 + sum(w["queue"] == worker["queue"] for w in record.workers)
         replacement = start_worker(
