@@ -163,6 +163,8 @@ NEXT_READS_FUNCTION = """
 local function next_reads(KEYS, ARGV)
   local now, expiry, cap = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
   if ARGV[4] ~= '' then redis.call('ZREM', KEYS[1], ARGV[4]) end
+  -- Nothing parked, nothing to send: the lapsed places go at the next admission.
+  if redis.call('LLEN', KEYS[2]) == 0 then return {} end
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   local out = {}
   while redis.call('ZCARD', KEYS[1]) < cap do

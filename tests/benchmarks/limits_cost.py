@@ -1,4 +1,5 @@
-"""The CPU the limits' checks cost per call, measured alone, in this process
+"""The CPU the limits' checks cost per call, measured alone, in the thread
+that runs them (`time.thread_time`: no other thread of this process counts)
 and in Redis: `python -m tests.benchmarks.limits_cost REDIS_URL [REPEATS]` (a
 Redis database of your own: it is flushed; medians of REPEATS, default 5).
 The figures of L1 in `make bench` are the same
@@ -8,7 +9,8 @@ checks alone: the sender's look at a batch (`Flow.gate`, less the send
 marks it rides), the worker's take
 (`throttling.entering`, riding its look at the call) and its release
 (`Flow.finishing`, riding its publish of the end), each less the same
-round trips without it, and Redis's own CPU (INFO), per call, for one-call
+round trips without it, each pair in both orders, and Redis's own CPU
+(INFO's used_cpu), per call, for one-call
 batches (P1) and batches of ten (P3), with a rate and a cap configured, and
 with fair share besides."""
 
@@ -57,7 +59,7 @@ def plan_of(registry, limits: dict, size: int) -> BatchPlan:
 CASES = ("a rate and a cap", "and fair share")
 
 
-def measure(url: str, repeats: int = 5, calls: int = 400) -> dict[str, list[dict[str, float]]]:
+def measure(url: str, repeats: int = 5, calls: int = 1000) -> dict[str, list[dict[str, float]]]:
     """For each of P1 and P3 under each case (`CASES`), `repeats` times: the
     checks' CPU in ms per call, by part and in total (`total`); P1 over
     `calls` one-call batches, P3 over one and a half times as many calls."""
@@ -90,9 +92,11 @@ def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> d
     limits is sent), here and in Redis (all of its CPU), then the worker's
     round trips around each call (its look before the tool, its publish
     after) with the checks riding them, less the same round trips without
-    them, taking turns call by call;
-    Redis's part of those is the time its commands ran (INFO commandstats),
-    riding less plain: riding adds commands to a round trip, not one more."""
+    them, taking turns call by call. Redis's part is its own CPU (INFO's
+    used_cpu_user and used_cpu_sys, from getrusage), riding less plain, both
+    orders: not the time its commands ran (INFO commandstats), which is wall
+    time and grows whenever another process takes Redis's core in the middle
+    of a command, as it does on a busy 2-core machine."""
     client.flushdb()
     plans = [plan_of(registry, snapshot, size) for _ in range(rounds)]
     messages = [p.calls[c].message for p in plans for c in p.stages[0].calls]
@@ -107,24 +111,29 @@ def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> d
         for m in messages
     ]
     ends = [endings.cancelled_before_start(m.call_id, m.tool) for m in messages]
-    before, began = redis_cpu(), time.process_time()
-    for p in plans:  # the look rides the send marks: less the marks alone, below
-        flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
-    gated, redis_gated = time.process_time() - began, redis_cpu() - before
-    before, began = redis_cpu(), time.process_time()
-    for p in plans:
-        state.mark_sent(f"{p.batch.id}-plain", p.stages[0].calls)
-    sent, redis_sent = gated - (time.process_time() - began), redis_gated - (redis_cpu() - before)
+    sent = redis_sent = 0.0  # the look riding the marks less the marks alone, both orders
+    for index, turn in enumerate((True, False, False, True)):
+        part = plans[index * len(plans) // 4 : (index + 1) * len(plans) // 4]
+        for gated in (turn, not turn):
+            sign = 1 if gated else -1
+            before, began = redis_cpu(), time.thread_time()
+            for p in part:
+                if gated:
+                    flow.gate(p, [[c] for c in p.stages[0].calls], conclude=None)
+                else:
+                    state.mark_sent(f"{p.batch.id}-plain", p.stages[0].calls)
+            sent += sign * (time.thread_time() - began)
+            redis_sent += sign * (redis_cpu() - before)
     spent = {True: [0.0, 0.0, 0.0], False: [0.0, 0.0, 0.0]}  # look, publish, Redis
     for index, turn in enumerate((True, False, False, True)):  # each half, in both orders
         part = slice(index * len(messages) // 4, (index + 1) * len(messages) // 4)
         run = list(zip(admitted[part], messages[part], ends[part], strict=True))
         for ridden in (turn, not turn):
-            ran = _commands_ran(client)
+            ran = redis_cpu()
             took, finished = _worker(state, flow, run, ridden=ridden)
             spent[ridden][0] += took
             spent[ridden][1] += finished
-            spent[ridden][2] += _commands_ran(client) - ran
+            spent[ridden][2] += redis_cpu() - ran
     n = len(messages)
     parts = {
         "send": sent,
@@ -136,12 +145,6 @@ def _once(client, flow, state, registry, snapshot, size, rounds, redis_cpu) -> d
     return {**parts, "total": sum(parts.values())}
 
 
-def _commands_ran(client: redis.Redis) -> float:
-    """Seconds Redis's commands have run (INFO commandstats, summed)."""
-    stats = client.info("commandstats")
-    return sum(v["usec"] for k, v in stats.items() if k.startswith("cmdstat_")) / 1e6
-
-
 def _worker(state, flow, run, *, ridden: bool) -> tuple[float, float]:
     """CPU seconds of the worker's look at each call and its publish of the
     call's end, with the checks riding them (`ridden`) or not (other
@@ -149,15 +152,15 @@ def _worker(state, flow, run, *, ridden: bool) -> tuple[float, float]:
     took = finished = 0.0
     for admission, message, end in run:
         batch = message.batch_id if ridden else f"{message.batch_id}-plain"
-        began = time.process_time()
+        began = time.thread_time()
         taking = throttling.entering(admission, message, state, lease=30.0) if ridden else None
         state.look(batch, message.call_id, hold=30.0, rider=taking)
         if taking is not None and taking.verdict is not admission:
             raise AssertionError(f"{message.call_id} did not pass its limits: {taking.verdict}")
-        middle = time.process_time()
+        middle = time.thread_time()
         finishing = flow.finishing(message) if ridden else None
         state.publish(batch, end, reply_to=None, stage=0, rider=finishing)
-        took, finished = took + middle - began, finished + time.process_time() - middle
+        took, finished = took + middle - began, finished + time.thread_time() - middle
     return took, finished
 
 
