@@ -10,6 +10,9 @@ ledger is PostgreSQL, with its own durability settings.
 
 from __future__ import annotations
 
+import random
+import sqlite3
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,7 @@ def engine(url: str, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> Engine:
     # the lock anyway, so a few pooled connections do; each keeps its own cache.
     found = create_engine(parsed, connect_args=connect_args, pool_size=4, max_overflow=4)
     event.listen(found, "connect", partial(_sqlite_connect, busy_ms=int(busy_seconds * 1000)))
-    event.listen(found, "begin", _sqlite_begin)
+    event.listen(found, "begin", partial(_sqlite_begin, busy_seconds=busy_seconds))
     return found
 
 
@@ -96,9 +99,48 @@ def _sqlite_connect(connection: Any, _record: Any, *, busy_ms: int = SQLITE_BUSY
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")  # per connection; see the module's docstring
     cursor.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # the ledger writes; it rarely rereads
+    # A writer waits for the lock in `_begin_immediate`, not in SQLite's busy
+    # handler; in WAL mode nothing else of ours waits on another writer.
+    cursor.execute("PRAGMA busy_timeout = 0")
     cursor.close()
 
 
-def _sqlite_begin(connection: Any) -> None:
+def _sqlite_begin(connection: Any, *, busy_seconds: float = SQLITE_BUSY_MS / 1000) -> None:
+    """BEGIN as the connection's execution options say; a writer's, in
+    short naps (`_begin_immediate`)."""
     mode = connection.get_execution_options().get("toolrun_begin", "DEFERRED")
-    connection.exec_driver_sql(f"BEGIN {mode}")
+    if mode != "IMMEDIATE":
+        connection.exec_driver_sql(f"BEGIN {mode}")
+        return
+    _begin_immediate(connection, busy_seconds)
+
+
+def _begin_immediate(connection: Any, busy_seconds: float) -> None:
+    """Take the write lock, waiting up to `busy_seconds` for it in short naps.
+
+    SQLite's own busy handler naps 1, 2, 5, 10, 15, 20, 25 ... up to 100 ms
+    between tries, so when the sixteen pool processes of a reads worker end
+    their calls at once, the last writer waited up to 0.4 s for a lock that
+    was free again within 30 ms (docs/architecture.md, "The ledger"). Here a
+    waiter tries again after 0.3-1.5 ms for its first 50 ms, then after
+    2-10 ms: the lock is taken soon after it is let go, and one held long (a
+    frozen process) costs each waiter a try every few ms. The first try goes
+    through SQLAlchemy (a statement like any other); the waiter's tries are
+    the driver's own, a few microseconds each.
+    """
+    try:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        return
+    except exc.OperationalError as error:
+        if "database is locked" not in str(error):
+            raise
+    driver, began = connection.connection.dbapi_connection, time.monotonic()
+    while (waited := time.monotonic() - began) < busy_seconds:
+        time.sleep(random.uniform(0.001, 0.003) if waited < 0.2 else random.uniform(0.003, 0.01))
+        try:
+            driver.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as error:
+            if "database is locked" not in str(error):
+                break
+    connection.exec_driver_sql("BEGIN IMMEDIATE")  # its last try: SQLAlchemy's error if it fails
