@@ -122,3 +122,47 @@ def test_the_first_end_staked_for_a_call_is_the_one_kept(state):
     assert state.stake("rs-stake", second) is False
     assert state.stake("rs-stake", first) is False  # stored already, even if the same
     assert state.recall("rs-stake", "a").status is Status.outcome_unknown
+
+
+def test_a_look_and_a_publish_are_one_command_each_and_do_what_their_pipelines_did(state):
+    """Without a rider each goes as one script (`transport/state_scripts.py`):
+    the look counts the delivery, reads the cancel flag and the stored end and
+    takes the lease; the publish stores, announces, counts the stage and the
+    operators' figures, and releases the lease."""
+    from runtime.results import formatter
+    from runtime.transport.names import CALLS_TALLY, SECONDS_TALLY
+    from runtime.transport.tallies import Tallies
+
+    batch = "rs-scripts"
+    state.look(batch, "warm", hold=60)  # a process's first loads the scripts
+    ended = formatter.success("warm", "nap", "slept", max_bytes=1024, duration_ms=3.0)
+    state.publish(batch, ended, reply_to=None, stage=0)
+    client = state.client
+    commands = client.info("commandstats")
+
+    def sent(name: str) -> int:
+        return client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0) - (
+            commands.get(f"cmdstat_{name}", {}).get("calls", 0)
+        )
+
+    look, trips = round_trips(lambda: state.look(batch, "c1", hold=60))
+    assert (look.cancelled, look.delivery, look.result, trips) == (False, 1, None, 1)
+    assert (sent("evalsha"), sent("hincrby"), sent("zadd")) == (1, 1, 1)  # run by the script
+    assert set(state.holds(batch, ["c1"])) == {"c1"}
+    calls_before = Tallies(client).read().calls.get(("nap", "ok"), 0)
+    done = formatter.success("c1", "nap", "slept", max_bytes=1024, duration_ms=20.0)
+    count, trips = round_trips(lambda: state.publish(batch, done, reply_to=None, stage=0))
+    assert (count, trips, sent("evalsha")) == (2, 1, 2)
+    figures = Tallies(client).read()
+    assert figures.calls[("nap", "ok")] == calls_before + 1
+    assert figures.run_times["nap"].buckets["0.025"] == 1
+    assert client.hget(SECONDS_TALLY, "nap\nsum") is not None and client.exists(CALLS_TALLY)
+    assert state.holds(batch, ["c1"]) == {}
+    again = state.look(batch, "c1", hold=60)
+    assert (again.delivery, again.result) == (2, done)
+    state.cancel(batch, by="ops")
+    assert state.look(batch, "c2").cancelled
+    state.mark_sent(batch, [], plan={"batch": {"id": batch}, "stages": []})
+    last = formatter.success("c2", "nap", "x", max_bytes=1024)
+    assert state.publish(batch, last, reply_to=None, drop_plan=True) is None  # no stage counted
+    assert state.plan(batch) is None and state.recall(batch, "c2") == last
