@@ -88,3 +88,25 @@ def _carrying(pipe: Pipeline, rider: Rider) -> tuple[list[Any], list[Any]]:
         if isinstance(answer, Exception):
             raise answer
     return found[:own], found[own:]
+
+
+class Recalled:
+    """The end published for a call, if any, read on the pipeline of a round
+    trip made anyway: a chain step's publish, which takes the lease of the
+    step claimed with its end, reads that step's end as `hold` does on its
+    own (docs/architecture.md, "A chain in one task"). `known`: its answer
+    landed; a state that carries no rider leaves it unknown, and the step
+    reads it itself."""
+
+    def __init__(self, batch_id: str, call_id: str) -> None:
+        self.batch_id, self.call_id = batch_id, call_id
+        self.known, self.result = False, None
+
+    def ride(self, pipe: Pipeline) -> None:
+        pipe.hget(results_key(self.batch_id), self.call_id)
+
+    def landed(self, answers: list[Any] | None) -> None:
+        if not answers or isinstance(answers[0], Exception):
+            return
+        self.known = True
+        self.result = ToolResult.model_validate_json(answers[0]) if answers[0] else None

@@ -166,3 +166,24 @@ def test_a_look_and_a_publish_are_one_command_each_and_do_what_their_pipelines_d
     last = formatter.success("c2", "nap", "x", max_bytes=1024)
     assert state.publish(batch, last, reply_to=None, drop_plan=True) is None  # no stage counted
     assert state.plan(batch) is None and state.recall(batch, "c2") == last
+
+
+def test_a_chain_steps_publish_reads_the_end_of_the_step_it_takes_the_lease_of(state):
+    """What `hold` reads on its own, the end published for the next step (a
+    delivery of it that failed closed), rides the publish that takes its lease."""
+    from runtime.results import formatter
+    from runtime.transport.riding import Recalled
+
+    done = formatter.success("a", "bump", "bumped", max_bytes=1024)
+    for batch, stored in (("rs-recall-none", None), ("rs-recall-one", "b")):
+        if stored:
+            state.stake(batch, failure(stored, "t", Status.error, "the ledger is unavailable"))
+        recalled = Recalled(batch, "b")
+        count, trips = round_trips(
+            lambda batch=batch, recalled=recalled: state.publish(
+                batch, done, reply_to=None, stage=0, hold=("b", 30), rider=recalled
+            )
+        )
+        assert (count, trips, recalled.known) == (1, 1, True)
+        assert recalled.result == (state.recall(batch, "b") if stored else None)
+        assert set(state.holds(batch, ["a", "b"])) == {"b"}
