@@ -231,8 +231,10 @@ def _claimed(
         return outcomes.record(ledger, message, early)
     if previous is None or previous.leased != call.id:  # else taken as the step before ended
         published = _hold(state, message, settings.lease_seconds)
-    else:
-        published = _recall(state, message.batch_id, call.id) if state is not None else None
+    else:  # read in the round trip that took it, if that could carry it
+        known, published = previous.published(call.id)
+        if not known and state is not None:
+            published = _recall(state, message.batch_id, call.id)
     if published is not None:  # told to its caller first: it never runs now
         return outcomes.published_first(ledger, state, message, published)
 

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.errors import LedgerUnavailable
 from runtime.ledger.claims import Begun, Start
@@ -34,9 +35,12 @@ class Previous:
 
     batch_id: str
     result: ToolResult
-    ended: Callable[[bool | None, str | None], None]
+    ended: Callable[[bool | None, str | None], Any]
     settled: bool = False
     leased: str | None = None
+    # What `ended` said of the step claimed with it (`Worker.publish`: the end
+    # published for it, read in the publish's round trip), if anything.
+    recalled: Any = None
 
     def settle(self, ledger: Ledger) -> None:
         """Write the end alone (now, or from the buffer) and tell `ended`."""
@@ -48,7 +52,15 @@ class Previous:
 
     def told(self, ended: bool | None, lease: str | None = None) -> None:
         self.settled, self.leased = True, lease
-        self.ended(ended, lease)
+        self.recalled = self.ended(ended, lease)
+
+    def published(self, call_id: str) -> tuple[bool, ToolResult | None]:
+        """(known, end) of the end published for `call_id`, the step claimed
+        with this one's end, as its publish read it: not known if it did not."""
+        found = self.recalled if self.leased == call_id else None
+        if found is None or not getattr(found, "known", False):
+            return False, None
+        return True, found.result
 
 
 def settle(previous: Previous | None, ledger: Ledger) -> None:

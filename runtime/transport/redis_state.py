@@ -19,9 +19,8 @@ from typing import Any
 
 import redis
 import tenacity
-from redis.client import Pipeline
 
-from runtime.transport import tallies
+from runtime.transport import riding, state_scripts
 from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Known, Look, Rider
 from runtime.transport.copies import BatchCopies
@@ -39,7 +38,6 @@ from runtime.transport.names import (
     plan_key,
     results_key,
     sent_key,
-    stages_key,
 )
 from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
@@ -62,6 +60,8 @@ class RedisState(BatchCopies):
         self._allowances = Allowances(client)
         self.throttle: Throttle | None = Throttle(client)  # "Flow control"
         self._unlook = client.register_script(UNLOOK)
+        self._look = client.register_script(state_scripts.LOOK)
+        self._publish = client.register_script(state_scripts.PUBLISH)
 
     @property
     def listener(self) -> Listener:
@@ -95,31 +95,42 @@ class RedisState(BatchCopies):
         finish in flow control, in the same round trip."""
         payload = result.model_dump_json()
         announced = f"{batch_id}\n{payload}" if reply_to else payload
+        channel = reply_to or results_key(batch_id)
+        if rider is None:  # one script (`state_scripts`), no pipeline
+            keys, args = state_scripts.publish_call(
+                batch_id,
+                result,
+                payload,
+                channel=channel,
+                announced=announced,
+                stage=stage,
+                hold=hold,
+                drop_plan=drop_plan,
+            )
+            with reaching(f"the end of {result.call_id} cannot be published"):
+                done = _persisting(patience, lambda: self._publish(keys=keys, args=args))
+            return int(done) if stage is not None else None
         with reaching(f"the end of {result.call_id} cannot be published"):
-            for attempt in _patient(patience):
-                with attempt, self.client.pipeline(transaction=False) as pipe:
-                    pipe.hset(results_key(batch_id), result.call_id, payload)
-                    pipe.expire(results_key(batch_id), TTL_SECONDS)
-                    pipe.publish(reply_to or results_key(batch_id), announced)
-                    if stage is not None:
-                        pipe.hincrby(stages_key(batch_id), str(stage), 1)
-                        pipe.expire(stages_key(batch_id), TTL_SECONDS)
-                    pipe.zrem(LEASES, lease_member(batch_id, result.call_id))
-                    tallies.tally(pipe, result)  # the operators' figures, in the same round trip
-                    if hold is not None:  # a chain's next step (`BatchState.publish`)
-                        member = lease_member(batch_id, hold[0])
-                        pipe.zadd(LEASES, {member: time.time() + hold[1]}, gt=True)
-                    if drop_plan:
-                        pipe.delete(plan_key(batch_id))
-                    done, theirs = _carrying(pipe, rider)
-        if rider is not None:
-            rider.landed(theirs)
-        return int(done[3]) if stage is not None else None
+            return _persisting(
+                patience,
+                lambda: riding.publish(
+                    self.client,
+                    batch_id,
+                    result,
+                    payload,
+                    channel=channel,
+                    announced=announced,
+                    stage=stage,
+                    hold=hold,
+                    rider=rider,
+                    drop_plan=drop_plan,
+                ),
+            )
 
     def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
         stored = (results_key(batch_id), result.call_id, result.model_dump_json())
         with reaching(f"the end of {result.call_id} cannot be staked"):
-            return bool(_patient(patience)(self.client.hsetnx, *stored))
+            return bool(_persisting(patience, lambda: self.client.hsetnx(*stored)))
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         payload = notice.model_dump_json()
@@ -212,18 +223,14 @@ class RedisState(BatchCopies):
         keep their deliveries here, not in the ledger, so each costs one ledger
         transaction in all. `rider`: the call's take in flow control, in the
         same round trip."""
-        with reaching(f"cannot look at {call_id}"), self.client.pipeline(transaction=False) as pipe:
-            pipe.exists(cancel_key(batch_id))
-            pipe.hincrby(deliveries_key(batch_id), call_id, 1)
-            pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
-            pipe.hget(results_key(batch_id), call_id)
-            if hold is not None:
-                until = time.time() + hold
-                pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
-            found, theirs = _carrying(pipe, rider)
-        if rider is not None:
-            rider.landed(theirs)
-        cancelled, delivery, _, stored = found[:4]
+        if rider is None:  # one script (`state_scripts`), no pipeline
+            keys, args = state_scripts.look_call(batch_id, call_id, hold)
+            with reaching(f"cannot look at {call_id}"):
+                cancelled, delivery, stored = self._look(keys=keys, args=args)
+            result = ToolResult.model_validate_json(stored) if stored else None
+            return Look(bool(cancelled), int(delivery), result)
+        with reaching(f"cannot look at {call_id}"):
+            cancelled, delivery, stored = riding.look(self.client, batch_id, call_id, hold, rider)
         result = ToolResult.model_validate_json(stored) if stored else None
         return Look(bool(cancelled), int(delivery), result)
 
@@ -283,19 +290,18 @@ class RedisState(BatchCopies):
         self.client.close()
 
 
-def _carrying(pipe: Pipeline, rider: Rider | None) -> tuple[list[Any], list[Any]]:
-    """The pipeline's answers, and those of `rider`'s commands put at its end
-    ("Flow control"): an error of the rider's (Redis lost its scripts) is
-    its own to handle; one of the state's own commands raises as before."""
-    if rider is None:
-        return pipe.execute(), []
-    own = len(pipe)
-    rider.ride(pipe)
-    found = pipe.execute(raise_on_error=False)
-    for answer in found[:own]:
-        if isinstance(answer, Exception):
-            raise answer
-    return found[:own], found[own:]
+def _persisting(patience: float, step):
+    """`step()`, tried again until Redis answers or `patience` seconds pass
+    (`_patient`), whose retrying is built only once the first try is lost:
+    it cost more than the try itself."""
+    started = time.monotonic()
+    try:
+        return step()
+    except LOST:
+        left = patience - (time.monotonic() - started)
+        if left <= 0:
+            raise
+    return _patient(left)(step)
 
 
 def _patient(patience: float) -> tenacity.Retrying:

@@ -35,12 +35,24 @@ PLANS_KEPT = 4096  # batches whose calls' queues one reader remembers (a plan ne
 
 def tally(pipe: redis.client.Pipeline, result: ToolResult) -> None:
     """Count one published end into `pipe` (the publishing round trip)."""
-    pipe.hincrby(CALLS_TALLY, f"{result.tool}\n{result.status.value}", 1)
-    if result.duration_ms > 0:  # it ran: refusals, skips and early ends never did
-        seconds = result.duration_ms / 1000
-        bucket = next((str(b) for b in BUCKETS if seconds <= b), "+Inf")
-        pipe.hincrby(SECONDS_TALLY, f"{result.tool}\n{bucket}", 1)
-        pipe.hincrbyfloat(SECONDS_TALLY, f"{result.tool}\nsum", seconds)
+    counted, bucket, total, seconds = fields(result)
+    pipe.hincrby(CALLS_TALLY, counted, 1)
+    if bucket is not None:
+        pipe.hincrby(SECONDS_TALLY, bucket, 1)
+        pipe.hincrbyfloat(SECONDS_TALLY, total, seconds)
+
+
+def fields(result: ToolResult) -> tuple[str, str | None, str, float]:
+    """What one end adds: its field of the calls' tally, and if it ran its
+    run time's bucket field, sum field and seconds (else None for the bucket:
+    refusals, skips and early ends never ran)."""
+    tool = result.tool
+    counted = f"{tool}\n{result.status.value}"
+    if result.duration_ms <= 0:
+        return counted, None, "", 0.0
+    seconds = result.duration_ms / 1000
+    bucket = next((str(b) for b in BUCKETS if seconds <= b), "+Inf")
+    return counted, f"{tool}\n{bucket}", f"{tool}\nsum", seconds
 
 
 @dataclass

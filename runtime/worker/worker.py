@@ -32,6 +32,7 @@ from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
 from runtime.transport import chain
 from runtime.transport.base import BatchState, Queue
+from runtime.transport.riding import Recalled
 from runtime.types import CallMessage, ToolResult
 from runtime.worker import chains
 
@@ -156,7 +157,7 @@ class Worker:
 
     def _publisher(
         self, step: CallMessage, result: ToolResult
-    ) -> Callable[[bool | None, str | None], None]:
+    ) -> Callable[[bool | None, str | None], Recalled | None]:
         return lambda ended, lease: self.publish(step, result, ended, lease=lease)
 
     def publish(
@@ -166,12 +167,14 @@ class Worker:
         ended: bool | None,
         *,
         lease: str | None = None,
-    ) -> None:
+    ) -> Recalled | None:
         """Publish a chain step's end, if this delivery ended it (or may have),
         and count it for its stage; the chain goes on in this task. `lease`:
         the next step, just claimed, whose lease is taken in the same round
-        trip."""
+        trip, where the end published for it, if any, is read too (returned;
+        None, or not `known`: the next step reads it itself)."""
         seconds = self.settings.lease_seconds
+        recalled = Recalled(message.batch_id, lease) if lease else None
         try:
             if ended is None and not self._staked(message, result):
                 ended = False
@@ -184,11 +187,14 @@ class Worker:
                     stage=message.stage,
                     patience=self.publish_patience,
                     hold=held,
+                    rider=recalled,
                 )
-            elif lease:
-                self.state.hold(message.batch_id, lease, seconds)
+            elif lease and recalled is not None:
+                recalled.result = self.state.hold(message.batch_id, lease, seconds)
+                recalled.known = True
         except StateUnavailable as error:  # its row is kept: the sweep finds it ended
             log.error("the end of %s could not be published: %s", message.call_id, error)
+        return recalled
 
     def finish(
         self,

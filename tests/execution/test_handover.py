@@ -118,3 +118,30 @@ def test_a_claim_the_ledger_cannot_take_still_costs_the_step_before_nothing(tmp_
         "b": "pending",
     }
     ledger.close()
+
+
+def test_an_end_published_first_for_the_next_step_read_with_its_lease_stops_it(env, tmp_path):
+    """The next step's end was published before (a delivery of it failed
+    closed while the ledger was away): the publish that took its lease read
+    that end (`Worker.publish`), so the step does not run, and its row takes
+    the end its caller got."""
+    from runtime.transport.riding import Recalled
+
+    ledger, workspace = env
+    first = results.failure("b", "bump", Status.error, "the ledger is unavailable", kind="ledger")
+    recalled = Recalled("b1", "b")
+    recalled.known, recalled.result = True, first
+    told: list = []
+    assert ledger.claim("b1", "a", worker="w").start is Start.run
+    done = results.success("a", "bump", "bumped", max_bytes=1024, worker="w")
+    previous = Previous("b1", done, lambda ended, lease: told.append((ended, lease)) or recalled)
+    outcome = execute(
+        step(workspace, "b"),
+        registry=load_tools(["tests.support.tools"], mcp_servers_file=None),
+        ledger=ledger,
+        settings=Settings(home=tmp_path),
+        key=KEY,
+        previous=previous,
+    )
+    assert (outcome.result, outcome.ended, told) == (first, False, [(True, "b")])
+    assert ledger.ends("b1")["b"].status is Status.error

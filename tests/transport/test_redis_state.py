@@ -66,6 +66,7 @@ def test_publishing_a_chain_steps_end_takes_the_next_steps_lease_in_one_round_tr
 
     state.hold("rs-chain", "a", 30)
     done = formatter.success("a", "bump", "bumped", max_bytes=1024)
+    state.publish("rs-chain-first", done, reply_to=None)  # a process's first loads the script
     count, trips = round_trips(
         lambda: state.publish("rs-chain", done, reply_to=None, stage=0, hold=("b", 30))
     )
@@ -121,3 +122,68 @@ def test_the_first_end_staked_for_a_call_is_the_one_kept(state):
     assert state.stake("rs-stake", second) is False
     assert state.stake("rs-stake", first) is False  # stored already, even if the same
     assert state.recall("rs-stake", "a").status is Status.outcome_unknown
+
+
+def test_a_look_and_a_publish_are_one_command_each_and_do_what_their_pipelines_did(state):
+    """Without a rider each goes as one script (`transport/state_scripts.py`):
+    the look counts the delivery, reads the cancel flag and the stored end and
+    takes the lease; the publish stores, announces, counts the stage and the
+    operators' figures, and releases the lease."""
+    from runtime.results import formatter
+    from runtime.transport.names import CALLS_TALLY, SECONDS_TALLY
+    from runtime.transport.tallies import Tallies
+
+    batch = "rs-scripts"
+    state.look(batch, "warm", hold=60)  # a process's first loads the scripts
+    ended = formatter.success("warm", "nap", "slept", max_bytes=1024, duration_ms=3.0)
+    state.publish(batch, ended, reply_to=None, stage=0)
+    client = state.client
+    commands = client.info("commandstats")
+
+    def sent(name: str) -> int:
+        return client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0) - (
+            commands.get(f"cmdstat_{name}", {}).get("calls", 0)
+        )
+
+    look, trips = round_trips(lambda: state.look(batch, "c1", hold=60))
+    assert (look.cancelled, look.delivery, look.result, trips) == (False, 1, None, 1)
+    assert (sent("evalsha"), sent("hincrby"), sent("zadd")) == (1, 1, 1)  # run by the script
+    assert set(state.holds(batch, ["c1"])) == {"c1"}
+    calls_before = Tallies(client).read().calls.get(("nap", "ok"), 0)
+    done = formatter.success("c1", "nap", "slept", max_bytes=1024, duration_ms=20.0)
+    count, trips = round_trips(lambda: state.publish(batch, done, reply_to=None, stage=0))
+    assert (count, trips, sent("evalsha")) == (2, 1, 2)
+    figures = Tallies(client).read()
+    assert figures.calls[("nap", "ok")] == calls_before + 1
+    assert figures.run_times["nap"].buckets["0.025"] == 1
+    assert client.hget(SECONDS_TALLY, "nap\nsum") is not None and client.exists(CALLS_TALLY)
+    assert state.holds(batch, ["c1"]) == {}
+    again = state.look(batch, "c1", hold=60)
+    assert (again.delivery, again.result) == (2, done)
+    state.cancel(batch, by="ops")
+    assert state.look(batch, "c2").cancelled
+    state.mark_sent(batch, [], plan={"batch": {"id": batch}, "stages": []})
+    last = formatter.success("c2", "nap", "x", max_bytes=1024)
+    assert state.publish(batch, last, reply_to=None, drop_plan=True) is None  # no stage counted
+    assert state.plan(batch) is None and state.recall(batch, "c2") == last
+
+
+def test_a_chain_steps_publish_reads_the_end_of_the_step_it_takes_the_lease_of(state):
+    """What `hold` reads on its own, the end published for the next step (a
+    delivery of it that failed closed), rides the publish that takes its lease."""
+    from runtime.results import formatter
+    from runtime.transport.riding import Recalled
+
+    done = formatter.success("a", "bump", "bumped", max_bytes=1024)
+    for batch, stored in (("rs-recall-none", None), ("rs-recall-one", "b")):
+        if stored:
+            state.stake(batch, failure(stored, "t", Status.error, "the ledger is unavailable"))
+        recalled = Recalled(batch, "b")
+        count, trips = round_trips(
+            lambda batch=batch, recalled=recalled: state.publish(
+                batch, done, reply_to=None, stage=0, hold=("b", 30), rider=recalled
+            )
+        )
+        assert (count, trips, recalled.known) == (1, 1, True)
+        assert recalled.result == (state.recall(batch, "b") if stored else None)
+        assert set(state.holds(batch, ["a", "b"])) == {"b"}

@@ -1,0 +1,115 @@
+"""A worker's two round trips per call as one Lua script each: its look before
+the tool runs and the publish of its end after (docs/architecture.md, "Round
+trips and memory").
+
+Sent as pipelines they were five and eight to eleven commands, each one packed
+and parsed by redis-py and dispatched by Redis; as a script each is one
+EVALSHA. Scripts run whole or not at all, so either does all that its
+pipeline did or nothing of it: what one pipeline command could miss (a lost
+connection midway) was retried whole before as now. A call whose look or
+publish carries a rider of flow control (`BatchState.look`'s `rider`) keeps
+the pipeline, where the rider's own scripts ride."""
+
+from __future__ import annotations
+
+import time
+
+from runtime.transport import tallies
+from runtime.transport.names import (
+    CALLS_TALLY,
+    LEASES,
+    SECONDS_TALLY,
+    TTL_SECONDS,
+    cancel_key,
+    deliveries_key,
+    lease_member,
+    plan_key,
+    results_key,
+    stages_key,
+)
+from runtime.types import ToolResult
+
+# KEYS: cancel flag, deliveries, results, leases. ARGV: call id, TTL, lease
+# member, lease expiry ("" takes none). The cancel flag, the delivery (counted),
+# the end stored (or false).
+LOOK = """
+local cancelled = redis.call('EXISTS', KEYS[1])
+local delivery = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+local stored = redis.call('HGET', KEYS[3], ARGV[1])
+if ARGV[4] ~= '' then redis.call('ZADD', KEYS[4], 'GT', ARGV[4], ARGV[3]) end
+return {cancelled, delivery, stored}
+"""
+
+# KEYS: results, stages, leases, calls tally, seconds tally, plan.
+# ARGV: call id, stored end, channel, announced text, TTL, stage ("": not
+# counted), lease member, calls tally field, seconds bucket field ("": it did
+# not run), seconds sum field, seconds, next step's lease member ("": none) and
+# expiry, "1" to drop the plan's copy. The stage's count of ends (or false).
+PUBLISH = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+local done = false
+if ARGV[6] ~= '' then
+  done = redis.call('HINCRBY', KEYS[2], ARGV[6], 1)
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+end
+redis.call('ZREM', KEYS[3], ARGV[7])
+redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
+if ARGV[9] ~= '' then
+  redis.call('HINCRBY', KEYS[5], ARGV[9], 1)
+  redis.call('HINCRBYFLOAT', KEYS[5], ARGV[10], ARGV[11])
+end
+if ARGV[12] ~= '' then redis.call('ZADD', KEYS[3], 'GT', ARGV[13], ARGV[12]) end
+if ARGV[14] == '1' then redis.call('DEL', KEYS[6]) end
+return done
+"""
+
+
+def look_call(batch_id: str, call_id: str, hold: float | None) -> tuple[list[str], list]:
+    """LOOK's keys and arguments."""
+    keys = [cancel_key(batch_id), deliveries_key(batch_id), results_key(batch_id), LEASES]
+    until = "" if hold is None else repr(time.time() + hold)
+    return keys, [call_id, TTL_SECONDS, lease_member(batch_id, call_id), until]
+
+
+def publish_call(
+    batch_id: str,
+    result: ToolResult,
+    payload: str,
+    *,
+    channel: str,
+    announced: str,
+    stage: int | None,
+    hold: tuple[str, float] | None,
+    drop_plan: bool,
+) -> tuple[list[str], list]:
+    """PUBLISH's keys and arguments."""
+    keys = [
+        results_key(batch_id),
+        stages_key(batch_id),
+        LEASES,
+        CALLS_TALLY,
+        SECONDS_TALLY,
+        plan_key(batch_id),
+    ]
+    counted, bucket, total, seconds = tallies.fields(result)
+    held = ("", "") if hold is None else (lease_member(batch_id, hold[0]), time.time() + hold[1])
+    args = [
+        result.call_id,
+        payload,
+        channel,
+        announced,
+        TTL_SECONDS,
+        "" if stage is None else str(stage),
+        lease_member(batch_id, result.call_id),
+        counted,
+        bucket or "",
+        total,
+        repr(seconds),
+        held[0],
+        repr(held[1]) if hold is not None else "",
+        "1" if drop_plan else "",
+    ]
+    return keys, args
