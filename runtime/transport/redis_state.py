@@ -18,14 +18,13 @@ import time
 from typing import Any
 
 import redis
-import tenacity
 
 from runtime.transport import riding, state_scripts
 from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Known, Look, Rider
 from runtime.transport.copies import BatchCopies
 from runtime.transport.leases import reaching
-from runtime.transport.listener import LOST, Listener
+from runtime.transport.listener import Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
     LEASES,
@@ -39,17 +38,10 @@ from runtime.transport.names import (
     results_key,
     sent_key,
 )
+from runtime.transport.patience import persisting
 from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
 from runtime.usage.budgets import Counter
-
-# A look taken back: its delivery uncounted (the field gone at none) and its
-# lease dropped. KEYS: the deliveries, the leases; ARGV: call id, member.
-UNLOOK = """
-if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
-redis.call('ZREM', KEYS[2], ARGV[2])
-return 0
-"""
 
 
 class RedisState(BatchCopies):
@@ -59,7 +51,7 @@ class RedisState(BatchCopies):
         self._listening = threading.Lock()
         self._allowances = Allowances(client)
         self.throttle: Throttle | None = Throttle(client)  # "Flow control"
-        self._unlook = client.register_script(UNLOOK)
+        self._unlook = client.register_script(state_scripts.UNLOOK)
         self._look = client.register_script(state_scripts.LOOK)
         self._publish = client.register_script(state_scripts.PUBLISH)
 
@@ -108,10 +100,10 @@ class RedisState(BatchCopies):
                 drop_plan=drop_plan,
             )
             with reaching(f"the end of {result.call_id} cannot be published"):
-                done = _persisting(patience, lambda: self._publish(keys=keys, args=args))
+                done = persisting(patience, lambda: self._publish(keys=keys, args=args))
             return int(done) if stage is not None else None
         with reaching(f"the end of {result.call_id} cannot be published"):
-            return _persisting(
+            return persisting(
                 patience,
                 lambda: riding.publish(
                     self.client,
@@ -130,7 +122,7 @@ class RedisState(BatchCopies):
     def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
         stored = (results_key(batch_id), result.call_id, result.model_dump_json())
         with reaching(f"the end of {result.call_id} cannot be staked"):
-            return bool(_persisting(patience, lambda: self.client.hsetnx(*stored)))
+            return bool(persisting(patience, lambda: self.client.hsetnx(*stored)))
 
     def announce(self, batch_id: str, notice: ToolResult, *, reply_to: str | None) -> None:
         payload = notice.model_dump_json()
@@ -288,27 +280,3 @@ class RedisState(BatchCopies):
         if self._listener is not None:
             self._listener.close()
         self.client.close()
-
-
-def _persisting(patience: float, step):
-    """`step()`, tried again until Redis answers or `patience` seconds pass
-    (`_patient`), whose retrying is built only once the first try is lost:
-    it cost more than the try itself."""
-    started = time.monotonic()
-    try:
-        return step()
-    except LOST:
-        left = patience - (time.monotonic() - started)
-        if left <= 0:
-            raise
-    return _patient(left)(step)
-
-
-def _patient(patience: float) -> tenacity.Retrying:
-    """Attempts at a step on Redis until it answers or `patience` seconds pass."""
-    return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type(LOST),
-        stop=tenacity.stop_after_delay(patience),
-        wait=tenacity.wait_random_exponential(multiplier=0.1, max=2),
-        reraise=True,
-    )

@@ -8,7 +8,8 @@ EVALSHA. Scripts run whole or not at all, so either does all that its
 pipeline did or nothing of it: what one pipeline command could miss (a lost
 connection midway) was retried whole before as now. A call whose look or
 publish carries a rider of flow control (`BatchState.look`'s `rider`) keeps
-the pipeline, where the rider's own scripts ride."""
+the pipeline, where the rider's own scripts ride. UNLOOK takes a look back
+(a call that waits for its limits was not taken)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,12 @@ def publish_call(
         "1" if drop_plan else "",
     ]
     return keys, args
+
+
+# A look taken back: its delivery uncounted (the field gone at none) and its
+# lease dropped. KEYS: the deliveries, the leases; ARGV: call id, member.
+UNLOOK = """
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 0
+"""
