@@ -88,36 +88,15 @@ class RedisState(BatchCopies):
         payload = result.model_dump_json()
         announced = f"{batch_id}\n{payload}" if reply_to else payload
         channel = reply_to or results_key(batch_id)
-        if rider is None:  # one script (`state_scripts`), no pipeline
-            keys, args = state_scripts.publish_call(
-                batch_id,
-                result,
-                payload,
-                channel=channel,
-                announced=announced,
-                stage=stage,
-                hold=hold,
-                drop_plan=drop_plan,
-            )
-            with reaching(f"the end of {result.call_id} cannot be published"):
-                done = persisting(patience, lambda: self._publish(keys=keys, args=args))
-            return int(done) if stage is not None else None
+        end = state_scripts.Publication(
+            batch_id, result, payload, channel, announced, stage, hold, drop_plan
+        )
         with reaching(f"the end of {result.call_id} cannot be published"):
-            return persisting(
-                patience,
-                lambda: riding.publish(
-                    self.client,
-                    batch_id,
-                    result,
-                    payload,
-                    channel=channel,
-                    announced=announced,
-                    stage=stage,
-                    hold=hold,
-                    rider=rider,
-                    drop_plan=drop_plan,
-                ),
-            )
+            if rider is None:  # one script (`state_scripts`), no pipeline
+                keys, args = state_scripts.publish_call(end)
+                done = persisting(patience, lambda: self._publish(keys=keys, args=args))
+                return int(done) if stage is not None else None
+            return persisting(patience, lambda: riding.publish(self.client, end, rider))
 
     def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
         stored = (results_key(batch_id), result.call_id, result.model_dump_json())

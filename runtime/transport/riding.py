@@ -24,6 +24,7 @@ from runtime.transport.names import (
     results_key,
     stages_key,
 )
+from runtime.transport.state_scripts import Publication
 from runtime.types import ToolResult
 
 
@@ -44,37 +45,26 @@ def look(
     return found[0], found[1], found[3]
 
 
-def publish(
-    client: redis.Redis,
-    batch_id: str,
-    result: ToolResult,
-    payload: str,
-    *,
-    channel: str,
-    announced: str,
-    stage: int | None,
-    hold: tuple[str, float] | None,
-    rider: Rider,
-    drop_plan: bool,
-) -> int | None:
+def publish(client: redis.Redis, p: Publication, rider: Rider) -> int | None:
     """PUBLISH's work (its stage's count of ends, if counted), `rider` told its own."""
+    batch_id, call_id = p.batch_id, p.result.call_id
     with client.pipeline(transaction=False) as pipe:
-        pipe.hset(results_key(batch_id), result.call_id, payload)
+        pipe.hset(results_key(batch_id), call_id, p.payload)
         pipe.expire(results_key(batch_id), TTL_SECONDS)
-        pipe.publish(channel, announced)
-        if stage is not None:
-            pipe.hincrby(stages_key(batch_id), str(stage), 1)
+        pipe.publish(p.channel, p.announced)
+        if p.stage is not None:
+            pipe.hincrby(stages_key(batch_id), str(p.stage), 1)
             pipe.expire(stages_key(batch_id), TTL_SECONDS)
-        pipe.zrem(LEASES, lease_member(batch_id, result.call_id))
-        tallies.tally(pipe, result)  # the operators' figures, in the same round trip
-        if hold is not None:  # a chain's next step (`BatchState.publish`)
-            member = lease_member(batch_id, hold[0])
-            pipe.zadd(LEASES, {member: time.time() + hold[1]}, gt=True)
-        if drop_plan:
+        pipe.zrem(LEASES, lease_member(batch_id, call_id))
+        tallies.tally(pipe, p.result)  # the operators' figures, in the same round trip
+        if p.hold is not None:  # a chain's next step (`BatchState.publish`)
+            member = lease_member(batch_id, p.hold[0])
+            pipe.zadd(LEASES, {member: time.time() + p.hold[1]}, gt=True)
+        if p.drop_plan:
             pipe.delete(plan_key(batch_id))
         done, theirs = _carrying(pipe, rider)
     rider.landed(theirs)
-    return int(done[3]) if stage is not None else None
+    return int(done[3]) if p.stage is not None else None
 
 
 def _carrying(pipe: Pipeline, rider: Rider) -> tuple[list[Any], list[Any]]:

@@ -14,6 +14,7 @@ the pipeline, where the rider's own scripts ride. UNLOOK takes a look back
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from runtime.transport import tallies
 from runtime.transport.names import (
@@ -75,18 +76,24 @@ def look_call(batch_id: str, call_id: str, hold: float | None) -> tuple[list[str
     return keys, [call_id, TTL_SECONDS, lease_member(batch_id, call_id), until]
 
 
-def publish_call(
-    batch_id: str,
-    result: ToolResult,
-    payload: str,
-    *,
-    channel: str,
-    announced: str,
-    stage: int | None,
-    hold: tuple[str, float] | None,
-    drop_plan: bool,
-) -> tuple[list[str], list]:
+@dataclass(frozen=True)
+class Publication:
+    """One end to store and publish: what PUBLISH (or its pipeline, when a
+    rider of flow control rides it: `runtime.transport.riding`) is given."""
+
+    batch_id: str
+    result: ToolResult
+    payload: str  # the end as stored
+    channel: str
+    announced: str  # the end as published on `channel`
+    stage: int | None  # its stage, whose count of ends goes up by one; None: not counted
+    hold: tuple[str, float] | None  # a chain's next step: its lease, for so many seconds
+    drop_plan: bool  # the batch's plan copy goes with it
+
+
+def publish_call(p: Publication) -> tuple[list[str], list]:
     """PUBLISH's keys and arguments."""
+    batch_id, hold = p.batch_id, p.hold
     keys = [
         results_key(batch_id),
         stages_key(batch_id),
@@ -95,23 +102,23 @@ def publish_call(
         SECONDS_TALLY,
         plan_key(batch_id),
     ]
-    counted, bucket, total, seconds = tallies.fields(result)
+    counted, bucket, total, seconds = tallies.fields(p.result)
     held = ("", "") if hold is None else (lease_member(batch_id, hold[0]), time.time() + hold[1])
     args = [
-        result.call_id,
-        payload,
-        channel,
-        announced,
+        p.result.call_id,
+        p.payload,
+        p.channel,
+        p.announced,
         TTL_SECONDS,
-        "" if stage is None else str(stage),
-        lease_member(batch_id, result.call_id),
+        "" if p.stage is None else str(p.stage),
+        lease_member(batch_id, p.result.call_id),
         counted,
         bucket or "",
         total,
         repr(seconds),
         held[0],
         repr(held[1]) if hold is not None else "",
-        "1" if drop_plan else "",
+        "1" if p.drop_plan else "",
     ]
     return keys, args
 
