@@ -92,6 +92,7 @@ class BatchAudit:
             ends=ends,
             plan=plan,
             columns=columns or {},
+            redacted_by=self.ledger.redactor,
         )
         return self.record
 

@@ -128,6 +128,9 @@ class PolicySources:
         self._org_rules = tuple(_rules(self.org, Level.org))
         self._user_rules = tuple(_rules(self.user, Level.user))
         self._org_limits, self._user_limits = _file_limits(self.org, True), _file_limits(self.user)
+        # The trusted directories, resolved once with the files that name them
+        # (resolving them per batch cost P1 two walks of the file system a submit).
+        self._trusted = _roots(self.org) + _roots(self.user)
         # What the submitter checks before anything else: the org's and user's sizes.
         self.limits = limit_reading.merged(self._org_limits, self._user_limits)
 
@@ -137,9 +140,7 @@ class PolicySources:
 
     def policy_for(self, workspace: Path, batch_rules: dict[str, Any] | None = None) -> Policy:
         workspace = workspace.resolve()
-        trusted = _covers(self.org.get("trusted_workspaces", []), workspace) or _covers(
-            self.user.get("trusted_workspaces", []), workspace
-        )
+        trusted = any(workspace == root or workspace.is_relative_to(root) for root in self._trusted)
         project = _read(workspace / PROJECT_FILE, Level.project, required=False)
         rules = [
             *self._org_rules,
@@ -248,9 +249,6 @@ def _rules(data: dict[str, Any], level: Level) -> list[Rule]:
     return out
 
 
-def _covers(entries: list[str], workspace: Path) -> bool:
-    for entry in entries:
-        root = Path(entry).expanduser().resolve()
-        if workspace == root or workspace.is_relative_to(root):
-            return True
-    return False
+def _roots(data: dict[str, Any]) -> tuple[Path, ...]:
+    """A file's trusted workspaces, as directories resolved."""
+    return tuple(Path(entry).expanduser().resolve() for entry in data.get("trusted_workspaces", []))

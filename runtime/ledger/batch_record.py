@@ -21,6 +21,7 @@ from typing import Any
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger, Recorded
 from runtime.ledger.tables import BatchRow, EventKind
+from runtime.redaction import Redactor
 from runtime.types import Batch, ToolResult
 
 _TIME = "$time"  # how a datetime travels in the JSON
@@ -45,6 +46,10 @@ class BatchRecord:
     ends: list[EndRecord]
     plan: dict[str, Any] | None
     columns: dict[str, Any]
+    # The redactor `events` were made with (`event_fields`), when this process
+    # made them: a ledger with that same redactor writes them as they are instead
+    # of checking and redacting them again. A record read back (`loads`) has none.
+    redacted_by: Redactor | None = field(default=None, compare=False, repr=False)
 
     def with_ends(self, more: list[EndRecord]) -> BatchRecord:
         return BatchRecord(
@@ -55,6 +60,7 @@ class BatchRecord:
             [*self.ends, *more],
             self.plan,
             self.columns,
+            self.redacted_by,
         )
 
     def row(self) -> BatchRow:
@@ -90,6 +96,7 @@ class BatchRecord:
             plan=self.plan,
             columns=self.columns,
             open_cap=open_cap,
+            checked=self.redacted_by is ledger.redactor,
         )
 
     def dumps(self) -> str:

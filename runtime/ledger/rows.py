@@ -11,7 +11,7 @@ from enum import Enum, IntEnum
 from typing import Any
 
 from pydantic_core import to_jsonable_python
-from sqlalchemy import Connection, Insert, insert, select, update
+from sqlalchemy import Connection, Insert, bindparam, func, insert, select, update
 from sqlalchemy import text as sql
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -167,10 +167,9 @@ def settle(connection: Connection, batch_id: str) -> set[str]:
     (a read's worker may finish before its client records the batch): one
     update per call, from its events in the order they were written. The
     calls that have ended so."""
-    query = select(EVENTS).where(EVENTS.c.batch_id == batch_id).order_by(EVENTS.c.id)
     changes: dict[str, dict[str, Any]] = {}
-    for row in connection.execute(query).all():
-        started = row.kind == EventKind.started.value
+    for row in connection.execute(SETTLE_EVENTS, {"batch_id": batch_id}):
+        started = row.kind == STARTED
         if not (started or row.status):
             continue
         values = changes.setdefault(row.call_id or "", {})
@@ -190,11 +189,52 @@ def settle(connection: Connection, batch_id: str) -> set[str]:
             "error_kind": text(error.get("kind")),
             "error_message": text(error.get("message")),
         }
-    for call_id, values in changes.items():
-        where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
-        known = {name: value for name, value in values.items() if value is not None}
-        connection.execute(update(CALLS).where(where).values(known))
+    if changes:  # a column with no value keeps its own (COALESCE): what `values` left out
+        rows = [
+            dict.fromkeys(SETTLED, None) | values | {"key_batch_id": batch_id, "key_call_id": c}
+            for c, values in changes.items()
+        ]
+        connection.execute(SETTLE_CALLS, rows)
     return {call_id for call_id, values in changes.items() if "finished_at" in values}
+
+
+STARTED = EventKind.started.value
+# `settle`'s statements, built once (building them per batch cost P1 about 0.2 ms).
+SETTLE_EVENTS = (
+    select(
+        EVENTS.c.call_id,
+        EVENTS.c.kind,
+        EVENTS.c.at,
+        EVENTS.c.worker,
+        EVENTS.c.attempt,
+        EVENTS.c.status,
+        EVENTS.c.detail,
+    )
+    .where(EVENTS.c.batch_id == bindparam("batch_id"))
+    .order_by(EVENTS.c.id)
+)
+SETTLED = (
+    "worker",
+    "attempts",
+    "started_at",
+    "status",
+    "finished_at",
+    "duration_ms",
+    "summary",
+    "error_kind",
+    "error_message",
+)
+SETTLE_CALLS = (
+    update(CALLS)
+    .where(CALLS.c.batch_id == bindparam("key_batch_id"))
+    .where(CALLS.c.call_id == bindparam("key_call_id"))
+    .values(
+        {
+            name: func.coalesce(bindparam(name, type_=CALLS.c[name].type), CALLS.c[name])
+            for name in SETTLED
+        }
+    )
+)
 
 
 def event_rows(

@@ -81,6 +81,7 @@ class Ledger(LedgerReads):
         plan: dict[str, Any] | None = None,
         columns: dict[str, Any] | None = None,
         open_cap: int | None = None,
+        checked: bool = False,
     ) -> Recorded:
         """The batch and its calls, pending (or as far as workers have already
         recorded them: these rows may have waited in a buffer), with `events`
@@ -92,13 +93,16 @@ class Ledger(LedgerReads):
         (docs/architecture.md, "Attach and keys"). `Recorded.ended`: every call
         had its end before the record landed (a batch of reads is sent before
         its record is written: "Sent before recorded"), so the batch is marked
-        ended in the same transaction; its plan copy is the caller's to drop."""
+        ended in the same transaction; its plan copy is the caller's to drop.
+        `checked`: `events` are columns `event_fields` made with this ledger's
+        redactor (a submitter's own record), written without a second pass."""
         ids = [call.id for call in batch.calls]
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
         head, calls = batch_rows(batch, risks or {}, policy_version, self.redactor)
         head = batch_columns(head | (columns or {}))  # key, fingerprint, deadline_at
-        rows, ends = event_rows(events, self.redactor), list(ends)
+        rows = list(events) if checked else event_rows(events, self.redactor)
+        ends = list(ends)
 
         def work(connection: Connection) -> Recorded:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)

@@ -58,7 +58,7 @@ class CeleryQueue:
             with self.app.producer_or_acquire() as producer, producer.batch() as batch:
                 for index, message in enumerate(messages):
                     options = task_options(message, queue, self.redactor, sent_at=time.time())
-                    self.app.send_task(TASK, producer=producer, **options)
+                    self.app.send_task(TASK, producer=producer, result_cls=_Sent, **options)
                     if index == 0:
                         batch.flush()  # a worker starts on the first while the rest are sent
             return True
@@ -85,9 +85,27 @@ class CeleryQueue:
             try:
                 for message in messages:
                     options = task_options(message, READS, self.redactor, sent_at=time.time())
-                    self.app.send_task(TASK, producer=producer, retry=False, declare=[], **options)
+                    self.app.send_task(
+                        TASK,
+                        producer=producer,
+                        retry=False,
+                        declare=[],
+                        result_cls=_Sent,
+                        **options,
+                    )
             finally:
                 del producer._batch_local.current
+
+
+class _Sent:
+    """What `send_task` hands back for a message sent here: its id. Its
+    default, an `AsyncResult`, ties a promise to the result backend on the
+    way in and leaves it on the way out, for a result no one asks for."""
+
+    __slots__ = ("id", "ignored")
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
 
 
 class _Riding:

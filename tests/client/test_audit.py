@@ -14,7 +14,9 @@ from sqlalchemy.engine import Engine
 from runtime.client.audit import BatchAudit, Recording
 from runtime.gate.admission import admit
 from runtime.ledger.batch_record import BatchRecord
+from runtime.ledger.rows import event_fields
 from runtime.ledger.store import EventKind, Ledger, Recorded
+from runtime.redaction import BUILT_IN, redactor_for
 from runtime.results import endings
 from runtime.tools.loading import load_tools
 from runtime.types import Batch, Mode, ToolCall
@@ -164,3 +166,22 @@ def test_buffered_ends_of_a_batch_another_submitter_recorded_are_not_written(
     assert ledger._buffer.flush()
     assert {c.call_id: c.status for c in ledger.calls(batch.id)}["w"] == "pending"
     assert len([e for e in ledger.events(batch.id, "w") if e.kind == EventKind.decision]) == 1
+
+
+def test_decision_rows_are_redacted_once_by_the_ledger_that_writes_them(tmp_path):
+    """The submitter's record is written as its audit made it (redacted with
+    this ledger's redactor); a record whose rows another redactor made (one
+    read back from the cluster's copy) is redacted by the ledger writing it."""
+    writer = Ledger(f"sqlite:///{tmp_path / 'l.db'}", redactor=redactor_for({"zoo": r"zebra\d+"}))
+    try:
+        for made_by in (writer.redactor, BUILT_IN):
+            batch = Batch(calls=[ToolCall(id="a", name="nap")], workspace=str(tmp_path))
+            said = event_fields(
+                batch.id, "a", EventKind.decision, redactor=made_by, reason="zebra42 said so"
+            )
+            record = BatchRecord(batch, {"a": "read"}, None, [said], [], None, {}, made_by)
+            assert record.write(writer) is Recorded.new
+            [row] = writer.events(batch.id, "a")
+            assert row.reason == "[REDACTED:zoo] said so"
+    finally:
+        writer.close()

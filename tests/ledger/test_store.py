@@ -531,6 +531,24 @@ def test_progress_reads_plan_cancel_ends_and_claims_in_one_transaction(ledger):
     assert (nothing.plan, nothing.recorded, nothing.ends, nothing.claimed) == (None, False, {}, {})
 
 
+def test_a_late_record_takes_the_starts_and_ends_recorded_before_it(ledger):
+    """`settle` binds one statement for every call: a column its events say
+    nothing of keeps the record's value (a call only started has no end)."""
+    batch = _batch("a", "b", "c")
+    ledger.mark_started(batch.id, "a", worker="w1", attempt=1)
+    error = ErrorInfo(kind="ValueError", message="bad")
+    failed = _result("a", Status.error, error=error, duration_ms=12.5, worker="w1", attempts=1)
+    ledger.record_end(CallEnd(batch.id, failed))
+    ledger.mark_started(batch.id, "b", worker="w2", attempt=2)
+    assert ledger.record_batch(batch) is Recorded.new
+    a, b, c = ledger.calls(batch.id)
+    assert (a.status, a.worker, a.attempts, a.duration_ms) == ("error", "w1", 1, 12.5)
+    assert (a.summary, a.error_kind, a.error_message) == ("a done", "ValueError", "bad")
+    assert a.started_at is not None and a.finished_at >= a.started_at
+    assert (b.status, b.worker, b.attempts, b.finished_at) == ("running", "w2", 2, None)
+    assert (c.status, c.worker, c.attempts, c.started_at) == ("pending", None, 0, None)
+
+
 def test_a_record_landing_after_every_call_ended_ends_the_batch_with_it(ledger):
     """A batch of reads is sent before its record is written, so a quick
     worker may end every call first; its `mark_ended` then finds no batch row.
