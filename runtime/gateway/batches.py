@@ -84,6 +84,9 @@ def submit(
         "conversation": submission.conversation and f"gateway:{key.id}:{submission.conversation}",
         "submitter": f"key:{key.name}",
         "traceparent": traceparent,
+        # Written in the batch's own transaction, not in one of its own while
+        # its reads end ("The HTTP gateway"): `handle.owned` says if it was.
+        "owner": {"key_id": key.id, "key_name": key.name},
     }
     roles.rules_for(key, submission.rules, gateway.org_allows)
     try:
@@ -97,7 +100,13 @@ def submit(
             f"Idempotency-Key {idempotency_key!r} was used for a batch of other "
             f"{error.differs}; send another key",
         ) from None
-    gateway.keys.own(handle.batch_id, key_id=key.id, key_name=key.name, format=handle.format)
+    gateway.keys.own(
+        handle.batch_id,
+        key_id=key.id,
+        key_name=key.name,
+        format=handle.format,
+        written=handle.owned,
+    )
     gateway.metrics.batches.inc()
     log.info(
         "batch submitted by key %s: %d calls in %s mode",

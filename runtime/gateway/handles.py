@@ -23,11 +23,12 @@ class Handles:
 
     def submit(self, calls: Any, message: Any, format: Any, **options: Any) -> BatchHandle:
         """`Runtime.submit` (`calls`) or `submit_message` (`message` in `format`,
-        or detected); the same key again gives this process's handle of that batch."""
+        or detected); the same key again gives this process's handle of that batch.
+        `owner` (an option no client has: hence `_submit`) rides the batch's record."""
         if message is not None:
             handle = self.runtime.submit_message(message, format, **options)
         else:
-            handle = self.runtime.submit(calls, **options)
+            handle = self.runtime._submit(calls, **options)
         with self._lock:
             known = self._handles.get(handle.batch_id)
             if known is not None:

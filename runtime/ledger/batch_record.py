@@ -45,6 +45,7 @@ class BatchRecord:
     ends: list[EndRecord]
     plan: dict[str, Any] | None
     columns: dict[str, Any]
+    owner: dict[str, Any] | None = None  # the gateway key's (`Ledger.record_batch`)
 
     def with_ends(self, more: list[EndRecord]) -> BatchRecord:
         return BatchRecord(
@@ -55,6 +56,7 @@ class BatchRecord:
             [*self.ends, *more],
             self.plan,
             self.columns,
+            self.owner,
         )
 
     def row(self) -> BatchRow:
@@ -90,6 +92,7 @@ class BatchRecord:
             plan=self.plan,
             columns=self.columns,
             open_cap=open_cap,
+            owner=self.owner,
         )
 
     def dumps(self) -> str:
@@ -108,6 +111,7 @@ class BatchRecord:
             ],
             "plan": self.plan,
             "columns": self.columns,
+            "owner": self.owner,
         }
         return json.dumps(body, default=_encode)
 
@@ -126,6 +130,7 @@ class BatchRecord:
             ],
             plan=body["plan"],
             columns=body["columns"],
+            owner=body.get("owner"),  # kept before owners rode the record: none
         )
 
 
