@@ -29,10 +29,15 @@ class Recording(StrEnum):
 
 
 class BatchAudit:
-    def __init__(self, ledger: Ledger, batch: Batch, policy: Policy) -> None:
+    def __init__(
+        self, ledger: Ledger, batch: Batch, policy: Policy, owner: dict | None = None
+    ) -> None:
+        """`owner`: the gateway key that submits the batch, written with its record."""
         self.ledger = ledger
         self.batch = batch
         self.policy = policy
+        self.owner = owner
+        self.owned = False  # whether this submit wrote `owner` (with the batch's record)
         self.theirs = False  # its rows, once buffered, found the batch recorded by another
         self.record: BatchRecord | None = None  # what `admissions` writes, kept as data
 
@@ -93,6 +98,7 @@ class BatchAudit:
             plan=plan,
             columns=columns or {},
             redacted_by=self.ledger.redactor,
+            owner=self.owner,
         )
         return self.record
 
@@ -103,6 +109,7 @@ class BatchAudit:
         except LedgerUnavailable as error:
             log.error("ledger unavailable for batch %s, its rows wait: %s", self.batch.id, error)
             return Recording.buffered
+        self.owned = self.owner is not None and bool(recorded)
         if recorded is Recorded.ended:
             return Recording.ended
         return Recording.recorded if recorded else Recording.found

@@ -35,6 +35,11 @@ class BatchHandle:
     def done(self) -> bool:
         return self._events.done
 
+    @property
+    def owned(self) -> bool:
+        """Whether its submit wrote the gateway's owner row with its record."""
+        return self._run.owned
+
     def approve(self, call_id: str, *, by: str, updated_arguments: Any = None) -> bool:
         return answer(
             self._run.services,

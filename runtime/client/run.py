@@ -67,6 +67,7 @@ class BatchRun:
         self.inbox: Inbox | None = None
         self.deadline: float | None = None  # epoch seconds
         self.tokens: dict[str, Any] = {}  # the model's, as the batch's row holds them
+        self.owned = False  # its start wrote the gateway's owner row with its record
         self._looks = 0
 
     @property
@@ -82,6 +83,7 @@ class BatchRun:
         columns: dict[str, Any] | None = None,
         traceparent: str | None = None,
         open_cap: int | None = None,
+        owner: dict[str, Any] | None = None,
     ) -> bool:
         """Record the batch with its plan and send its first stage. If the
         ledger is unavailable the batch cannot belong to the cluster: its reads
@@ -91,7 +93,8 @@ class BatchRun:
         trace every task message of the batch carries (runtime/tracing.py).
         `open_cap`: the submitter's cap on open batches, taken with the record
         (TooManyOpenBatches, nothing written or sent), so such a batch is
-        never sent before it is recorded (docs/architecture.md, "Flow control")."""
+        never sent before it is recorded (docs/architecture.md, "Flow control").
+        `owner`: the gateway key's row, in the record's transaction (`owned`)."""
         batch, services = self.batch, self.services
         self.deadline = deadline
         self.inbox = services.transport.watch(batch.id)  # before anything is sent
@@ -133,7 +136,7 @@ class BatchRun:
             "stages": [stage.model_dump(mode="json") for stage in plan.stages],
             **(columns or {}),
         }
-        audit = BatchAudit(services.approvals.ledger, batch, policy)
+        audit = BatchAudit(services.approvals.ledger, batch, policy, owner)
         refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
         if key is None and open_cap is None and first_send.reads_only(plan):
             first_send.send_first(
@@ -145,6 +148,7 @@ class BatchRun:
                 transport=services.transport,
                 events=self.events,
             )
+            self.owned = audit.owned
             return True
         body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
         try:
@@ -152,6 +156,7 @@ class BatchRun:
         except TooManyOpenBatches:
             self.unwatch()
             raise
+        self.owned = audit.owned
         if recording is Recording.found:
             self.unwatch()
             return False

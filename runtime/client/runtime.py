@@ -180,6 +180,7 @@ class Runtime(AsyncSubmits):
         traceparent: str | None = None,
         format: adapters.Format | None = None,
         model_usage: dict[str, Any] | None = None,
+        owner: dict[str, Any] | None = None,
     ) -> BatchHandle:
         batch = batch_from(calls, mode=mode, workspace=workspace, on_error=on_error)
         check_size(self.policies.limits, batch)
@@ -209,7 +210,13 @@ class Runtime(AsyncSubmits):
         parent = tracing.traceparent(traceparent)
         with tracing.batch_span(batch.id, len(batch.calls), batch.mode.value, parent) as trace:
             started = run.start(
-                policy, deadline=deadline, key=key, columns=columns, traceparent=trace, open_cap=cap
+                policy,
+                deadline=deadline,
+                key=key,
+                columns=columns,
+                traceparent=trace,
+                open_cap=cap,
+                owner=owner,
             )
         if not started:  # a racing submitter of `key` won
             return lost_race(self.follower, self.services, batch, policy, key)

@@ -20,14 +20,16 @@ class Handles:
         self.runtime = runtime
         self._handles: OrderedDict[str, BatchHandle] = OrderedDict()
         self._lock = threading.Lock()
+        self._prune_at = KEEP_ENDED  # how many handles held before the next look for ended ones
 
     def submit(self, calls: Any, message: Any, format: Any, **options: Any) -> BatchHandle:
         """`Runtime.submit` (`calls`) or `submit_message` (`message` in `format`,
-        or detected); the same key again gives this process's handle of that batch."""
+        or detected); the same key again gives this process's handle of that batch.
+        `owner` (an option no client has: hence `_submit`) rides the batch's record."""
         if message is not None:
             handle = self.runtime.submit_message(message, format, **options)
         else:
-            handle = self.runtime.submit(calls, **options)
+            handle = self.runtime._submit(calls, **options)
         with self._lock:
             known = self._handles.get(handle.batch_id)
             if known is not None:
@@ -55,7 +57,14 @@ class Handles:
             return self._handles.get(batch_id)
 
     def _keep(self, handle: BatchHandle) -> None:
+        """Under the lock. The ended handles past the newest `KEEP_ENDED` are
+        dropped once every `KEEP_ENDED` handles added, not at each: a look at
+        every handle held cost each submit 0.6 ms once 1,024 were held. So
+        between 1,024 and 2,048 ended ones are held."""
         self._handles[handle.batch_id] = handle
+        if len(self._handles) < self._prune_at:
+            return
         ended = [bid for bid, h in self._handles.items() if h.done]
         for batch_id in ended[: max(0, len(ended) - KEEP_ENDED)]:
             del self._handles[batch_id]
+        self._prune_at = len(self._handles) + KEEP_ENDED

@@ -50,6 +50,7 @@ class BatchRecord:
     # made them: a ledger with that same redactor writes them as they are instead
     # of checking and redacting them again. A record read back (`loads`) has none.
     redacted_by: Redactor | None = field(default=None, compare=False, repr=False)
+    owner: dict[str, Any] | None = None  # the gateway key's (`Ledger.record_batch`)
 
     def with_ends(self, more: list[EndRecord]) -> BatchRecord:
         return BatchRecord(
@@ -61,6 +62,7 @@ class BatchRecord:
             self.plan,
             self.columns,
             self.redacted_by,
+            self.owner,
         )
 
     def row(self) -> BatchRow:
@@ -97,6 +99,7 @@ class BatchRecord:
             columns=self.columns,
             open_cap=open_cap,
             checked=self.redacted_by is ledger.redactor,
+            owner=self.owner,
         )
 
     def dumps(self) -> str:
@@ -115,6 +118,7 @@ class BatchRecord:
             ],
             "plan": self.plan,
             "columns": self.columns,
+            "owner": self.owner,
         }
         return json.dumps(body, default=_encode)
 
@@ -133,6 +137,7 @@ class BatchRecord:
             ],
             plan=body["plan"],
             columns=body["columns"],
+            owner=body.get("owner"),  # kept before owners rode the record: none
         )
 
 

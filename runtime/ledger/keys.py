@@ -4,22 +4,20 @@ minting and checking a token is `runtime.gateway.keys`'s job."""
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy import ColumnElement, Insert, Table, update
+from sqlalchemy import ColumnElement, Table, update
 from sqlalchemy import select as core_select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import select
 
 from runtime.errors import ConfigurationError, LedgerRefused
+from runtime.ledger.rows import OWNERS, owner_insert
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import ApiKeyRow, BatchOwnerRow, utc_now
 
-KEYS, OWNERS = ApiKeyRow.__table__, BatchOwnerRow.__table__
+KEYS = ApiKeyRow.__table__
 
 
 OWNERS_KEPT = 4096  # owner rows this process remembers: written once, they never change
@@ -68,9 +66,18 @@ class Keys:
         )
         return self.ledger.transaction(lambda s: s.exec(statement).rowcount == 1)
 
-    def own(self, batch_id: str, *, key_id: str, key_name: str, format: str | None) -> None:
+    def own(
+        self,
+        batch_id: str,
+        *,
+        key_id: str,
+        key_name: str,
+        format: str | None,
+        written: bool = False,
+    ) -> None:
         """Record the submitter of a batch, once: a repeated submit (the same
-        idempotency key) keeps the first record."""
+        idempotency key) keeps the first record. `written`: the row went with
+        the batch's record (`Ledger.record_batch(owner=...)`): only remember it."""
         row = {
             "batch_id": batch_id,
             "key_id": key_id,
@@ -80,10 +87,12 @@ class Keys:
         }
 
         def work(connection) -> bool:
-            return connection.execute(_owner_insert(connection.dialect.name), row).rowcount == 1
+            return connection.execute(owner_insert(connection.dialect.name), row).rowcount == 1
 
-        if self.ledger.transaction(work, core=True):  # this row is the one: the poll that
-            self._remember(batch_id, BatchOwnerRow(**row))  # follows needs no read
+        # This row is the one (written now, or with the record): the poll that
+        # follows needs no read.
+        if written or self.ledger.transaction(work, core=True):
+            self._remember(batch_id, BatchOwnerRow(**row))
 
     def owner(self, batch_id: str) -> BatchOwnerRow | None:
         """The batch's owner row; one found is remembered (it never changes)."""
@@ -121,11 +130,3 @@ class Keys:
             BatchOwnerRow.key_id == key_id, BatchOwnerRow.batch_id.in_(batch_ids)
         )
         return set(self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False))
-
-
-@functools.cache
-def _owner_insert(dialect: str) -> Insert:
-    """The owner row's insert, built once (each batch binds its values): a
-    row there already stays as it is."""
-    make = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    return make(OWNERS).on_conflict_do_nothing()

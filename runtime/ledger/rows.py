@@ -18,6 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from runtime.ledger.tables import (
     EVENT_TEXT,
+    BatchOwnerRow,
     BatchRow,
     CallRow,
     EndRow,
@@ -33,6 +34,7 @@ from runtime.types import Batch
 
 BATCHES, CALLS, EVENTS = BatchRow.__table__, CallRow.__table__, EventRow.__table__
 ENDS, USAGE = EndRow.__table__, UsageRow.__table__
+OWNERS = BatchOwnerRow.__table__
 # A batch's record, built once: each submit only binds its values (building the
 # statements cost P1 about 0.7 ms a batch; their compiled forms were cached already).
 INSERT_CALLS, INSERT_EVENTS = insert(CALLS), insert(EVENTS)
@@ -45,6 +47,14 @@ def batch_columns(head: dict[str, Any]) -> dict[str, Any]:
     if unknown := head.keys() - BATCHES.columns.keys():
         raise TypeError(f"the batch row has no column {', '.join(sorted(unknown))}")
     return head
+
+
+@functools.cache
+def owner_insert(dialect: str) -> Insert:
+    """The gateway's owner row of a batch (`toolrun_batch_owner`), built once
+    (each batch binds its values): a row there already stays as it is."""
+    make = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    return make(OWNERS).on_conflict_do_nothing()
 
 
 @functools.cache

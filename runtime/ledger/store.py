@@ -33,6 +33,7 @@ from runtime.ledger.rows import (
     event_rows,
     first_insert,
     lock_batches,
+    owner_insert,
     settle,
 )
 from runtime.ledger.tables import (
@@ -82,6 +83,7 @@ class Ledger(LedgerReads):
         columns: dict[str, Any] | None = None,
         open_cap: int | None = None,
         checked: bool = False,
+        owner: dict[str, Any] | None = None,
     ) -> Recorded:
         """The batch and its calls, pending (or as far as workers have already
         recorded them: these rows may have waited in a buffer), with `events`
@@ -95,7 +97,11 @@ class Ledger(LedgerReads):
         its record is written: "Sent before recorded"), so the batch is marked
         ended in the same transaction; its plan copy is the caller's to drop.
         `checked`: `events` are columns `event_fields` made with this ledger's
-        redactor (a submitter's own record), written without a second pass."""
+        redactor (a submitter's own record), written without a second pass.
+        `owner`: the gateway key that submitted it (`toolrun_batch_owner`'s
+        `key_id` and `key_name`), written with a new batch row, its `format`
+        the batch's: no transaction of its own while the batch's reads end
+        (docs/architecture.md, "The HTTP gateway")."""
         ids = [call.id for call in batch.calls]
         if len(set(ids)) != len(ids):
             raise InvalidBatch(f"batch {batch.id} repeats call ids; each call needs its own")
@@ -110,6 +116,9 @@ class Ledger(LedgerReads):
                 return Recorded.found  # a batch recorded before keeps its first record, and only it
             if open_cap is not None:
                 open_batches.check(connection, head.get("submitter"), open_cap)
+            if owner is not None:
+                row = owner | {"batch_id": batch.id, "format": head.get("format"), "at": utc_now()}
+                connection.execute(owner_insert(connection.dialect.name), row)
             connection.execute(INSERT_CALLS, calls)
             if plan is not None:
                 connection.execute(INSERT_PLAN, [{"batch_id": batch.id, "body": plan}])

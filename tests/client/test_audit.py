@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from runtime.client.audit import BatchAudit, Recording
 from runtime.gate.admission import admit
 from runtime.ledger.batch_record import BatchRecord
+from runtime.ledger.keys import Keys
 from runtime.ledger.rows import event_fields
 from runtime.ledger.store import EventKind, Ledger, Recorded
 from runtime.redaction import BUILT_IN, redactor_for
@@ -185,3 +186,29 @@ def test_decision_rows_are_redacted_once_by_the_ledger_that_writes_them(tmp_path
             assert row.reason == "[REDACTED:zoo] said so"
     finally:
         writer.close()
+
+
+def test_the_gateways_owner_row_rides_the_batchs_record_once(ledger, audited):
+    """The owner row is written in the record's transaction, with the batch's
+    format; a record that finds its batch recorded writes no owner either."""
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules, owner={"key_id": "k1", "key_name": "alice"})
+    columns = {"format": "anthropic"}
+    assert audit.admissions(admissions, columns=columns) is Recording.recorded
+    assert audit.owned
+    again = BatchAudit(ledger, batch, rules, owner={"key_id": "k2", "key_name": "mallory"})
+    assert again.admissions(admissions, columns=columns) is Recording.found
+    assert not again.owned
+    found = Keys(ledger).owner(batch.id)
+    assert (found.key_id, found.key_name, found.format) == ("k1", "alice", "anthropic")
+
+
+def test_a_kept_record_keeps_its_owner(ledger, audited, tmp_path):
+    batch, rules, admissions = audited
+    audit = BatchAudit(ledger, batch, rules, owner={"key_id": "k1", "key_name": "alice"})
+    with locked_sqlite(f"sqlite:///{tmp_path / 'ledger.db'}"):
+        assert audit.admissions(admissions) is Recording.buffered
+        kept = audit.closing([]).dumps()
+    assert not audit.owned  # the gateway then writes it on its own
+    assert BatchRecord.loads(kept).write(ledger) is Recorded.new
+    assert Keys(ledger).owner(batch.id).key_name == "alice"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 from fastapi.testclient import TestClient
 
@@ -37,3 +38,16 @@ def test_a_gateway_whose_broker_is_away_is_not_ready(stack, user_settings, tmp_p
         answer = anyone.get("/readyz")
     assert answer.status_code == 503, answer.text
     assert "not ready" in answer.text
+
+
+def test_the_access_log_names_the_refused_requests_not_the_answered_ones(gateway, keys):
+    """uvicorn writes a request's line before its answer: once the client has
+    the answer, the line is in the log if it is ever to be."""
+    answered, refused = (f"/v1/tools?probe={uuid.uuid4().hex}" for _ in range(2))
+    with gateway.client(keys["admin"]) as admin:
+        assert admin.get(answered).status_code == 200
+    with gateway.client("trk_000000000000_not-a-key") as stranger:
+        assert stranger.get(refused).status_code == 401
+    log = gateway.log.read_text()
+    assert f'"GET {refused} HTTP/1.1" 401' in log
+    assert answered not in log

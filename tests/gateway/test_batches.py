@@ -114,6 +114,8 @@ def test_a_key_sees_only_its_own_batches_unless_admin(gateway, keys, space):
     }
     with gateway.client(keys["submitter"]) as alice:
         batch_id = _submit(alice, body)
+    # Its owner row went with the batch's record: another process reads it.
+    assert Keys(gateway.ledger).owner(batch_id).key_name == "test_batches-alice"
     paths = [
         f"/v1/batches/{batch_id}",
         f"/v1/batches/{batch_id}/events",
