@@ -96,7 +96,7 @@ class RedisState(BatchCopies):
                 keys, args = state_scripts.publish_call(end)
                 done = persisting(patience, lambda: self._publish(keys=keys, args=args))
                 return int(done) if stage is not None else None
-            return persisting(patience, lambda: riding.publish(self.client, end, rider))
+            return persisting(patience, lambda: riding.publish(self._publish, end, rider))
 
     def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
         stored = (results_key(batch_id), result.call_id, result.model_dump_json())
@@ -201,7 +201,7 @@ class RedisState(BatchCopies):
             result = ToolResult.model_validate_json(stored) if stored else None
             return Look(bool(cancelled), int(delivery), result)
         with reaching(f"cannot look at {call_id}"):
-            cancelled, delivery, stored = riding.look(self.client, batch_id, call_id, hold, rider)
+            cancelled, delivery, stored = riding.look(self._look, batch_id, call_id, hold, rider)
         result = ToolResult.model_validate_json(stored) if stored else None
         return Look(bool(cancelled), int(delivery), result)
 

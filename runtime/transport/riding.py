@@ -1,83 +1,58 @@
-"""A worker's look at a call and the publish of its end when flow control
-rides them (`BatchState.look`'s and `publish`'s `rider`: the call's take of
-its hits and slots, its finish): pipelines, with the rider's own commands
-(its scripts, as EVALSHA) put at their end, one round trip for both. Without
-a rider each is one script (`runtime.transport.state_scripts`)."""
+"""A worker's look at a call and the publish of its end when another command
+rides them (`BatchState.look`'s and `publish`'s `rider`: flow control's take
+of the call's hits and slots, its finish; a chain step's read of the next
+step's end): the state's own script (`runtime.transport.state_scripts`, as
+EVALSHA) and the rider's commands after it on one pipeline, one round trip.
+
+A script Redis does not hold (a process's first use, or Redis restarted)
+answers NOSCRIPT and did nothing: it is then run on its own (redis-py's
+`Script` loads it), the rider's answers kept, so a rider's command never runs
+twice and the state's runs once."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import redis
 from redis.client import Pipeline
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
-from runtime.transport import tallies
 from runtime.transport.base import Rider
-from runtime.transport.names import (
-    LEASES,
-    TTL_SECONDS,
-    cancel_key,
-    deliveries_key,
-    lease_member,
-    plan_key,
-    results_key,
-    stages_key,
-)
-from runtime.transport.state_scripts import Publication
+from runtime.transport.names import results_key
+from runtime.transport.state_scripts import Publication, look_call, publish_call
 from runtime.types import ToolResult
 
 
 def look(
-    client: redis.Redis, batch_id: str, call_id: str, hold: float | None, rider: Rider
+    script: Script, batch_id: str, call_id: str, hold: float | None, rider: Rider
 ) -> tuple[Any, Any, Any]:
     """LOOK's answers (cancel flag, delivery, stored end), `rider` told its own."""
-    with client.pipeline(transaction=False) as pipe:
-        pipe.exists(cancel_key(batch_id))
-        pipe.hincrby(deliveries_key(batch_id), call_id, 1)
-        pipe.expire(deliveries_key(batch_id), TTL_SECONDS)
-        pipe.hget(results_key(batch_id), call_id)
-        if hold is not None:
-            until = time.time() + hold
-            pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
-        found, theirs = _carrying(pipe, rider)
-    rider.landed(theirs)
-    return found[0], found[1], found[3]
+    keys, args = look_call(batch_id, call_id, hold)
+    return tuple(_riding(script, keys, args, rider))
 
 
-def publish(client: redis.Redis, p: Publication, rider: Rider) -> int | None:
+def publish(script: Script, p: Publication, rider: Rider) -> int | None:
     """PUBLISH's work (its stage's count of ends, if counted), `rider` told its own."""
-    batch_id, call_id = p.batch_id, p.result.call_id
-    with client.pipeline(transaction=False) as pipe:
-        pipe.hset(results_key(batch_id), call_id, p.payload)
-        pipe.expire(results_key(batch_id), TTL_SECONDS)
-        pipe.publish(p.channel, p.announced)
-        if p.stage is not None:
-            pipe.hincrby(stages_key(batch_id), str(p.stage), 1)
-            pipe.expire(stages_key(batch_id), TTL_SECONDS)
-        pipe.zrem(LEASES, lease_member(batch_id, call_id))
-        tallies.tally(pipe, p.result)  # the operators' figures, in the same round trip
-        if p.hold is not None:  # a chain's next step (`BatchState.publish`)
-            member = lease_member(batch_id, p.hold[0])
-            pipe.zadd(LEASES, {member: time.time() + p.hold[1]}, gt=True)
-        if p.drop_plan:
-            pipe.delete(plan_key(batch_id))
-        done, theirs = _carrying(pipe, rider)
+    keys, args = publish_call(p)
+    done = _riding(script, keys, args, rider)
+    return int(done) if p.stage is not None else None
+
+
+def _riding(script: Script, keys: list[str], args: list, rider: Rider) -> Any:
+    """`script`'s answer, with `rider`'s commands on the same round trip: an
+    error of the rider's (Redis lost its scripts) is its own to handle; one
+    of the script's raises, but NOSCRIPT, which runs it on its own."""
+    with script.registered_client.pipeline(transaction=False) as pipe:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+        rider.ride(pipe)
+        found = pipe.execute(raise_on_error=False)
+    own, theirs = found[0], found[1:]
+    if isinstance(own, NoScriptError):
+        own = script(keys=keys, args=args)
+    elif isinstance(own, Exception):
+        raise own
     rider.landed(theirs)
-    return int(done[3]) if p.stage is not None else None
-
-
-def _carrying(pipe: Pipeline, rider: Rider) -> tuple[list[Any], list[Any]]:
-    """The pipeline's answers, and those of `rider`'s commands put at its end
-    ("Flow control"): an error of the rider's (Redis lost its scripts) is
-    its own to handle; one of the state's own commands raises as before."""
-    own = len(pipe)
-    rider.ride(pipe)
-    found = pipe.execute(raise_on_error=False)
-    for answer in found[:own]:
-        if isinstance(answer, Exception):
-            raise answer
-    return found[:own], found[own:]
+    return own
 
 
 class Recalled:

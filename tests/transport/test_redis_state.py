@@ -187,3 +187,22 @@ def test_a_chain_steps_publish_reads_the_end_of_the_step_it_takes_the_lease_of(s
         assert (count, trips, recalled.known) == (1, 1, True)
         assert recalled.result == (state.recall(batch, "b") if stored else None)
         assert set(state.holds(batch, ["a", "b"])) == {"b"}
+
+
+def test_a_script_redis_lost_runs_alone_after_its_riders_which_run_once(state):
+    """Redis restarted and lost the state's scripts: the look's and the
+    publish's EVALSHA answer NOSCRIPT and do nothing, their riders' commands
+    run, and then each script runs on its own (loaded again): every command
+    once."""
+    from runtime.results import formatter
+
+    state.client.script_flush()
+    rider = Riding("rs-lost-rider")
+    look = state.look("rs-lost", "c1", hold=60, rider=rider)
+    assert (look.delivery, rider.answers) == (1, [1])
+    state.client.script_flush()
+    ended = formatter.success("c1", "nap", "slept", max_bytes=1024)
+    count = state.publish("rs-lost", ended, reply_to=None, stage=0, rider=rider)
+    assert (count, rider.answers) == (1, [2])
+    assert state.recall("rs-lost", "c1").status is Status.ok
+    assert state.look("rs-lost", "c1", hold=60).delivery == 2
