@@ -77,7 +77,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
     "p7_batches": (5000, 50, "P7: one-call batches waiting for approval in one client process"),
     "f1_flood": (2000, 100, "F1: key A's no-op reads queued while key B's batch is timed"),
-    "f1_samples": (5, 2, "F1: key B's one-call batches per repetition (their median)"),
+    "f1_samples": (15, 2, "F1: key B's one-call batches per repetition (their median)"),
     "l1_calls": (1000, 20, "L1: one-call batches the checks alone are measured over (limits_cost)"),
     "f1_share": (4, 2, "F1: fair share's reads in flight per key"),
 }
