@@ -33,19 +33,11 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 
 PLANS_KEPT = 4096  # batches whose calls' queues one reader remembers (a plan never changes)
 
 
-def tally(pipe: redis.client.Pipeline, result: ToolResult) -> None:
-    """Count one published end into `pipe` (the publishing round trip)."""
-    counted, bucket, total, seconds = fields(result)
-    pipe.hincrby(CALLS_TALLY, counted, 1)
-    if bucket is not None:
-        pipe.hincrby(SECONDS_TALLY, bucket, 1)
-        pipe.hincrbyfloat(SECONDS_TALLY, total, seconds)
-
-
 def fields(result: ToolResult) -> tuple[str, str | None, str, float]:
-    """What one end adds: its field of the calls' tally, and if it ran its
-    run time's bucket field, sum field and seconds (else None for the bucket:
-    refusals, skips and early ends never ran)."""
+    """What one end adds, counted by the publish's script (`state_scripts.PUBLISH`):
+    its field of the calls' tally, and if it ran its run time's bucket field,
+    sum field and seconds (else None for the bucket: refusals, skips and early
+    ends never ran)."""
     tool = result.tool
     counted = f"{tool}\n{result.status.value}"
     if result.duration_ms <= 0:
