@@ -92,10 +92,6 @@ class RedisState(BatchCopies):
             batch_id, result, payload, channel, announced, stage, hold, drop_plan
         )
         with reaching(f"the end of {result.call_id} cannot be published"):
-            if rider is None:  # one script (`state_scripts`), no pipeline
-                keys, args = state_scripts.publish_call(end)
-                done = persisting(patience, lambda: self._publish(keys=keys, args=args))
-                return int(done) if stage is not None else None
             return persisting(patience, lambda: riding.publish(self._publish, end, rider))
 
     def stake(self, batch_id: str, result: ToolResult, *, patience: float = 0.0) -> bool:
@@ -190,16 +186,10 @@ class RedisState(BatchCopies):
         self, batch_id: str, call_id: str, *, hold: float | None = None, rider: Rider | None = None
     ) -> Look:
         """Cancel flag, delivery count (counted here), stored result and the
-        call's lease, in one pipelined round trip: reads and idempotent calls
-        keep their deliveries here, not in the ledger, so each costs one ledger
-        transaction in all. `rider`: the call's take in flow control, in the
-        same round trip."""
-        if rider is None:  # one script (`state_scripts`), no pipeline
-            keys, args = state_scripts.look_call(batch_id, call_id, hold)
-            with reaching(f"cannot look at {call_id}"):
-                cancelled, delivery, stored = self._look(keys=keys, args=args)
-            result = ToolResult.model_validate_json(stored) if stored else None
-            return Look(bool(cancelled), int(delivery), result)
+        call's lease, in one script and one round trip (`transport/riding.py`):
+        reads and idempotent calls keep their deliveries here, not in the
+        ledger, so each costs one ledger transaction in all. `rider`: the
+        call's take in flow control, in the same round trip."""
         with reaching(f"cannot look at {call_id}"):
             cancelled, delivery, stored = riding.look(self._look, batch_id, call_id, hold, rider)
         result = ToolResult.model_validate_json(stored) if stored else None

@@ -1,8 +1,9 @@
-"""A worker's look at a call and the publish of its end when another command
-rides them (`BatchState.look`'s and `publish`'s `rider`: flow control's take
-of the call's hits and slots, its finish; a chain step's read of the next
-step's end): the state's own script (`runtime.transport.state_scripts`, as
-EVALSHA) and the rider's commands after it on one pipeline, one round trip.
+"""A worker's look at a call and the publish of its end: the state's own
+script (`runtime.transport.state_scripts`, one EVALSHA) and, when another
+command rides them (`BatchState.look`'s and `publish`'s `rider`: flow
+control's take of the call's hits and slots, its finish; a chain step's read
+of the next step's end), the rider's commands after it on one pipeline, one
+round trip.
 
 A script Redis does not hold (a process's first use, or Redis restarted)
 answers NOSCRIPT and did nothing: it is then run on its own (redis-py's
@@ -24,24 +25,27 @@ from runtime.types import ToolResult
 
 
 def look(
-    script: Script, batch_id: str, call_id: str, hold: float | None, rider: Rider
+    script: Script, batch_id: str, call_id: str, hold: float | None, rider: Rider | None
 ) -> tuple[Any, Any, Any]:
     """LOOK's answers (cancel flag, delivery, stored end), `rider` told its own."""
     keys, args = look_call(batch_id, call_id, hold)
     return tuple(_riding(script, keys, args, rider))
 
 
-def publish(script: Script, p: Publication, rider: Rider) -> int | None:
+def publish(script: Script, p: Publication, rider: Rider | None) -> int | None:
     """PUBLISH's work (its stage's count of ends, if counted), `rider` told its own."""
     keys, args = publish_call(p)
     done = _riding(script, keys, args, rider)
     return int(done) if p.stage is not None else None
 
 
-def _riding(script: Script, keys: list[str], args: list, rider: Rider) -> Any:
-    """`script`'s answer, with `rider`'s commands on the same round trip: an
-    error of the rider's (Redis lost its scripts) is its own to handle; one
-    of the script's raises, but NOSCRIPT, which runs it on its own."""
+def _riding(script: Script, keys: list[str], args: list, rider: Rider | None) -> Any:
+    """`script`'s answer, with `rider`'s commands on the same round trip (no
+    rider: the script alone, one EVALSHA): an error of the rider's (Redis
+    lost its scripts) is its own to handle; one of the script's raises, but
+    NOSCRIPT, which runs it on its own."""
+    if rider is None:
+        return script(keys=keys, args=args)
     with script.registered_client.pipeline(transaction=False) as pipe:
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         rider.ride(pipe)

@@ -6,10 +6,10 @@ Sent as pipelines they were five and eight to eleven commands, each one packed
 and parsed by redis-py and dispatched by Redis; as a script each is one
 EVALSHA. Scripts run whole or not at all, so either does all that its
 pipeline did or nothing of it: what one pipeline command could miss (a lost
-connection midway) was retried whole before as now. A call whose look or
-publish carries a rider of flow control (`BatchState.look`'s `rider`) keeps
-the pipeline, where the rider's own scripts ride. UNLOOK takes a look back
-(a call that waits for its limits was not taken)."""
+connection midway) was retried whole before as now. A rider (flow control's
+take and finish, a chain step's read) goes after the script on one pipeline
+(`runtime.transport.riding`). UNLOOK takes a look back (a call that waits
+for its limits was not taken)."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def look_call(batch_id: str, call_id: str, hold: float | None) -> tuple[list[str
 
 @dataclass(frozen=True)
 class Publication:
-    """One end to store and publish: what PUBLISH (or its pipeline, when a
-    rider of flow control rides it: `runtime.transport.riding`) is given."""
+    """One end to store and publish: what PUBLISH is given
+    (`runtime.transport.riding`)."""
 
     batch_id: str
     result: ToolResult
