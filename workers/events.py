@@ -15,27 +15,32 @@ happened, and Flower sees it at most that much later
 from __future__ import annotations
 
 import logging
+import time
 
 from celery.worker.consumer import Consumer
 
 log = logging.getLogger("toolrun.worker")
 FLUSH_SECONDS = 0.05  # how long an event may wait in the buffer for others
+LOST_SECONDS = 1.0  # a flush this late never will be: its timer went with the loop
 
 
 class CallConsumer(Consumer):
     """Celery's consumer, with its task events sent in bursts."""
 
-    _flush_due = False  # a flush is on the event loop's timer
+    _flush_at: float | None = None  # when the flush on the event loop's timer is due
 
     def on_send_event_buffered(self) -> None:
         if not self.hub:
             return super().on_send_event_buffered()
-        if not self._flush_due:
-            self._flush_due = True
+        now = time.monotonic()
+        # A restarted consumer (the broker lost and found again) may have lost
+        # the timer's entry with its loop: then the next event schedules another.
+        if self._flush_at is None or now > self._flush_at + LOST_SECONDS:
+            self._flush_at = now + FLUSH_SECONDS
             self.hub.call_later(FLUSH_SECONDS, self._flush_due_events)
 
     def _flush_due_events(self) -> None:
-        self._flush_due = False
+        self._flush_at = None
         self._flush_events()
 
     def stop(self) -> None:
