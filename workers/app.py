@@ -1,5 +1,6 @@
 """What a worker process adds to the Celery app (`runtime/transport/app.py`):
-redacted, call-tagged logs, and Flower's `/metrics` behind its basic auth.
+redacted, call-tagged logs, task events sent in bursts (`workers/events.py`),
+and Flower's `/metrics` behind its basic auth.
 `celery -A workers worker|flower` loads this module; clients never do.
 """
 
@@ -8,15 +9,23 @@ from __future__ import annotations
 import sys
 from contextvars import Token
 
-from celery import signals
+from celery import Celery, signals
 
 from runtime.logs import enter_call, leave_call, prepare_handlers
 from runtime.redaction import redactor_for
-from runtime.settings import get_settings
-from runtime.transport.app import make_app
+from runtime.settings import Settings, get_settings
+from runtime.transport import app as transport_app
 
 __all__ = ["make_app"]
 _calls: dict[str, Token] = {}  # task id -> its log context, from prerun to postrun
+
+
+def make_app(settings: Settings, *, redis_url: str | None = None) -> Celery:
+    """The deployment's app (`runtime.transport.app.make_app`), whose worker
+    sends its task events in bursts."""
+    app = transport_app.make_app(settings, redis_url=redis_url)
+    app.conf.worker_consumer = "workers.events:CallConsumer"
+    return app
 
 
 @signals.after_setup_logger.connect
