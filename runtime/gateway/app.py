@@ -46,6 +46,7 @@ class Gateway:
     standing: Standing  # whether the key of an open stream or poll is still live
     cursors: Cursors  # this process's logs of its streams, for short event ids
     waits: Waits  # the streams and long polls each key holds open ("Flow control")
+    json: type[JSONResponse]  # the redacted JSON response, for routes that build their own
 
 
 def create_app(settings: Settings | None = None, runtime: Runtime | None = None) -> FastAPI:
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     redactor = redactor_for(runtime.settings.redaction_patterns)
     org = runtime.policies.org.get("permissions", {})
     keys = Keys(runtime.ledger)
+    json_response = redacted_json(redactor)
     gateway = Gateway(
         runtime=runtime,
         keys=keys,
@@ -66,6 +68,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
             runtime.policies.limits.size and runtime.policies.limits.size.waits_per_key,
             getattr(runtime.transport, "throttle", None),  # None: the in-process transport
         ),
+        json=json_response,
     )
 
     @asynccontextmanager
@@ -78,7 +81,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         title="toolrun",
         version="1",
         lifespan=lifespan,
-        default_response_class=redacted_json(redactor),
+        default_response_class=json_response,
         docs_url=None,  # no HTML pages (they load scripts from a CDN); /openapi.json stays
         redoc_url=None,
         description="Runs AI agents' tool calls: batches, events, approvals.",

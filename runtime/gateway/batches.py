@@ -56,26 +56,43 @@ class Submission(BaseModel):
         return self
 
 
-@router.post("", status_code=202)
+@router.post("", status_code=202, response_model=dict[str, Any])
 async def submit(
     submission: Submission,
     request: Request,
-    response: Response,
     key: Authorized,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
     traceparent: Annotated[str | None, Header(max_length=128)] = None,
-) -> dict[str, Any]:
-    """Start a batch and answer at once. The same `Idempotency-Key` again (from
-    the same key) answers the same batch and runs nothing twice; with another
-    body (calls, mode, workspace, on_error, rules) it is a 409. A W3C
-    `traceparent` header puts the batch's spans in the caller's trace."""
-    # One hop to a worker thread and back: FastAPI checks the answer of a
-    # plain `def` route in a second one ("The HTTP gateway").
-    batch_id = await run_in_threadpool(
-        _submit, submission, request, key, idempotency_key, traceparent
-    )
-    response.headers["Location"] = f"/v1/batches/{batch_id}"
-    return {"batch_id": batch_id, **_links(batch_id)}
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
+) -> Response:
+    """Start a batch and answer at once: 202, its `batch_id` and links. With
+    `wait`, the answer is held until the batch ends or `wait` seconds pass,
+    and is the body `GET /v1/batches/{id}` answers: 200 once it has ended,
+    else 202 (`Location` names the batch to read on). The same
+    `Idempotency-Key` again (from the same key) answers the same batch and
+    runs nothing twice; with another body (calls, mode, workspace, on_error,
+    rules) it is a 409. A W3C `traceparent` header puts the batch's spans in
+    the caller's trace."""
+    gateway = request.app.state.gateway
+    # A wait's slot is taken before anything is submitted: a 429 past the
+    # key's cap means no batch was started ("Flow control").
+    release = gateway.waits.take(key) if wait > 0 else None
+    try:
+        # One hop to a worker thread and back: FastAPI checks the answer of a
+        # plain `def` route in a second one ("The HTTP gateway").
+        batch_id = await run_in_threadpool(
+            _submit, submission, request, key, idempotency_key, traceparent
+        )
+        where = {"Location": f"/v1/batches/{batch_id}"}
+        if release is None:
+            return gateway.json({"batch_id": batch_id, **_links(batch_id)}, 202, where)
+        seen = await _seen(gateway, key, batch_id)
+        await events.settled(seen.handle, wait, _alive(gateway, key))
+    finally:
+        if release is not None:
+            release()
+    body = _state(batch_id, seen)
+    return gateway.json(body, 200 if body["state"] == "ended" else 202, where)
 
 
 def _submit(
@@ -136,18 +153,25 @@ def _submit(
     return handle.batch_id
 
 
-@router.get("/{batch_id}")
+@router.get("/{batch_id}", response_model=dict[str, Any])
 async def state(
     batch_id: str,
     request: Request,
     key: Authorized,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
-) -> dict[str, Any]:
+) -> Response:
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
     gateway = request.app.state.gateway
     seen = await _seen(gateway, key, batch_id)
     with gateway.waits.holding(key, wait):
         await events.settled(seen.handle, wait, _alive(gateway, key))
+    # Built here, not by FastAPI from a returned dict: it would check and
+    # convert the body once more before the response class renders it.
+    return gateway.json(_state(batch_id, seen))
+
+
+def _state(batch_id: str, seen: access.Seen) -> dict[str, Any]:
+    """The batch's state as `GET /v1/batches/{id}` answers it."""
     finals, waiting = seen.handle.so_far()
     batch = seen.handle.batch
     return {

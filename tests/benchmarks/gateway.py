@@ -22,7 +22,7 @@ from runtime.gateway.keys import Role, mint
 from runtime.ledger.keys import Keys
 from runtime.stack.gateway import needles, start_gateway
 from runtime.stack.processes import stop_process
-from tests.benchmarks import figures
+from tests.benchmarks import cpu, figures
 from tests.benchmarks.compare import repeated
 from tests.benchmarks.report import Figure, Target
 from tests.benchmarks.tools import NOOP
@@ -32,7 +32,8 @@ WAIT = 60  # seconds of each long poll
 
 @contextmanager
 def client(bench) -> Iterator[httpx.Client]:
-    """A gateway on the bench's stack and a keep-alive client holding a submitter key."""
+    """A gateway on the bench's stack and a keep-alive client holding a submitter
+    key; the gateway's process id is the client's `gateway_pid`."""
     settings, record, runtime = bench.settings, bench.record, bench.runtime
     env = dict(os.environ) | {
         "TOOLRUN_HOME": str(settings.home),
@@ -54,6 +55,7 @@ def client(bench) -> Iterator[httpx.Client]:
         with httpx.Client(
             base_url=running["url"], timeout=WAIT + 30, headers={"Authorization": f"Bearer {token}"}
         ) as http:
+            http.gateway_pid = running["pid"]
             yield http
     finally:
         stop_process(running["pid"], needles=needles(running))
@@ -99,8 +101,11 @@ def measure(options: argparse.Namespace, bench, console, *, only_g1: bool = Fals
     sides, o = bench.sides, options
     with client(bench) as http:
         console.log(f"G1: {o.g1_samples} one-call batches over HTTP x {o.repeats}")
+        meter = cpu.Meter({"gateway": http.gateway_pid})
         ours, theirs = repeated(
-            lambda: g1(http, sides.workspace, o.g1_samples),
+            lambda: meter.measure(
+                "toolrun", o.g1_samples, lambda: g1(http, sides.workspace, o.g1_samples)
+            ),
             lambda: figures.p1_toolrun(sides, o.g1_samples),
             o.repeats,
         )
@@ -112,6 +117,14 @@ def measure(options: argparse.Namespace, bench, console, *, only_g1: bool = Fals
             [round(figures.percentile(r, 0.5) * 1000, 3) for r in ours],
             [round(figures.percentile(r, 0.5) * 1000, 3) for r in theirs],
             note="POST /v1/batches, then GET ?wait=; baseline: Runtime.submit(...).results()",
+        )
+        # CPU per batch (its POST and its long poll), the warm-up's included: the
+        # gateway's, and this process's (the HTTP client's) beside it.
+        spent = meter.per_call_ms()["toolrun"]
+        latency.extra["cpu_ms_per_batch"] = spent
+        console.log(
+            f"G1: CPU per batch, gateway {spent.get('gateway', 0):.2f} ms, "
+            f"HTTP client {spent.get('client', 0):.2f} ms"
         )
         if only_g1:
             return [latency]

@@ -86,6 +86,27 @@ def test_a_provider_message_gets_its_reply_in_its_own_dialect(gateway, keys, spa
         assert "hello" in json.dumps(reply["content"][0]["content"])
 
 
+def test_a_submit_that_waits_answers_the_batchs_state_in_one_request(gateway, keys, space):
+    (space / "p.txt").write_text("p")
+    read = {"id": "r", "name": "read_file", "arguments": {"path": "p.txt"}}
+    with gateway.client(keys["submitter"]) as alice:
+        ended = alice.post(
+            "/v1/batches", json={"calls": [read], "workspace": str(space)}, params={"wait": 30}
+        )
+        assert ended.status_code == 200, ended.text  # ended within the wait
+        state = ended.json()
+        assert ended.headers["location"] == f"/v1/batches/{state['batch_id']}"
+        assert state["state"] == "ended" and state["results"][0]["status"] == "ok"
+        assert state == alice.get(ended.headers["location"]).json()  # the long poll's body
+        write = {"id": "w", "name": "write_file", "arguments": {"path": "q", "content": "q"}}
+        body = {"calls": [write], "workspace": str(space), "mode": "default"}
+        waiting = alice.post("/v1/batches", json=body, params={"wait": 0.2})
+        assert waiting.status_code == 202, waiting.text  # still running when the wait ran out
+        state = waiting.json()
+        assert state["state"] == "running" and state["awaiting_approval"][0]["call_id"] == "w"
+        assert alice.post(f"/v1/batches/{state['batch_id']}/cancel").status_code == 202
+
+
 def test_the_same_idempotency_key_is_the_same_batch_for_its_key_only(gateway, keys, space):
     (space / "i.txt").write_text("i")
     body = {

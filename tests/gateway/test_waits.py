@@ -132,5 +132,13 @@ def test_a_second_wait_of_one_key_is_a_429_through_another_gateway(capped):
             assert again.get(f"/v1/batches/{batch}").status_code == 200  # no wait: no hold
             with other_gateway.client(other) as theirs:  # another key is not held back
                 assert theirs.get(f"/v1/batches/{batch}/events").status_code in (200, 404)
+            # A submit that would wait is refused before anything is submitted:
+            # its Idempotency-Key stays unused, free for another body.
+            keyed = {"Idempotency-Key": "refused-wait"}
+            body = {"calls": [{**call, "id": "m"}], "workspace": str(space)}
+            refused = again.post("/v1/batches", json=body, params={"wait": 5}, headers=keyed)
+            assert refused.status_code == 429, refused.text
+            other_body = {"calls": [{**call, "id": "o"}], "workspace": str(space)}
+            assert again.post("/v1/batches", json=other_body, headers=keyed).status_code == 202
             list(stream.iter_lines())  # to its end
         assert again.get(f"/v1/batches/{batch}", params={"wait": 5}).status_code == 200
