@@ -48,27 +48,18 @@ def serve(
     root = logging.getLogger()
     redactor = redactor_for(settings.redaction_patterns)
     prepare_handlers(root, settings.log_format, redactor)  # redacted, naming batch and call ids
-    logging.getLogger("uvicorn.access").addFilter(failed_requests)
     uvicorn.run(
         create_app(settings),
         host=host or settings.gateway_host,
         port=settings.gateway_port if port is None else port,
         log_config=None,
+        # Every request's line at DEBUG (TOOLRUN_LOG_LEVEL); else only the
+        # refused ones', written by the gateway's CountRequests: a line per
+        # answered request cost the gateway about a tenth of its CPU
+        # (docs/architecture.md, "The HTTP gateway").
+        access_log=root.isEnabledFor(logging.DEBUG),
         timeout_graceful_shutdown=5,
     )
-
-
-def failed_requests(record: logging.LogRecord) -> bool:
-    """uvicorn's access lines of the requests answered 4xx or 5xx (a wrong
-    key's 401, a 404, a 429: who tried what), and of every request at DEBUG.
-    A line per answered request cost the gateway about a tenth of its CPU
-    (made, redacted, written); `toolrun_gateway_requests` counts them all
-    (docs/architecture.md, "The HTTP gateway")."""
-    args = record.args
-    status = args[4] if isinstance(args, tuple) and len(args) == 5 else None
-    if not isinstance(status, int) or status >= 400:
-        return True
-    return logging.getLogger().isEnabledFor(logging.DEBUG)  # TOOLRUN_LOG_LEVEL=DEBUG
 
 
 def _keys():

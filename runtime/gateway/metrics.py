@@ -143,7 +143,12 @@ class Metrics:
 
 
 class CountRequests:
-    """Pure ASGI, so an event stream is counted once, when its response starts."""
+    """Pure ASGI, so an event stream is counted once, when its response starts.
+
+    It also writes the access line of a request answered 4xx or 5xx, in
+    uvicorn's words, when uvicorn's own access log is off (it is, but at
+    DEBUG): uvicorn builds a record for every answered request before any
+    filter can drop it (docs/architecture.md, "The HTTP gateway")."""
 
     def __init__(self, app, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
@@ -155,7 +160,25 @@ class CountRequests:
         async def counted(message) -> None:
             if message["type"] == "http.response.start":
                 route = getattr(scope.get("route"), "path", "unmatched")
-                self.metrics.requests.labels(scope["method"], route, message["status"]).inc()
+                status = message["status"]
+                self.metrics.requests.labels(scope["method"], route, status).inc()
+                if status >= 400 and not access_log.isEnabledFor(logging.DEBUG):  # else uvicorn's
+                    _refused(scope, status)
             await send(message)
 
         await self.app(scope, receive, counted)
+
+
+# uvicorn's own access logger goes quiet (propagates nothing) when its log is off.
+access_log = logging.getLogger("toolrun.gateway.access")
+
+
+def _refused(scope, status: int) -> None:
+    """uvicorn's access line of a refused request: who asked what, and the answer."""
+    client = scope.get("client")
+    who = f"{client[0]}:{client[1]}" if client else "-"
+    path = scope.get("path", "")
+    if query := scope.get("query_string", b"").decode("latin-1"):
+        path = f"{path}?{query}"
+    version = scope.get("http_version", "1.1")
+    access_log.info('%s - "%s %s HTTP/%s" %d', who, scope["method"], path, version, status)
