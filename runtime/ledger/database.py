@@ -7,17 +7,20 @@ ledger's rows on it (docs/architecture.md, "The ledger")."""
 import random
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any, TypeVar
 
 import tenacity
 from sqlalchemy import exc, text
+from sqlalchemy.engine import URL
 from sqlmodel import Session
 
 from runtime.errors import LedgerRefused, LedgerUnavailable
 from runtime.ledger import engine as ledger_engine
 from runtime.ledger import schema
 from runtime.ledger.write_hold import WriteHold
+from runtime.ledger.write_turn import WriteTurn
 from runtime.redaction import BUILT_IN, Redactor
 
 T = TypeVar("T")
@@ -48,6 +51,7 @@ class Database:
         self._writer = ledger_engine.writer(self._engine)
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
+        self._turn = _turn(self._engine.url, busy)
         self._schema_checked = False
         try:
             self._check_schema()
@@ -98,7 +102,7 @@ class Database:
 
         def attempt() -> T:
             bind = self._writer if write else self._engine
-            with self._hold.writing() if write else nullcontext():
+            with self._hold.writing() if write else nullcontext(), self._turn(write):
                 if core:  # SQL statements only: a connection, without a session's bookkeeping
                     with bind.begin() as connection:
                         return work(connection)
@@ -141,3 +145,17 @@ class Database:
         url = self._engine.url.render_as_string(hide_password=True)
         fault = LedgerUnavailable if ledger_engine.transient(error) else LedgerRefused
         return fault(f"ledger {url}: {tries} attempt(s) failed: {said}")
+
+
+def _turn(url: URL, seconds: float) -> Callable[[bool], AbstractContextManager[None]]:
+    """A writer's turn (`write_turn.py`) for an SQLite file; PostgreSQL's
+    writers wait on its own locks, asleep."""
+    database = url.database or ""
+    if (
+        url.get_backend_name() != "sqlite"
+        or database in ("", ":memory:")
+        or database.startswith("file:")
+    ):
+        return lambda write: nullcontext()
+    turn = WriteTurn(Path(database), seconds)
+    return lambda write: turn.taken() if write else nullcontext()
