@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import Connection, Row, func, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, func, select, update
 
-from runtime.ledger.rows import BATCHES, CALLS, EVENTS, event_fields
+from runtime.ledger.rows import BATCHES, CALLS, INSERT_EVENTS, event_fields
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.redaction import Redactor
 from runtime.types import Status
@@ -50,29 +50,18 @@ def claim(
     connection: Connection, batch_id: str, call_id: str, *, worker: str | None, redactor: Redactor
 ) -> Begun:
     """Claim a call, writing its started row with the claim."""
-    where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
-    call = connection.execute(select(CALLS).where(where).with_for_update()).first()
+    key = {"batch": batch_id, "call": call_id}
+    call = connection.execute(CALL, key).first()
     if call is None:
         return Begun(Start.unrecorded, 1, None)
     if call.status not in OPEN:
         return Begun(Start.finished, call.attempts, call)
     if call.status != "pending":
         return Begun(Start.taken, call.attempts, call)
-    batch = BATCHES.c.id == batch_id
-    cancelled = select(BATCHES.c.cancelled_at).where(batch).with_for_update(read=True)
-    if connection.execute(cancelled).scalar() is not None:
+    if connection.execute(CANCELLED, key).scalar() is not None:
         return Begun(Start.cancelled, call.attempts, call)
     now, delivery = utc_now(), call.attempts + 1
-    connection.execute(
-        update(CALLS)
-        .where(where)
-        .values(
-            status="running",
-            worker=worker,
-            attempts=delivery,
-            started_at=func.coalesce(CALLS.c.started_at, now),
-        )
-    )
+    connection.execute(TAKE, key | {"worker": worker, "attempts": delivery, "now": now})
     started = event_fields(
         batch_id,
         call_id,
@@ -82,5 +71,28 @@ def claim(
         attempt=delivery,
         redactor=redactor,
     )
-    connection.execute(insert(EVENTS), [started])
+    connection.execute(INSERT_EVENTS, [started])
     return Begun(Start.run, delivery, call)
+
+
+# The claim's statements, built once: built per claim, they cost a chain's step
+# more CPU than running them (docs/architecture.md, "Round trips and memory").
+_THE_CALL = (CALLS.c.batch_id == bindparam("batch")) & (CALLS.c.call_id == bindparam("call"))
+CALL = select(CALLS).where(_THE_CALL).with_for_update()
+CANCELLED = (
+    select(BATCHES.c.cancelled_at)
+    .where(BATCHES.c.id == bindparam("batch"))
+    .with_for_update(read=True)
+)
+TAKE = (
+    update(CALLS)
+    .where(_THE_CALL)
+    .values(
+        status="running",
+        worker=bindparam("worker", type_=CALLS.c.worker.type),
+        attempts=bindparam("attempts", type_=CALLS.c.attempts.type),
+        started_at=func.coalesce(
+            CALLS.c.started_at, bindparam("now", type_=CALLS.c.started_at.type)
+        ),
+    )
+)
