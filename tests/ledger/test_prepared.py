@@ -46,12 +46,17 @@ NAME = Prepared(select(THINGS.c.name).where(THINGS.c.id == bindparam("key")), ro
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def engine(request, tmp_path):
-    if request.param == "sqlite":
-        found = create_engine(f"sqlite:///{tmp_path / 'things.db'}")
-        META.create_all(found)
-        yield found
-        found.dispose()
+    if request.param == "postgres":
+        yield request.getfixturevalue("postgres_engine")
         return
+    found = create_engine(f"sqlite:///{tmp_path / 'things.db'}")
+    META.create_all(found)
+    yield found
+    found.dispose()
+
+
+@pytest.fixture
+def postgres_engine():
     url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
     if not url:
         pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set")
@@ -125,3 +130,17 @@ def test_rows_whose_columns_need_converting_are_refused(engine):
     when = Prepared(select(THINGS.c.at).where(THINGS.c.id == bindparam("key")), rows=True)
     with engine.connect() as connection, pytest.raises(TypeError, match="needs converting"):
         when.first(connection, {"key": 1})
+
+
+@pytest.mark.postgres
+def test_a_connection_the_server_dropped_is_invalidated_and_the_next_one_works(postgres_engine):
+    engine = postgres_engine
+    with pytest.raises(exc.OperationalError) as raised, engine.begin() as connection:
+        pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with engine.connect() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+        INSERT.execute(connection, {"id": 1, "name": "one", "at": None, "body": None})
+    assert raised.value.connection_invalidated
+    with engine.begin() as connection:
+        INSERT.execute(connection, {"id": 1, "name": "one", "at": None, "body": None})
+        assert NAME.first(connection, {"key": 1}) == ("one",)
