@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, exists, func, or_, select, update
 
+from runtime.ledger.prepared import Prepared
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
 
@@ -88,10 +89,10 @@ def mark_ended(connection: Connection, batch_id: str) -> bool:
     (an end written late from a buffer keeps the time it happened); its plan
     goes. Whether it is ended now."""
     key = {"batch": batch_id}
-    if connection.execute(MARK_ENDED, key | {"now": utc_now()}).rowcount == 0:
-        if connection.execute(ENDED_AT, key).scalar() is None:
+    if MARK_ENDED.execute(connection, key | {"now": utc_now()}) == 0:
+        if ENDED.first(connection, key) is None:
             return False  # a call is open, or the batch is not recorded yet
-    connection.execute(DROP_PLAN, key)
+    DROP_PLAN.execute(connection, key)
     return True
 
 
@@ -101,7 +102,7 @@ def mark_ended(connection: Connection, batch_id: str) -> bool:
 _LAST_END = select(func.max(ENDS.c.at)).where(ENDS.c.batch_id == bindparam("batch"))
 _HAS_END = exists().where(ENDS.c.batch_id == CALLS.c.batch_id, ENDS.c.call_id == CALLS.c.call_id)
 _OPEN_CALL = exists().where(CALLS.c.batch_id == bindparam("batch"), ~_HAS_END)
-MARK_ENDED = (
+MARK_ENDED = Prepared(
     update(BATCHES)
     .where(BATCHES.c.id == bindparam("batch"), BATCHES.c.ended_at.is_(None), ~_OPEN_CALL)
     .values(
@@ -110,8 +111,11 @@ MARK_ENDED = (
         )
     )
 )
-ENDED_AT = select(BATCHES.c.ended_at).where(BATCHES.c.id == bindparam("batch"))
-DROP_PLAN = delete(PLANS).where(PLANS.c.batch_id == bindparam("batch"))
+ENDED = Prepared(
+    select(BATCHES.c.id).where(BATCHES.c.id == bindparam("batch"), BATCHES.c.ended_at.is_not(None)),
+    rows=True,
+)
+DROP_PLAN = Prepared(delete(PLANS).where(PLANS.c.batch_id == bindparam("batch")))
 
 
 def mark_cancelled(connection: Connection, batch_id: str, *, by: str, at: datetime) -> datetime:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
-from sqlalchemy import Connection, Row, func, insert, select, update
+from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 
+from runtime.ledger.prepared import Prepared
 from runtime.ledger.rows import BATCHES, CALLS, EVENTS, event_fields
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.redaction import Redactor
@@ -39,40 +41,41 @@ class Start(StrEnum):
     cancelled = "cancelled"  # the batch's cancel was recorded first: it must not start
 
 
+class Found(NamedTuple):
+    """What a claim reads of the call's row, as it was found."""
+
+    status: str
+    attempts: int
+    worker: str | None
+    summary: str | None
+    error_kind: str | None
+    error_message: str | None
+
+
 @dataclass(frozen=True)
 class Begun:
     start: Start
     delivery: int
-    row: Row | None  # the call's row as it was found (a `toolrun_call` row)
+    row: Found | None  # the call's row as it was found
 
 
 def claim(
     connection: Connection, batch_id: str, call_id: str, *, worker: str | None, redactor: Redactor
 ) -> Begun:
     """Claim a call, writing its started row with the claim."""
-    where = (CALLS.c.batch_id == batch_id) & (CALLS.c.call_id == call_id)
-    call = connection.execute(select(CALLS).where(where).with_for_update()).first()
-    if call is None:
+    key = {"batch": batch_id, "call": call_id}
+    row = CALL.first(connection, key)
+    if row is None:
         return Begun(Start.unrecorded, 1, None)
+    call = Found(*row)
     if call.status not in OPEN:
         return Begun(Start.finished, call.attempts, call)
     if call.status != "pending":
         return Begun(Start.taken, call.attempts, call)
-    batch = BATCHES.c.id == batch_id
-    cancelled = select(BATCHES.c.cancelled_at).where(batch).with_for_update(read=True)
-    if connection.execute(cancelled).scalar() is not None:
+    if CANCELLED.first(connection, key) == (1,):
         return Begun(Start.cancelled, call.attempts, call)
     now, delivery = utc_now(), call.attempts + 1
-    connection.execute(
-        update(CALLS)
-        .where(where)
-        .values(
-            status="running",
-            worker=worker,
-            attempts=delivery,
-            started_at=func.coalesce(CALLS.c.started_at, now),
-        )
-    )
+    TAKE.execute(connection, key | {"worker": worker, "attempts": delivery, "now": now})
     started = event_fields(
         batch_id,
         call_id,
@@ -82,5 +85,36 @@ def claim(
         attempt=delivery,
         redactor=redactor,
     )
-    connection.execute(insert(EVENTS), [started])
+    INSERT_EVENTS.execute(connection, started)
     return Begun(Start.run, delivery, call)
+
+
+# The claim's statements, built once (built per claim, they cost a chain's step
+# more CPU than running them) and run on the driver's cursor
+# (`runtime.ledger.prepared`; docs/architecture.md, "Round trips and memory").
+# Whether the batch is cancelled is read as 1 or 0, which needs no converting
+# (the time would); its row is locked for share either way.
+_THE_CALL = (CALLS.c.batch_id == bindparam("batch")) & (CALLS.c.call_id == bindparam("call"))
+CALL = Prepared(
+    select(*(CALLS.c[name] for name in Found._fields)).where(_THE_CALL).with_for_update(),
+    rows=True,
+)
+CANCELLED = Prepared(
+    select(case((BATCHES.c.cancelled_at.is_(None), 0), else_=1))
+    .where(BATCHES.c.id == bindparam("batch"))
+    .with_for_update(read=True),
+    rows=True,
+)
+TAKE = Prepared(
+    update(CALLS)
+    .where(_THE_CALL)
+    .values(
+        status="running",
+        worker=bindparam("worker", type_=CALLS.c.worker.type),
+        attempts=bindparam("attempts", type_=CALLS.c.attempts.type),
+        started_at=func.coalesce(
+            CALLS.c.started_at, bindparam("now", type_=CALLS.c.started_at.type)
+        ),
+    )
+)
+INSERT_EVENTS = Prepared(insert(EVENTS))

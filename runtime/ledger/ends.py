@@ -15,6 +15,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
 from runtime.ledger.batches import mark_ended
+from runtime.ledger.prepared import Prepared
 from runtime.ledger.rows import CALLS, ENDS, EVENTS, USAGE, event_fields, lock_batches, scrub, text
 from runtime.ledger.tables import EventKind
 from runtime.redaction import BUILT_IN, Redactor
@@ -110,14 +111,16 @@ class CallEnd:
         row (if there is one: a call never recorded keeps its events alone)
         and (`usage`) the usage row. False, writing nothing, if another
         reporter ended the call first."""
+        if isinstance(connection, Session):
+            connection = connection.connection()
         if self.unclaimed and not _pending(connection, self.batch_id, self.call_id):
             return False
         if not claim_end(connection, self.end):
             return False
-        connection.execute(INSERT_EVENTS, self.events)
-        self.call_recorded = connection.execute(END_CALL, self.values).rowcount > 0
+        INSERT_EVENTS.execute_many(connection, self.events)
+        self.call_recorded = END_CALL.execute(connection, self.values) > 0
         if usage:
-            connection.execute(INSERT_USAGE, self.usage)
+            INSERT_USAGE.execute(connection, self.usage)
         return True
 
 
@@ -148,14 +151,11 @@ def _pending(connection: Connection | Session, batch_id: str, call_id: str) -> b
     return status in (None, "pending")
 
 
-def claim_end(connection: Connection | Session, end: dict[str, Any]) -> bool:
+def claim_end(connection: Connection, end: dict[str, Any]) -> bool:
     """Insert a call's end row unless it has one: the one compare-and-set that
     decides which end a call has (docs/architecture.md, "One end per call")."""
-    dialect = (
-        connection.get_bind().dialect if isinstance(connection, Session) else connection.dialect
-    )
-    postgresql = dialect.name == "postgresql"
-    return connection.execute(CLAIM_END[postgresql], end).first() is not None
+    postgresql = connection.dialect.name == "postgresql"
+    return CLAIM_END[postgresql].first(connection, end) is not None
 
 
 def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
@@ -172,22 +172,23 @@ def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
         end.closed = bool(closing) and mark_ended(connection, end.batch_id)
     usage = [end.usage for end, first in zip(ends, ended, strict=True) if first]
     if usage:  # one statement for the group's usage rows
-        connection.execute(INSERT_USAGE, usage)
+        INSERT_USAGE.execute_many(connection, usage)
     return ended
 
 
 # The statements of a call's end, built once: one built per call cost its
 # construction and its cache key on every end, about half of a pool process's
-# CPU for a read (docs/architecture.md, "Round trips and memory"). The end row's
-# insert by dialect (PostgreSQL: True), with RETURNING, not rowcount: psycopg
-# reports -1 for an INSERT ... ON CONFLICT.
+# CPU for a read; and run on the driver's cursor (`runtime.ledger.prepared`)
+# (docs/architecture.md, "Round trips and memory"). The end row's insert by
+# dialect (PostgreSQL: True), with RETURNING, not rowcount: psycopg reports -1
+# for an INSERT ... ON CONFLICT.
 CLAIM_END = {
-    postgresql: make(ENDS).on_conflict_do_nothing().returning(ENDS.c.call_id)
+    postgresql: Prepared(make(ENDS).on_conflict_do_nothing().returning(ENDS.c.call_id), rows=True)
     for postgresql, make in ((False, sqlite_insert), (True, postgresql_insert))
 }
-INSERT_EVENTS, INSERT_USAGE = insert(EVENTS), insert(USAGE)
+INSERT_EVENTS, INSERT_USAGE = Prepared(insert(EVENTS)), Prepared(insert(USAGE))
 # A call's row at its end.
-END_CALL = (
+END_CALL = Prepared(
     update(CALLS)
     .where(CALLS.c.batch_id == bindparam("key_batch_id"))
     .where(CALLS.c.call_id == bindparam("key_call_id"))

@@ -122,19 +122,29 @@ def _begin_immediate(connection: Any, busy_seconds: float) -> None:
     between tries, so when the sixteen pool processes of a reads worker end
     their calls at once, the last writer waited up to 0.4 s for a lock that
     was free again within 30 ms (docs/architecture.md, "The ledger"). Here a
-    waiter tries again after 0.3-1.5 ms for its first 50 ms, then after
-    2-10 ms: the lock is taken soon after it is let go, and one held long (a
-    frozen process) costs each waiter a try every few ms. The first try goes
-    through SQLAlchemy (a statement like any other); the waiter's tries are
-    the driver's own, a few microseconds each.
+    waiter tries again after 1-3 ms for its first 200 ms, then after
+    3-10 ms: the lock is taken soon after it is let go, and one held long (a
+    frozen process) costs each waiter a try every few ms. Every try but the
+    last is the driver's own, a few microseconds (through SQLAlchemy, the
+    first cost a transaction about 30 us); while statements are listened for
+    (`runtime.ledger.prepared`), the first goes through SQLAlchemy, which
+    tells them.
     """
+    driver = connection.connection.dbapi_connection
     try:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if connection.dispatch.before_cursor_execute:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            driver.execute("BEGIN IMMEDIATE")
         return
     except exc.OperationalError as error:
         if "database is locked" not in str(error):
             raise
-    driver, began = connection.connection.dbapi_connection, time.monotonic()
+    except sqlite3.OperationalError as error:
+        if "database is locked" not in str(error):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")  # again: SQLAlchemy's error if it fails
+            return
+    began = time.monotonic()
     while (waited := time.monotonic() - began) < busy_seconds:
         time.sleep(random.uniform(0.001, 0.003) if waited < 0.2 else random.uniform(0.003, 0.01))
         try:
