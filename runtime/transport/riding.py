@@ -45,7 +45,7 @@ def _riding(script: Script, keys: list[str], args: list, rider: Rider | None) ->
     lost its scripts) is its own to handle; one of the script's raises, but
     NOSCRIPT, which runs it on its own."""
     if rider is None:
-        return script(keys=keys, args=args)
+        return _alone(script, keys, args)
     with script.registered_client.pipeline(transaction=False) as pipe:
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         rider.ride(pipe)
@@ -57,6 +57,34 @@ def _riding(script: Script, keys: list[str], args: list, rider: Rider | None) ->
         raise own
     rider.landed(theirs)
     return own
+
+
+def _alone(script: Script, keys: list[str], args: list) -> Any:
+    """`script`'s EVALSHA on a connection of its client's pool, sent and read
+    as redis-py's command path does (the connection's retry, disconnected on
+    a failure, back to the pool after), without that path's per-command
+    bookkeeping: `Script.__call__`'s, its metrics and response callbacks
+    (EVALSHA has none), a third of a round trip's CPU in the pool process
+    (docs/architecture.md, "Round trips and memory"). NOSCRIPT loads it
+    (`Script`). A client with a connection of its own goes the usual way."""
+    client = script.registered_client
+    if getattr(client, "connection", None) is not None:
+        return script(keys=keys, args=args)
+    command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+
+        def attempt() -> Any:
+            conn.send_command(*command)
+            return conn.read_response()
+
+        return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
+    except NoScriptError:
+        pass
+    finally:
+        pool.release(conn)
+    return script(keys=keys, args=args)
 
 
 class Recalled:
