@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextvars
 import ctypes
+import os
 import resource
 import signal
 import threading
@@ -66,12 +67,14 @@ def invoke(
     """Run the tool; `quiet()` is held while it runs on this thread, so that no
     other thread of the process holds a ledger transaction meanwhile."""
     spec = admitted.spec
+    redactor = redactor_for(settings.redaction_patterns)  # the worker's settings, not the process's
     context = ToolContext(
-        workspace=Path(message.workspace).resolve(),
+        # Symlinks followed, as `Path.resolve` does, without its pathlib round trips.
+        workspace=Path(os.path.realpath(message.workspace)),
         batch_id=message.batch_id,
         call_id=message.call_id,
         max_bytes=settings.result_max_bytes,
-        redactor=redactor_for(settings.redaction_patterns),
+        redactor=redactor,
         internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
     )
     timeout = spec.timeout or settings.default_timeout
@@ -115,7 +118,6 @@ def invoke(
     call_id, name = message.call_id, spec.name
     if overran or isinstance(outcome.get("error"), CallTimedOut):
         return time_limits.overran(call_id, name, timeout, read=spec.risk is Risk.read, **meta)
-    redactor = redactor_for(settings.redaction_patterns)  # the worker's settings, not the process's
     if "error" in outcome:
         error, meta["max_bytes"] = outcome["error"], settings.result_max_bytes
         meta["redactor"] = redactor  # an exception's text is the tool's: it may hold a secret

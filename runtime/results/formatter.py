@@ -97,8 +97,9 @@ def finish(
     """Redact every string the result carries (but the fields named `redacted`,
     redacted before they were bounded) and keep the summary to one line.
     Media bytes are not text: redaction would only corrupt them."""
-    data = redactor.redact(result.model_dump(mode="json", exclude={"media", *redacted}))
-    data |= result.model_dump(mode="json", include=set(redacted))
+    dumped = result.model_dump(mode="json", exclude={"media"})
+    kept = {name: dumped.pop(name) for name in redacted}
+    data = redactor.redact(dumped) | kept
     data["summary"] = _line(data["summary"])
     data["media"] = result.media
     return ToolResult.model_validate(data)

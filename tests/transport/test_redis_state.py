@@ -217,3 +217,20 @@ def test_a_script_redis_lost_runs_alone_after_its_riders_which_run_once(state):
     assert (count, rider.answers) == (1, [2])
     assert state.recall("rs-lost", "c1").status is Status.ok
     assert state.look("rs-lost", "c1", hold=60).delivery == 2
+
+
+def test_a_script_redis_lost_runs_once_when_nothing_rides_it(state):
+    """With no rider, the look's and the publish's EVALSHA go on a pooled
+    connection of their own: NOSCRIPT (it did nothing) loads the script and
+    runs it once, and the connection goes back to the pool."""
+    from runtime.results import formatter
+
+    pool = state.client.connection_pool
+    state.client.script_flush()
+    assert state.look("rs-alone", "c1", hold=60).delivery == 1
+    state.client.script_flush()
+    ended = formatter.success("c1", "nap", "slept", max_bytes=1024)
+    assert state.publish("rs-alone", ended, reply_to=None, stage=0) == 1
+    assert state.look("rs-alone", "c1", hold=60).delivery == 2
+    assert state.recall("rs-alone", "c1").status is Status.ok
+    assert not pool._in_use_connections
