@@ -7,7 +7,7 @@ ledger's rows on it (docs/architecture.md, "The ledger")."""
 import random
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -102,7 +102,8 @@ class Database:
 
         def attempt() -> T:
             bind = self._writer if write else self._engine
-            with self._hold.writing() if write else nullcontext(), self._turn(write):
+            turn = self._turn.taken() if write and self._turn else nullcontext()
+            with self._hold.writing() if write else nullcontext(), turn:
                 if core:  # SQL statements only: a connection, without a session's bookkeeping
                     with bind.begin() as connection:
                         return work(connection)
@@ -147,15 +148,10 @@ class Database:
         return fault(f"ledger {url}: {tries} attempt(s) failed: {said}")
 
 
-def _turn(url: URL, seconds: float) -> Callable[[bool], AbstractContextManager[None]]:
+def _turn(url: URL, seconds: float) -> WriteTurn | None:
     """A writer's turn (`write_turn.py`) for an SQLite file; PostgreSQL's
     writers wait on its own locks, asleep."""
     database = url.database or ""
-    if (
-        url.get_backend_name() != "sqlite"
-        or database in ("", ":memory:")
-        or database.startswith("file:")
-    ):
-        return lambda write: nullcontext()
-    turn = WriteTurn(Path(database), seconds)
-    return lambda write: turn.taken() if write else nullcontext()
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    return None if database.startswith("file:") else WriteTurn(Path(database), seconds)
