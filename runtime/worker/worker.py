@@ -189,7 +189,7 @@ class Worker:
                     hold=held,
                     rider=recalled,
                 )
-            elif lease and recalled is not None:
+            elif recalled is not None:  # a lease taken alone
                 recalled.result = self.state.hold(message.batch_id, lease, seconds)
                 recalled.known = True
         except StateUnavailable as error:  # its row is kept: the sweep finds it ended
