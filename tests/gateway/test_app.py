@@ -51,3 +51,23 @@ def test_the_access_log_names_the_refused_requests_not_the_answered_ones(gateway
     log = gateway.log.read_text()
     assert f'"GET {refused} HTTP/1.1" 401' in log
     assert answered not in log
+
+
+def test_at_debug_the_access_log_names_every_request_once(stack, user_settings, tmp_path):
+    """TOOLRUN_LOG_LEVEL=DEBUG: uvicorn's own access log, every request; the
+    refused one is not written a second time by the gateway's counter."""
+    from tests.support.gateway import running_gateway
+
+    answered, refused = (f"/healthz?probe={uuid.uuid4().hex}" for _ in range(2))
+    refused = refused.replace("/healthz", "/v1/tools")
+    with (
+        running_gateway(
+            stack, user_settings, tmp_path / "gateway.log", TOOLRUN_LOG_LEVEL="DEBUG"
+        ) as gateway,
+        gateway.client("trk_000000000000_not-a-key") as stranger,
+    ):
+        assert stranger.get(answered).status_code == 200
+        assert stranger.get(refused).status_code == 401
+    log = gateway.log.read_text()
+    assert log.count(f'"GET {answered} HTTP/1.1" 200') == 1
+    assert log.count(f'"GET {refused} HTTP/1.1" 401') == 1
