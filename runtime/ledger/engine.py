@@ -20,6 +20,8 @@ from typing import Any
 from sqlalchemy import create_engine, event, exc
 from sqlalchemy.engine import Engine, make_url
 
+from runtime.ledger import write_turn
+
 SQLITE_BUSY_MS = 30_000
 IDLE_IN_TRANSACTION_MS = 30_000  # PostgreSQL ends a session idle that long in a transaction
 CACHE_KIB = 512  # page cache per SQLite connection (SQLite's default is 2,000 KiB)
@@ -135,6 +137,7 @@ def _begin_immediate(connection: Any, busy_seconds: float) -> None:
     (`runtime.ledger.prepared`), the first goes through SQLAlchemy, which
     tells them.
     """
+    busy_seconds = write_turn.left_of(busy_seconds)  # less what waiting for the turn took
     driver = connection.connection.dbapi_connection
     nap = False
     if connection.dispatch.before_cursor_execute:  # listened for: the first try tells them

@@ -23,6 +23,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,7 @@ from sqlalchemy import exc
 SUFFIX = "-turn"  # beside the database's own -wal and -shm files
 _open: set[int] = set()  # this process's open turn files
 _open_lock = threading.Lock()
+_waiting = threading.local()  # when this thread began to wait for its turn, while it writes
 
 
 class WriteTurn:
@@ -43,19 +45,33 @@ class WriteTurn:
 
     @contextmanager
     def taken(self) -> Iterator[None]:
-        fd = _opened(self._path)
+        _waiting.began = time.monotonic()  # one budget for the turn and SQLite's lock
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not _Waiter(fd).waited(self._seconds):  # the waiter's thread owns fd now
-                raise _locked(self._seconds) from None
-        except BaseException:
-            _close(fd)
-            raise
-        try:
-            yield
+            fd = _opened(self._path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not _Waiter(fd).waited(self._seconds):  # the waiter's thread owns fd now
+                    raise _locked(self._seconds) from None
+            except BaseException:
+                _close(fd)
+                raise
+            try:
+                yield
+            finally:
+                _close(fd)
         finally:
-            _close(fd)
+            _waiting.began = None
+
+
+def left_of(seconds: float) -> float:
+    """What a writer has left of its `seconds` to wait for SQLite's own lock
+    (`engine._begin_immediate`) after the wait for its turn: both waits share
+    one budget, so an attempt at a write never waits longer than it did
+    before there were turns (a side effect's claim that waited twice as long
+    was sent again by the sweep meanwhile)."""
+    began = getattr(_waiting, "began", None)
+    return seconds if began is None else max(0.0, seconds - (time.monotonic() - began))
 
 
 class _Waiter:

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import exc
 
 from runtime.ledger.engine import transient
-from runtime.ledger.write_turn import SUFFIX, WriteTurn
+from runtime.ledger.write_turn import SUFFIX, WriteTurn, left_of
 
 HOLD = """
 import fcntl, os, sys
@@ -121,3 +121,21 @@ def test_a_child_forked_during_a_turn_does_not_keep_it(path):
         assert _free(path, within=1.0)  # let go with the parent's copy, the child alive
     finally:
         os.waitpid(child, 0)
+
+
+def test_the_wait_for_the_turn_comes_off_the_wait_for_sqlites_lock(path):
+    """One budget for both waits: a writer that waited for its turn has that
+    much less to wait for SQLite's own lock (`engine._begin_immediate`)."""
+    holder, left = _holder(path), []
+
+    def write() -> None:
+        with WriteTurn(path, 30).taken():
+            left.append(left_of(30))
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    thread.join(0.3)  # it waits at least this long, however busy the machine
+    holder.communicate("go\n", timeout=30)
+    thread.join(30)
+    assert len(left) == 1 and left[0] <= 29.7
+    assert left_of(30) == 30  # a write without a turn keeps its whole budget
