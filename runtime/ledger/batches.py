@@ -97,23 +97,31 @@ def needing_attention(
 ) -> Attention:
     """Open batches past their deadline, cancelled, or created before
     `stale_before`; and pending approvals past their expiry."""
-    open_batches = select(BATCHES.c.id, cast(null(), String).label("call_id")).where(
-        BATCHES.c.ended_at.is_(None),
-        or_(
-            BATCHES.c.deadline_at <= now,
-            BATCHES.c.cancelled_at.is_not(None),
-            BATCHES.c.created_at <= stale_before,
-        ),
-        BATCHES.c.deadline_at.is_not(None),
-    )
-    expired = select(APPROVALS.c.batch_id, APPROVALS.c.call_id).where(
-        APPROVALS.c.status == "pending", APPROVALS.c.expires_at <= now
-    )
-    rows = connection.execute(union_all(open_batches, expired)).all()
+    rows = _ATTENTION.all(connection, {"now": now, "stale_before": stale_before})
     return Attention(
         batches=[batch_id for batch_id, call_id in rows if call_id is None],
         expired=[(batch_id, call_id) for batch_id, call_id in rows if call_id is not None],
     )
+
+
+_ATTENTION = Prepared(  # built once: the sweep asks every second
+    union_all(
+        select(BATCHES.c.id, cast(null(), String).label("call_id")).where(
+            BATCHES.c.ended_at.is_(None),
+            or_(
+                BATCHES.c.deadline_at <= bindparam("now", type_=BATCHES.c.deadline_at.type),
+                BATCHES.c.cancelled_at.is_not(None),
+                BATCHES.c.created_at <= bindparam("stale_before", type_=BATCHES.c.created_at.type),
+            ),
+            BATCHES.c.deadline_at.is_not(None),
+        ),
+        select(APPROVALS.c.batch_id, APPROVALS.c.call_id).where(
+            APPROVALS.c.status == "pending",
+            APPROVALS.c.expires_at <= bindparam("now", type_=APPROVALS.c.expires_at.type),
+        ),
+    ),
+    rows=True,
+)
 
 
 def mark_ended(connection: Connection, batch_id: str) -> bool:
