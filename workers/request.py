@@ -55,6 +55,8 @@ class CallRequest(Request):
         self.steps = chain.length(self.raw)
         self.time_limits = (tasks.worker().hard_limit(self.raw), None)
         self._step: Step | None = None  # the chain step last seen running
+        if self.steps > 1 and _watchdog:  # built on the event loop, as the message comes
+            _watchdog[0].arm()
 
     def step(self) -> tuple[int, Any]:
         """The index and message (carrying the steps after it) of the step
@@ -125,29 +127,58 @@ class CallRequest(Request):
 
 
 def watch_chains(pool: Any, every: float = WATCH_SECONDS) -> None:
-    """From the worker's main process, on its event loop: every `every`
-    seconds, give a chain step past its hard limit the treatment of Celery's
-    own hard limit (`pool`: the worker's `TaskPool`; its process is killed,
-    the step ends, the task is acknowledged). Without an event loop (a pool
-    other than prefork) chains keep their task's limit alone."""
+    """From the worker's main process, on its event loop: while a chain is
+    reserved, every `every` seconds, give a chain step past its hard limit
+    the treatment of Celery's own hard limit (`pool`: the worker's
+    `TaskPool`; its process is killed, the step ends, the task is
+    acknowledged). Without an event loop (a pool other than prefork) chains
+    keep their task's limit alone."""
     hub = get_event_loop()
     if hub is None or not hasattr(pool, "_pool"):
         log.warning("no event loop: chain steps keep their task's time limit alone")
         return
+    _watchdog[:] = [Watchdog(hub, pool, every)]
+    if _chains():  # reserved before the worker was ready
+        _watchdog[0].arm()
 
-    def tick() -> None:
+
+class Watchdog:
+    """The chain steps' own hard limits, looked at on the event loop only
+    while a chain is reserved: an idle worker's main process wakes for
+    nothing (ten times a second before, about a third of its idle CPU; the
+    loop that hands each message to the pool is the one it woke)."""
+
+    def __init__(self, hub: Any, pool: Any, every: float) -> None:
+        self.hub, self.pool, self.every = hub, pool, every
+        self.armed = False
+
+    def arm(self) -> None:
+        """Look again in `every` seconds (once, however often it is armed)."""
+        if not self.armed:
+            self.armed = True
+            self.hub.call_later(self.every, self.tick)
+
+    def tick(self) -> None:
+        self.armed = False
+        chains = _chains()
         now = time.monotonic()
-        for request in list(state.active_requests):
-            if not isinstance(request, CallRequest):
-                continue
+        for request in chains:
             try:
                 job = request._apply_result() if request._apply_result else None
                 if job is not None and not job.ready() and request.overdue(now):
-                    pool._pool.on_hard_timeout(job)
+                    self.pool._pool.on_hard_timeout(job)
             except Exception:  # noqa: BLE001 - the next tick looks again
                 log.exception("the chain watchdog failed on %s", request.id)
+        if chains:
+            self.arm()
 
-    hub.call_repeatedly(every, tick)
+
+_watchdog: list[Watchdog] = []  # the main process's, once its worker is ready
+
+
+def _chains() -> list[CallRequest]:
+    """The chains this worker has reserved (running ones among them) and not finished."""
+    return [r for r in list(state.reserved_requests) if isinstance(r, CallRequest) and r.steps > 1]
 
 
 def _kill(pid: int) -> None:

@@ -172,15 +172,14 @@ class Advancer:
         or old enough to have lost a message (`everything`: every open batch,
         after Redis lost its data). How many batches it looked at."""
         liveness.record_kept(self.state, self.ledger)
-        expired = set()
-        for batch_id, call_id in self.approvals.expired():
-            self.approvals.expire(batch_id, call_id)
-            expired.add(batch_id)
         now = utc_now()
         waited = time.time() - self.viewer.resend_after
         stale = now if everything else now.fromtimestamp(waited, now.tzinfo)
+        attention = self.ledger.needing_attention(now=now, stale_before=stale)
+        for batch_id, call_id in attention.expired:
+            self.approvals.expire(batch_id, call_id)
         lapsed = liveness.lapsed(self.state)
-        found = set(self.ledger.needing_attention(now=now, stale_before=stale)) | expired
+        found = set(attention.batches) | {batch_id for batch_id, _ in attention.expired}
         found |= {batch_id for batch_id, _ in lapsed} | self.flow.due()
         for batch_id in sorted(found):
             try:

@@ -11,13 +11,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    String,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    func,
+    null,
+    or_,
+    select,
+    union_all,
+    update,
+)
 
 from runtime.ledger.prepared import Prepared
-from runtime.ledger.tables import BatchRow, CallRow, EndRow, PlanRow, utc_now
+from runtime.ledger.tables import ApprovalRow, BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
 
-BATCHES, CALLS, ENDS, PLANS = (
+APPROVALS, BATCHES, CALLS, ENDS, PLANS = (
+    ApprovalRow.__table__,
     BatchRow.__table__,
     CallRow.__table__,
     EndRow.__table__,
@@ -69,19 +83,45 @@ def progress(connection: Connection, batch_id: str, *, with_plan: bool) -> Progr
     )
 
 
+@dataclass(frozen=True)
+class Attention:
+    """What the sweep looks at, read in one statement (docs/architecture.md,
+    "The sweep"): an idle sweep costs one round trip to the ledger."""
+
+    batches: list[str]  # open, and past their deadline, cancelled, or stale
+    expired: list[tuple[str, str]]  # (batch id, call id) of pending approvals past their time
+
+
 def needing_attention(
     connection: Connection, *, now: datetime, stale_before: datetime
-) -> list[str]:
-    query = select(BATCHES.c.id).where(
-        BATCHES.c.ended_at.is_(None),
-        or_(
-            BATCHES.c.deadline_at <= now,
-            BATCHES.c.cancelled_at.is_not(None),
-            BATCHES.c.created_at <= stale_before,
-        ),
-        BATCHES.c.deadline_at.is_not(None),
+) -> Attention:
+    """Open batches past their deadline, cancelled, or created before
+    `stale_before`; and pending approvals past their expiry."""
+    rows = _ATTENTION.all(connection, {"now": now, "stale_before": stale_before})
+    return Attention(
+        batches=[batch_id for batch_id, call_id in rows if call_id is None],
+        expired=[(batch_id, call_id) for batch_id, call_id in rows if call_id is not None],
     )
-    return list(connection.execute(query).scalars().all())
+
+
+_ATTENTION = Prepared(  # built once: the sweep asks every second
+    union_all(
+        select(BATCHES.c.id, cast(null(), String).label("call_id")).where(
+            BATCHES.c.ended_at.is_(None),
+            or_(
+                BATCHES.c.deadline_at <= bindparam("now", type_=BATCHES.c.deadline_at.type),
+                BATCHES.c.cancelled_at.is_not(None),
+                BATCHES.c.created_at <= bindparam("stale_before", type_=BATCHES.c.created_at.type),
+            ),
+            BATCHES.c.deadline_at.is_not(None),
+        ),
+        select(APPROVALS.c.batch_id, APPROVALS.c.call_id).where(
+            APPROVALS.c.status == "pending",
+            APPROVALS.c.expires_at <= bindparam("now", type_=APPROVALS.c.expires_at.type),
+        ),
+    ),
+    rows=True,
+)
 
 
 def mark_ended(connection: Connection, batch_id: str) -> bool:

@@ -80,6 +80,17 @@ class Prepared:
             cursor.close()
         return tuple(found[0]) if found else None
 
+    def all(self, connection: Connection, values: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run it with `values`; every row it returns."""
+        form = self._form(connection, values)
+        if form is None:
+            return [tuple(row) for row in connection.execute(self.statement, values)]
+        cursor = _run(connection, form, lambda c: c.execute(form.sql, _bound(form, values)))
+        try:
+            return [tuple(row) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+
     def execute_many(self, connection: Connection, rows: Sequence[dict[str, Any]]) -> None:
         """Run it once per row of `rows` (the driver's `executemany`); every
         row gives the same columns."""

@@ -33,9 +33,10 @@ class LedgerReads(Database):
         it runs), with when each was claimed."""
         return self._read(batches.claimed, batch_id)
 
-    def needing_attention(self, *, now: datetime, stale_before: datetime) -> list[str]:
+    def needing_attention(self, *, now: datetime, stale_before: datetime) -> batches.Attention:
         """Open batches past their deadline, cancelled, or old enough that a lost
-        message or a lost hand-on could be holding them up."""
+        message or a lost hand-on could be holding them up; and pending
+        approvals past their expiry. One statement: what an idle sweep reads."""
         return self._read(batches.needing_attention, now=now, stale_before=stale_before)
 
     def open_batches(self, submitter: str) -> int:

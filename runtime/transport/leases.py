@@ -45,6 +45,17 @@ if held then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
+# Whether Redis lost what it held, in one step: KEYS = the epoch, the last
+# server's run id; ARGV = now. The epoch is set if missing (emptied); the run
+# id read from INFO (none where INFO is refused) replaces the last one seen.
+EPOCH_LOOK = """
+local emptied = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+local info = redis.pcall('INFO', 'server')
+local server = type(info) == 'string' and string.match(info, 'run_id:(%w+)') or false
+local before = false
+if server then before = redis.call('SET', KEYS[2], server, 'GET') end
+return {emptied and 1 or 0, before, server}
+"""
 RELEASE_SWEEP = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -66,6 +77,7 @@ class Leases:
         self._renew = client.register_script(RENEW)
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
+        self._lost = client.register_script(EPOCH_LOOK)
 
     def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
         until = time.time() + seconds
@@ -125,17 +137,10 @@ class Leases:
         """A missing epoch key means Redis lost what it held; the new one says
         when. Another server than at the last look (a Sentinel failover to a
         replica, a restart from the append-only file) may have lost the last
-        writes before it took over: open batches are looked at again then too."""
+        writes before it took over: open batches are looked at again then too.
+        One round trip: the sweep asks every second."""
         with reaching("cannot read the epoch"):
-            emptied = bool(self.client.set(EPOCH_KEY, str(time.time()), nx=True))
-            server = self._server_id()
-            before = self.client.set(SERVER_KEY, server, get=True) if server else None
-        return emptied or (before is not None and before.decode() != server)
-
-    def _server_id(self) -> str | None:
-        """The answering server's run id (new at every start and on another
-        server); None where INFO is not allowed."""
-        try:
-            return str(self.client.info("server")["run_id"])
-        except (redis.ResponseError, KeyError):
-            return None
+            emptied, before, server = self._lost(
+                keys=[EPOCH_KEY, SERVER_KEY], args=[str(time.time())]
+            )
+        return bool(emptied) or (server is not None and before not in (None, server))

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 from runtime.batch import progress
 from runtime.batch.advance import Advancer
@@ -399,6 +399,26 @@ def test_the_sweep_ends_a_batch_past_its_deadline(world):
     assert world.advancer.sweep() == 1
     assert world.ends(plan.batch.id, 2) == {"r1": Status.skipped, "w1": Status.skipped}
     assert world.ended(plan.batch.id) and world.taken() == []
+
+
+def test_a_sweep_that_finds_nothing_reads_the_ledger_once(world):
+    """Deadlines, cancels, stale batches and expired approvals in one
+    statement: the sweep runs every second on an idle cluster too."""
+    plan, _ = world.record(nap("r1"))  # open, not due: the sweep leaves it be
+    statements: list[str] = []
+
+    def heard(conn, cursor, statement, *_: object) -> None:
+        if not statement.startswith("BEGIN"):  # SQLite's own, where the transaction begins
+            statements.append(statement)
+
+    engine = world.ledger._engine
+    event.listen(engine, "before_cursor_execute", heard)
+    try:
+        assert world.advancer.sweep() == 0
+    finally:
+        event.remove(engine, "before_cursor_execute", heard)
+    assert len(statements) == 1, statements
+    assert world.ledger.batch(plan.batch.id).ended_at is None
 
 
 def test_the_sweep_expires_an_approval_and_its_call_ends_denied(world):

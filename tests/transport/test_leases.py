@@ -37,3 +37,21 @@ def test_an_empty_start_and_another_server_each_count_as_lost_once(tmp_path):
         assert not state.lost("me")
     finally:
         stop_process(pid, needles=redis_needles(url))
+
+
+def test_the_look_at_the_epoch_is_one_round_trip(tmp_path):
+    """The sweep asks every second, an idle cluster too."""
+    url, pid = start_redis(Settings(home=tmp_path))
+    try:
+        state = Leases(redis.Redis.from_url(url))
+        state.lost("me")  # the script is loaded
+        with redis.Redis.from_url(url).monitor() as monitor:
+            assert not state.lost("me")
+            state.client.ping()  # the end of what it sent
+            sent = []
+            while not (command := monitor.next_command())["command"].startswith("PING"):
+                if command["client_type"] != "lua":
+                    sent.append(command["command"])
+        assert len(sent) == 1 and sent[0].startswith("EVALSHA"), sent
+    finally:
+        stop_process(pid, needles=redis_needles(url))
