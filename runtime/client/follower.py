@@ -30,7 +30,7 @@ POLL_SECONDS = 0.01  # how often an inbox that cannot wake its batch is looked a
 
 @dataclass(eq=False)
 class _Followed:
-    run: BatchRun
+    run: BatchRun | None  # None once ended: its timers outlive it, and must not keep it
     pushes: bool  # its inbox wakes it on an arrival; else it is polled
     check_at: float = 0.0  # monotonic: its next thorough look
     poll_at: float = 0.0  # monotonic: its next poll, if it is polled
@@ -201,8 +201,10 @@ class Follower:
     def _after(self, entry: _Followed, thorough: bool, failed: bool) -> None:
         with self._changed:
             entry.busy = False
-            if failed or entry.run.done:
-                self._followed.pop(entry.run, None)
+            run = entry.run
+            if failed or run.done:
+                self._followed.pop(run, None)
+                entry.run = None  # free at once: no timer, no cycle through its inbox
                 ended = True
             else:
                 ended = False
@@ -215,4 +217,4 @@ class Follower:
                     entry.again = False
                     self._enqueue(entry)
         if ended:
-            entry.run.unwatch()
+            run.unwatch()

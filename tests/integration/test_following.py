@@ -4,8 +4,11 @@ docs/architecture.md, "Following batches"), and every batch still ends."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import time
+import weakref
 
 import redis
 
@@ -48,3 +51,25 @@ def test_a_client_follows_300_batches_waiting_for_approval_on_a_few_threads(
         assert threading.active_count() <= threads + THREADS
     assert ends.count(Status.ok) == BATCHES // 30
     assert ends.count(Status.denied) == BATCHES - BATCHES // 30
+
+
+def test_an_ended_batch_is_freed_without_the_garbage_collector(stack, user_settings, workspace):
+    """Nothing the follower keeps (a timer still due, the inbox's wake-up)
+    holds a batch once it has ended: a client submitting batch after batch
+    would otherwise keep a second's worth of them alive, and its collector
+    would walk them (a 10 ms pause every hundred 1-call batches here)."""
+    with runtime_on(stack, user_settings) as rt:
+        calls = [{"id": "r", "name": "read_file", "arguments": {"path": "a.txt"}}]
+        (workspace / "a.txt").write_text("a")
+        gc.disable()
+        try:
+            handle = rt.submit(calls, mode="auto", workspace=workspace)
+            assert handle.results(timeout=60)[0].status is Status.ok
+            run = weakref.ref(handle._run)
+            del handle
+            deadline = time.monotonic() + 10
+            while run() is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert run() is None
+        finally:
+            gc.enable()
