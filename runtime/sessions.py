@@ -44,6 +44,10 @@ RECORD_THEN_RUN = (
 _root: list[Path] = []
 _SH = [shutil.which("sh") or "/bin/sh"]
 _mine: dict[int, Path] = {}  # pid -> this process's directory (a forked child has its own)
+# Whether this process may have entries left to end: it started a session
+# since its last clean look. Most calls start none, and `end_own` then looks
+# at nothing (a look is a mkdir, two directory listings: ten system calls).
+_looking: list[bool] = [False]
 
 
 def configure(root: Path | None) -> None:
@@ -77,6 +81,7 @@ def wrapped(argv: list[str]) -> list[str]:
     The `sh` in front costs about 2 ms a command."""
     if not _root:
         return argv
+    _looking[0] = True  # before the session can exist: `end_own` looks from now on
     directory, pid = str(_directory()), str(os.getpid())
     return [_SH[0], "-c", RECORD_THEN_RUN, "toolrun-session", directory, pid, *argv]
 
@@ -90,10 +95,15 @@ def forget(session: int) -> None:
 
 def end_own() -> bool:
     """After a call, in the process that ran it: kill whatever session it
-    recorded that is still there, and clear the entries. True if none is left."""
-    if not _root:
+    recorded that is still there, and clear the entries. True if none is left.
+    A process that started none since its last clean look has none to end."""
+    if not _root or not _looking[0]:
         return True
-    return _end(_directory())
+    _looking[0] = False  # cleared before the look: one started meanwhile sets it again
+    gone = _end(_directory())
+    if not gone:  # a survivor is looked for again after the next call
+        _looking[0] = True
+    return gone
 
 
 def leave() -> None:
@@ -201,6 +211,14 @@ def _exists(name: str) -> bool:
 def _started(pid: int) -> str:
     stat = _stat(str(pid))
     return stat[19] if stat else "0"
+
+
+def _in_child() -> None:
+    _looking[0] = False  # the parent's sessions are its own: the child's directory is new
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_in_child)
 
 
 def _stat(pid: str) -> list[str] | None:

@@ -113,3 +113,16 @@ def test_a_starting_worker_kills_what_dead_pool_processes_left(root):
     assert sessions.end_orphans()
     assert not any(alive(session) for _, session in left)
     assert list(root.iterdir()) == []
+
+
+def test_a_call_that_started_no_session_looks_at_nothing(root, tmp_path):
+    assert sessions.end_own()
+    assert list(root.iterdir()) == []  # no look: not even its directory was made
+
+    child = subprocess.Popen(sessions.wrapped(["sleep", "60"]), start_new_session=True)
+    [directory] = root.iterdir()
+    wait_for(lambda: [entry.name for entry in directory.iterdir()] == [str(child.pid)])
+    assert sessions.end_own()
+    assert child.wait(10) == -9
+    assert list(directory.iterdir()) == []
+    sessions.leave()

@@ -139,3 +139,26 @@ def test_the_wait_for_the_turn_comes_off_the_wait_for_sqlites_lock(path):
     thread.join(30)
     assert len(left) == 1 and left[0] <= 29.7
     assert left_of(30) == 30  # a write without a turn keeps its whole budget
+
+
+def test_a_process_waits_for_its_turns_on_one_thread_kept(path):
+    """The thread that waits for a turn is started once per process, not per wait."""
+    seen = []
+    for _ in range(2):
+        holder = _holder(path)
+        writer = threading.Thread(target=_write_once, args=(path,))
+        writer.start()
+        waiting = []
+        deadline = time.monotonic() + 30
+        while not waiting and time.monotonic() < deadline:
+            waiting = [t for t in threading.enumerate() if t.name == "toolrun-write-turn"]
+            time.sleep(0.005)
+        seen.append(waiting)
+        holder.communicate("go\n", timeout=30)
+        writer.join(30)
+    assert len(seen[0]) == 1 and seen[0] == seen[1]
+
+
+def _write_once(path) -> None:
+    with WriteTurn(path, 30).taken():
+        pass
