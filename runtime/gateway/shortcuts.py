@@ -26,6 +26,14 @@ from starlette.middleware.exceptions import ExceptionMiddleware
 
 from runtime.gateway import batches
 
+try:  # FastAPI's own spans, when tracing is on, name a request by its route
+    from fastapi.telemetry._api import _route_selected
+except ImportError:  # a FastAPI without them
+
+    def _route_selected(*, scope, path, mount=False) -> None:
+        pass
+
+
 PREFIX = "/v1/batches"
 WAIT = TypeAdapter(Annotated[float, Field(ge=0, le=batches.MAX_WAIT)])
 IDEMPOTENCY_KEY = TypeAdapter(Annotated[str, Field(min_length=1, max_length=256)])
@@ -76,7 +84,7 @@ class Shortcuts:
         wait = _valid(WAIT, query.get("wait", 0))
         if body is None:
             batch_id = _batch_id(scope["path"])
-            scope["route"], scope["path_params"] = self.state_route, {"batch_id": batch_id}
+            _matched(scope, self.state_route, {"batch_id": batch_id})
             return await batches.polled(gateway, key, batch_id, wait)
         submission = _submission(headers, body)
         idempotency_key, traceparent = headers.get("idempotency-key"), headers.get("traceparent")
@@ -84,8 +92,14 @@ class Shortcuts:
             _valid(IDEMPOTENCY_KEY, idempotency_key)
         if traceparent is not None:
             _valid(TRACEPARENT, traceparent)
-        scope["route"], scope["path_params"] = self.submit_route, {}
+        _matched(scope, self.submit_route, {})
         return await batches.submitted(gateway, submission, key, idempotency_key, traceparent, wait)
+
+
+def _matched(scope, route, path_params: dict[str, str]) -> None:
+    """What FastAPI's router writes in the scope of a request it routes."""
+    scope["route"], scope["path_params"] = route, path_params
+    _route_selected(scope=scope, path=route.path_format)
 
 
 def _batch_id(path: str) -> str | None:

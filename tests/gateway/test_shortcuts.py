@@ -91,3 +91,21 @@ def test_anything_else_reaches_the_route_with_its_body(shortcut, params, headers
     answer = client.post("/v1/batches", params=params, headers=headers, content=body)
     assert answer.status_code == ROUTE_ANSWER
     assert reached == [("POST", "/v1/batches", body)]
+
+
+def test_what_it_answers_is_counted_under_the_routes_templates(tmp_path):
+    space = tmp_path / "space"
+    space.mkdir()
+    with memory_runtime(workspace=space) as rt:
+        app = create_app(rt.settings, rt)
+        token = mint(app.state.gateway.keys, "alice", Role.submitter, roots=[str(space)])
+        client = TestClient(app, base_url="http://gw", headers={"Authorization": f"Bearer {token}"})
+        calls = [{"id": "r", "name": "list_dir", "arguments": {"path": "."}}]
+        for _ in range(2):  # the first authenticates through the route, the second not
+            batch = client.post("/v1/batches", json={"calls": calls, "workspace": str(space)})
+            assert batch.status_code == 202, batch.text
+            state = client.get(f"/v1/batches/{batch.json()['batch_id']}", params={"wait": 30})
+            assert state.status_code == 200, state.text
+        text = client.get("/metrics").text
+    assert 'method="POST",route="/v1/batches",status="202"} 2.0' in text
+    assert 'method="GET",route="/v1/batches/{batch_id}",status="200"} 2.0' in text
