@@ -19,6 +19,7 @@ from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.cursors import Cursors
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
+from runtime.gateway.shortcuts import Shortcuts
 from runtime.gateway.waits import Waits
 from runtime.ledger.keys import Keys
 from runtime.redaction import Redactor, redactor_for
@@ -90,6 +91,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
     problems.install(app, redactor)
     for router in (batches.router, approvals.router, service.router, usage.router):
         app.include_router(router)
+    app.add_middleware(Shortcuts, api=app)  # inside the two below, as the routes are
     app.add_middleware(BodyLimit, limit=settings.gateway_max_body_bytes)
     app.add_middleware(CountRequests, metrics=gateway.metrics)
     return app

@@ -73,7 +73,21 @@ async def submit(
     runs nothing twice; with another body (calls, mode, workspace, on_error,
     rules) it is a 409. A W3C `traceparent` header puts the batch's spans in
     the caller's trace."""
-    gateway = request.app.state.gateway
+    return await submitted(
+        request.app.state.gateway, submission, key, idempotency_key, traceparent, wait
+    )
+
+
+async def submitted(
+    gateway: Any,
+    submission: Submission,
+    key: Key,
+    idempotency_key: str | None,
+    traceparent: str | None,
+    wait: float,
+) -> Response:
+    """`submit`'s answer, once its input is checked: FastAPI's route, or
+    `shortcuts.Shortcuts` for a request it can check itself ("The HTTP gateway")."""
     # A wait's slot is taken before anything is submitted: a 429 past the
     # key's cap means no batch was started ("Flow control").
     release = gateway.waits.take(key) if wait > 0 else None
@@ -81,7 +95,7 @@ async def submit(
         # One hop to a worker thread and back: FastAPI checks the answer of a
         # plain `def` route in a second one ("The HTTP gateway").
         batch_id = await run_in_threadpool(
-            _submit, submission, request, key, idempotency_key, traceparent
+            _submit, gateway, submission, key, idempotency_key, traceparent
         )
         where = {"Location": f"/v1/batches/{batch_id}"}
         if release is None:
@@ -96,8 +110,8 @@ async def submit(
 
 
 def _submit(
+    gateway: Any,
     submission: Submission,
-    request: Request,
     key: Key,
     idempotency_key: str | None,
     traceparent: str | None,
@@ -105,7 +119,6 @@ def _submit(
     """`submit`'s work off the event loop (the workspace's path is resolved,
     the batch recorded and sent): the batch's id."""
     roles.require(key, Role.submitter)
-    gateway = request.app.state.gateway
     options = {
         "mode": roles.mode_for(key, submission.mode),
         "workspace": roles.workspace_for(key, submission.workspace),
@@ -161,7 +174,11 @@ async def state(
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
 ) -> Response:
     """The batch's results so far; with `wait`, held until it ends or `wait` seconds pass."""
-    gateway = request.app.state.gateway
+    return await polled(request.app.state.gateway, key, batch_id, wait)
+
+
+async def polled(gateway: Any, key: Key, batch_id: str, wait: float) -> Response:
+    """`state`'s answer, once its input is checked (as `submitted`)."""
     seen = await _seen(gateway, key, batch_id)
     with gateway.waits.holding(key, wait):
         await events.settled(seen.handle, wait, _alive(gateway, key))

@@ -92,23 +92,27 @@ async def settled(handle: BatchHandle, seconds: float, alive: Alive = _always) -
     if handle.done or seconds <= 0:
         return
     loop = asyncio.get_running_loop()
-    ended = asyncio.Event()
+    # A future, not an `asyncio.Event` awaited by `wait_for`, which made a
+    # task of each wait (docs/architecture.md, "The HTTP gateway").
+    ended = loop.create_future()
 
     def listener(_: Event) -> None:
         if handle.done:
-            loop.call_soon_threadsafe(ended.set)
+            loop.call_soon_threadsafe(_end, ended)
 
     handle.subscribe(listener)
     until = loop.time() + seconds
     try:
         while not handle.done and loop.time() < until:
-            try:
-                await asyncio.wait_for(ended.wait(), min(RECHECK, until - loop.time()))
-            except TimeoutError:
-                pass
+            await asyncio.wait((ended,), timeout=min(RECHECK, until - loop.time()))
             if handle.done:
                 return
             if not await alive():
                 raise Unauthorized("the API key was revoked while the request waited")
     finally:
         handle.unsubscribe(listener)
+
+
+def _end(ended: asyncio.Future) -> None:
+    if not ended.done():
+        ended.set_result(None)
