@@ -112,19 +112,18 @@ class Ledger(LedgerReads):
 
         def work(connection: Connection) -> Recorded:
             lock_batches(connection, {batch.id})  # workers ending its calls wait (PostgreSQL)
-            if connection.execute(first_insert(connection.dialect.name), head).first() is None:
+            if first_insert(connection.dialect.name).first(connection, head) is None:
                 return Recorded.found  # a batch recorded before keeps its first record, and only it
             if open_cap is not None:
                 open_batches.check(connection, head.get("submitter"), open_cap)
             if owner is not None:
                 row = owner | {"batch_id": batch.id, "format": head.get("format"), "at": utc_now()}
                 connection.execute(owner_insert(connection.dialect.name), row)
-            connection.execute(INSERT_CALLS, calls)
+            INSERT_CALLS.execute_many(connection, calls)
             if plan is not None:
-                connection.execute(INSERT_PLAN, [{"batch_id": batch.id, "body": plan}])
+                INSERT_PLAN.execute(connection, {"batch_id": batch.id, "body": plan})
             ended = settle(connection, batch.id)
-            if rows:
-                connection.execute(INSERT_EVENTS, rows)
+            INSERT_EVENTS.execute_many(connection, rows)
             for end in ends:
                 end.write(connection)  # this batch's lock is held
             ended |= {end.call_id for end in ends}

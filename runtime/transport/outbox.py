@@ -26,6 +26,7 @@ from redis.client import Pipeline
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport import chain
 from runtime.transport.names import EFFECTS, READS, TASK
+from runtime.transport.stencil import Stencils
 from runtime.types import CallMessage
 
 log = logging.getLogger("toolrun.dispatcher")
@@ -39,6 +40,7 @@ SHOWN_CHARS = 2048  # what Flower keeps of a call's arguments (it holds thousand
 class CeleryQueue:
     def __init__(self, app: Celery, *, redactor: Redactor = BUILT_IN) -> None:
         self.app, self.redactor = app, redactor
+        self.stencils = Stencils(app)  # Celery's reads message, filled in (`ride`)
         # The broker is the state's Redis (the default: one Redis is both), so a
         # message's commands can ride the state's pipeline (`ride`).
         self.rides = (
@@ -79,12 +81,28 @@ class CeleryQueue:
         handles) and no declaring of the queue, which the message does not
         go through (Celery sends it on the default exchange with the queue's
         name as its key, a Redis list the workers declared); the task-sent
-        event still declares its exchange, which routes it."""
+        event still declares its exchange, which routes it. Once this
+        process has sent two messages so, the rest are filled into Celery's
+        first (`runtime.transport.stencil`), when it may stand for them."""
+        stencil = self.stencils.usable()
+        if stencil is not None:
+            for message in messages:
+                options = task_options(message, READS, self.redactor, sent_at=time.time())
+                commands = stencil.commands_for(
+                    options["args"][0],
+                    options["shadow"],
+                    options["argsrepr"],
+                    self.stencils.values(),
+                )
+                for name, args in commands:
+                    getattr(pipe, name)(*args)
+            return
         with self.app.producer_or_acquire() as producer:
-            producer._batch_local.current = _Riding(pipe)  # kombu 5.7's producer batch slot
-            try:
-                for message in messages:
-                    options = task_options(message, READS, self.redactor, sent_at=time.time())
+            for message in messages:
+                options = task_options(message, READS, self.redactor, sent_at=time.time())
+                riding = _Riding(pipe, learning=self.stencils.wanted())
+                producer._batch_local.current = riding  # kombu 5.7's producer batch slot
+                try:
                     self.app.send_task(
                         TASK,
                         producer=producer,
@@ -93,8 +111,10 @@ class CeleryQueue:
                         result_cls=_Sent,
                         **options,
                     )
-            finally:
-                del producer._batch_local.current
+                finally:
+                    del producer._batch_local.current
+                if riding.commands is not None:
+                    self.stencils.learn(riding.commands, options["args"][0])
 
 
 class _Sent:
@@ -113,14 +133,18 @@ class _Riding:
     pipeline of ours: the channel routes each message and hands its final
     commands to `add`, which puts them on the pipeline instead of sending."""
 
-    def __init__(self, pipe: Pipeline) -> None:
+    def __init__(self, pipe: Pipeline, *, learning: bool = False) -> None:
+        """`learning`: keep the commands too (`commands`), for a stencil."""
         self.pipe = pipe
+        self.commands: list[tuple[str, tuple[Any, ...]]] | None = [] if learning else None
 
     def publish(self, channel: Any, message: Any, **options: Any) -> Any:
         return channel.basic_publish(message, _publish_batch=self, **options)
 
     def add(self, name: str, *args: Any) -> None:
         getattr(self.pipe, name)(*args)
+        if self.commands is not None:
+            self.commands.append((name, args))
 
 
 def task_options(
