@@ -19,6 +19,7 @@ from sqlmodel import Session
 from runtime.errors import LedgerRefused, LedgerUnavailable
 from runtime.ledger import engine as ledger_engine
 from runtime.ledger import schema
+from runtime.ledger.checkpoint import Checkpoints
 from runtime.ledger.write_hold import WriteHold
 from runtime.ledger.write_turn import WriteTurn
 from runtime.redaction import BUILT_IN, Redactor
@@ -52,6 +53,8 @@ class Database:
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
         self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
         self._turn = _turn(self._engine.url, busy)
+        # SQLite's checkpoints, made by a thread, not in a commit (`checkpoint.py`).
+        self._checkpoints = Checkpoints(self._engine) if self._turn else None
         self._schema_checked = False
         try:
             self._check_schema()
@@ -73,6 +76,8 @@ class Database:
         self._read(lambda c: c.execute(text("SELECT 1")))
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         self._engine.dispose()
 
     def transaction(self, work: Callable[[Any], T], *, write: bool = True, core: bool = False) -> T:
@@ -106,9 +111,13 @@ class Database:
             with self._hold.writing() if write else nullcontext(), turn:
                 if core:  # SQL statements only: a connection, without a session's bookkeeping
                     with bind.begin() as connection:
-                        return work(connection)
-                with Session(bind, expire_on_commit=False) as session, session.begin():
-                    return work(session)
+                        done = work(connection)
+                else:
+                    with Session(bind, expire_on_commit=False) as session, session.begin():
+                        done = work(session)
+            if write and self._checkpoints is not None:
+                self._checkpoints.committed()
+            return done
 
         began = time.monotonic()
         try:  # most transactions land at once: retries are built for those that do not
