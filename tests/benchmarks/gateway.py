@@ -3,12 +3,11 @@ bench's stack (docs/architecture.md, "The HTTP gateway"). The gateway is a
 process of its own (`toolrun serve`), reached over loopback HTTP with a
 submitter key; the baseline is `Runtime.submit` in this process.
 
-G1: a 1-call no-op batch, submit to its result in one request (`POST
-/v1/batches?wait=`), as `submit(...).results()` is one call of the Python
-client; beside it, in the same rounds, the same batch as a POST and then a
-long poll (`GET ?wait=`), the other loop the gateway documents: its p50,
-ratio and CPU are in G1's `two_requests` (docs/benchmarks/index.md, "Where
-the difference is").
+G1: a 1-call no-op batch, submit to its result (POST, then a long poll);
+beside it, in the same rounds, the same batch in one request (`POST
+/v1/batches?wait=`), the other loop the gateway documents: its p50, ratio and
+CPU are in G1's `one_request` (docs/benchmarks/index.md, "Where the
+difference is").
 G2: no-op reads through the gateway, batches of `p3_batch`, `p3_window` in
 flight from one thread, as P3 runs them through the Python client.
 """
@@ -82,6 +81,15 @@ def _finish(http: httpx.Client, batch_id: str, figure: str) -> None:
 
 
 def g1(http: httpx.Client, workspace, samples: int) -> list[float]:
+    def one() -> float:
+        began = time.perf_counter()
+        _finish(http, _start(http, workspace, 1), "G1")
+        return time.perf_counter() - began
+
+    return [one() for _ in range(samples)]
+
+
+def g1_one_request(http: httpx.Client, workspace, samples: int) -> list[float]:
     """G1's batch submitted with `?wait=`: its results in the POST's answer."""
     body = {"calls": figures.make_calls(NOOP, 1), "mode": "auto", "workspace": str(workspace)}
 
@@ -90,19 +98,8 @@ def g1(http: httpx.Client, workspace, samples: int) -> list[float]:
         state = http.post("/v1/batches", json=body, params={"wait": WAIT}).json()
         took = time.perf_counter() - began
         if state.get("state") != "ended" or state["results"][0]["status"] != "ok":
-            raise figures.BenchError(f"G1: the gateway answered {state}")
+            raise figures.BenchError(f"G1 (one request): the gateway answered {state}")
         return took
-
-    return [one() for _ in range(samples)]
-
-
-def g1_two_requests(http: httpx.Client, workspace, samples: int) -> list[float]:
-    """G1's batch as a POST, then a long poll for its results."""
-
-    def one() -> float:
-        began = time.perf_counter()
-        _finish(http, _start(http, workspace, 1), "G1 (two requests)")
-        return time.perf_counter() - began
 
     return [one() for _ in range(samples)]
 
@@ -125,15 +122,15 @@ def measure(options: argparse.Namespace, bench, console, *, only_g1: bool = Fals
     with client(bench) as http:
         console.log(f"G1: {o.g1_samples} one-call batches over HTTP x {o.repeats}")
         meter = cpu.Meter({"gateway": http.gateway_pid})
-        two: list[list[float]] = []
+        single: list[list[float]] = []
 
-        def baseline_then_two_requests() -> list[float]:
+        def baseline_then_one_request() -> list[float]:
             found = figures.p1_toolrun(sides, o.g1_samples)
-            two.append(
+            single.append(
                 meter.measure(
-                    "two_requests",
+                    "one_request",
                     o.g1_samples,
-                    lambda: g1_two_requests(http, sides.workspace, o.g1_samples),
+                    lambda: g1_one_request(http, sides.workspace, o.g1_samples),
                 )
             )
             return found
@@ -142,7 +139,7 @@ def measure(options: argparse.Namespace, bench, console, *, only_g1: bool = Fals
             lambda: meter.measure(
                 "toolrun", o.g1_samples, lambda: g1(http, sides.workspace, o.g1_samples)
             ),
-            baseline_then_two_requests,
+            baseline_then_one_request,
             o.repeats,
         )
         p50 = lambda runs: [round(figures.percentile(r, 0.5) * 1000, 3) for r in runs]  # noqa: E731
@@ -153,27 +150,27 @@ def measure(options: argparse.Namespace, bench, console, *, only_g1: bool = Fals
             Target("ratio", "<=", 1.3),
             p50(ours),
             p50(theirs),
-            note="POST /v1/batches?wait=; baseline: Runtime.submit(...).results()",
+            note="POST /v1/batches, then GET ?wait=; baseline: Runtime.submit(...).results()",
         )
-        # CPU per batch (its requests), the warm-up's included: the gateway's,
-        # and this process's (the HTTP client's) beside it.
+        # CPU per batch (its POST and its long poll), the warm-up's included: the
+        # gateway's, and this process's (the HTTP client's) beside it.
         spent = meter.per_call_ms()
         latency.extra["cpu_ms_per_batch"] = spent["toolrun"]
-        two_p50 = p50(two[1:])  # the first is the warm-up's
-        ratio = statistics.median(two_p50) / statistics.median(latency.baseline)
-        latency.extra["two_requests"] = {
-            "p50_ms": two_p50,
+        single_p50 = p50(single[1:])  # the first is the warm-up's
+        ratio = statistics.median(single_p50) / statistics.median(latency.baseline)
+        latency.extra["one_request"] = {
+            "p50_ms": single_p50,
             "ratio": round(ratio, 3),
-            "cpu_ms_per_batch": spent["two_requests"],
-            "note": "POST /v1/batches, then GET ?wait=, in the same rounds",
+            "cpu_ms_per_batch": spent["one_request"],
+            "note": "POST /v1/batches?wait=, in the same rounds",
         }
-        for name, side in (("POST ?wait=", "toolrun"), ("POST, GET ?wait=", "two_requests")):
+        for name, side in (("POST, GET ?wait=", "toolrun"), ("POST ?wait=", "one_request")):
             console.log(
                 f"G1 {name}: CPU per batch, gateway {spent[side].get('gateway', 0):.2f} ms, "
                 f"HTTP client {spent[side].get('client', 0):.2f} ms"
             )
-        median = statistics.median(two_p50)
-        console.log(f"G1 POST, GET ?wait=: p50 {median:.2f} ms, ratio {ratio:.2f}")
+        median = statistics.median(single_p50)
+        console.log(f"G1 POST ?wait=: p50 {median:.2f} ms, ratio {ratio:.2f}")
         if only_g1:
             return [latency]
         console.log(f"G2: {o.g2_calls} no-op reads through the gateway x {o.repeats}")
