@@ -94,11 +94,13 @@ class Follower:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
-            followed, self._followed = list(self._followed.values()), {}
+            # The runs, not their entries: a look under way on the listener's
+            # thread may end its batch meanwhile, and its entry lets its run go.
+            followed, self._followed = list(self._followed), {}
         for thread in self._threads:
             thread.join(timeout=5)
-        for entry in followed:
-            entry.run.unwatch()
+        for run in followed:
+            run.unwatch()
 
     def _wake(self, entry: _Followed) -> None:
         """An arrival, on the listener's thread: a batch no driver is looking
