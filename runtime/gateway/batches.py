@@ -24,6 +24,7 @@ from runtime.types import Mode
 log = logging.getLogger("toolrun.gateway")
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 MAX_WAIT = 60.0  # seconds a long poll may hold a request
+KEY_CHARS, TRACEPARENT_CHARS = 256, 128  # the headers' bounds (`shortcuts.py` checks them too)
 Authorized = Annotated[Key, Depends(bearer)]
 
 
@@ -61,8 +62,8 @@ async def submit(
     submission: Submission,
     request: Request,
     key: Authorized,
-    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
-    traceparent: Annotated[str | None, Header(max_length=128)] = None,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=KEY_CHARS)] = None,
+    traceparent: Annotated[str | None, Header(max_length=TRACEPARENT_CHARS)] = None,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 0,
 ) -> Response:
     """Start a batch and answer at once: 202, its `batch_id` and links. With

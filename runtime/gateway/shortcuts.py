@@ -36,8 +36,8 @@ except ImportError:  # a FastAPI without them
 
 PREFIX = "/v1/batches"
 WAIT = TypeAdapter(Annotated[float, Field(ge=0, le=batches.MAX_WAIT)])
-IDEMPOTENCY_KEY = TypeAdapter(Annotated[str, Field(min_length=1, max_length=256)])
-TRACEPARENT = TypeAdapter(Annotated[str, Field(max_length=128)])
+IDEMPOTENCY_KEY = TypeAdapter(Annotated[str, Field(min_length=1, max_length=batches.KEY_CHARS)])
+TRACEPARENT = TypeAdapter(Annotated[str, Field(max_length=batches.TRACEPARENT_CHARS)])
 
 
 class Pass(Exception):
