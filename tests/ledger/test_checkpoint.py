@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import threading
@@ -54,36 +53,5 @@ def test_a_process_that_only_reads_starts_no_thread(tmp_path):
         for _ in range(EVERY * 2):
             database.ping()
         assert sum(t.name == "toolrun-checkpoint" for t in threading.enumerate()) == before
-    finally:
-        database.close()
-
-
-def test_a_forked_child_checkpoints_on_a_thread_of_its_own(tmp_path):
-    """A prefork pool process inherits its parent's ledger: the parent's
-    thread is not in the child, so the child starts its own."""
-    path = tmp_path / "ledger.db"
-    database = Database(f"sqlite:///{path}")
-    try:
-        database.transaction(lambda c: c.execute(text("CREATE TABLE t (x INTEGER)")), core=True)
-        for _ in range(EVERY):  # the parent's thread is started
-            database.transaction(lambda c: c.execute(text("INSERT INTO t VALUES (0)")), core=True)
-        pid = os.fork()
-        if pid == 0:  # the child: its own writes wake a thread of its own
-            try:
-                database._engine.dispose(close=False)  # pooled connections must not cross a fork
-                for _ in range(EVERY):
-                    database.transaction(
-                        lambda c: c.execute(text("INSERT INTO t VALUES (1)")), core=True
-                    )
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    if any(t.name == "toolrun-checkpoint" for t in threading.enumerate()):
-                        os._exit(0)
-                    time.sleep(0.05)
-                os._exit(1)
-            except BaseException:  # noqa: BLE001 - the child reports through its exit code
-                os._exit(2)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
     finally:
         database.close()
