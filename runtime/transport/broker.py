@@ -4,6 +4,8 @@ once it was delivered too often (docs/architecture.md, "Brokers").
 
 - Redis (`redis://`, `rediss://`, `sentinel://`): an unacknowledged message
   comes back after the visibility timeout; kombu looks for such messages often.
+  On `redis://` and `rediss://` a worker takes several messages per round trip
+  (`redis_broker`).
 - RabbitMQ (`amqp://`, `amqps://`): `reads` and `effects` are quorum queues
   (replicated, durable), every publish waits for the broker's confirm, and a
   message returned more than `delivery_limit` times is dead-lettered to `DEAD`,
@@ -23,7 +25,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from runtime.settings import Settings
-from runtime.transport import redis_client
+from runtime.transport import redis_broker, redis_client
 from runtime.transport.names import DEAD, QUEUES
 
 log = logging.getLogger("toolrun.broker")
@@ -101,7 +103,12 @@ def _broker_options(settings: Settings, url: str) -> dict[str, Any]:
             **redis_client.celery_options(settings, url),
         },
         **({"broker_use_ssl": tls} if (tls := _sentinel_tls(settings, url)) else {}),
+        **({"broker_transport": redis_broker.NAME} if _plain_redis(url) else {}),
     }
+
+
+def _plain_redis(url: str) -> bool:
+    return urlsplit(url).scheme in {"redis", "rediss"}
 
 
 def _sentinel_tls(settings: Settings, url: str) -> dict[str, Any] | None:

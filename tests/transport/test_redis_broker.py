@@ -1,0 +1,146 @@
+"""Celery's broker on Redis takes several messages per round trip: once a
+BRPOP brings one, one script takes as many more as the prefetch has room
+for, each with its unacked copy stored as kombu stores it; on a real
+redis-server, through kombu's own consumer."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import redis
+from kombu import Connection, Consumer, Exchange, Producer, Queue
+
+from runtime.settings import Settings
+from runtime.stack.processes import stop_process
+from runtime.stack.redis_server import redis_needles, start_redis
+from runtime.transport import redis_broker
+from runtime.transport.app import make_app
+
+pytestmark = pytest.mark.server
+
+QUEUE = Queue("q", Exchange("q", type="direct"), routing_key="q")
+
+
+@pytest.fixture
+def url(tmp_path):
+    found, pid = start_redis(Settings(home=tmp_path))
+    yield found
+    stop_process(pid, needles=redis_needles(found))
+
+
+def calls(client: redis.Redis) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {
+        name: stats.get(f"cmdstat_{name}", {}).get("calls", 0)
+        for name in ("brpop", "evalsha", "exec")
+    }
+
+
+def publish(connection: Connection, count: int, first: int = 0) -> None:
+    producer = Producer(connection.default_channel, serializer="json")
+    for n in range(first, first + count):
+        producer.publish({"n": n}, exchange=QUEUE.exchange, routing_key="q", declare=[QUEUE])
+
+
+def taking(connection: Connection, prefetch: int, fail_at: int | None = None):
+    got: list = []
+
+    def received(body, message):
+        got.append(message)
+        if body["n"] == fail_at:
+            raise RuntimeError("the consumer failed")
+
+    consumer = Consumer(connection.channel(), [QUEUE], callbacks=[received], accept=["json"])
+    consumer.qos(prefetch_count=prefetch)
+    consumer.consume()
+    return consumer, got
+
+
+def test_one_brpop_brings_as_many_messages_as_the_prefetch_has_room_for(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 6)
+        consumer, got = taking(connection, prefetch=4)
+        client.script_load(redis_broker.TAKE)  # else its first EVALSHA is refused, then loaded
+        before = calls(client)
+        connection.drain_events(timeout=5)
+        spent = {name: calls(client)[name] - before[name] for name in before}
+        assert [m.decode()["n"] for m in got] == [0, 1, 2, 3]  # in order, as sent
+        assert spent == {"brpop": 1, "evalsha": 1, "exec": 1}  # exec: the first one's copy
+        assert client.llen("q") == 2  # the prefetch's room, no more
+        copies = client.hgetall("unacked")
+        assert {m.delivery_tag.encode() for m in got} == set(copies)
+        for message in got:  # each copy as kombu's own: [payload, exchange, routing key]
+            payload, exchange, routing_key = json.loads(copies[message.delivery_tag.encode()])
+            assert payload["properties"]["delivery_tag"] == message.delivery_tag
+            assert (base64.b64decode(payload["body"]), exchange, routing_key) == (
+                message.body,
+                "q",
+                "q",
+            )
+        assert client.zcard("unacked_index") == 4
+        for message in got:
+            message.ack()
+        assert client.hlen("unacked") == 0 and client.zcard("unacked_index") == 0
+        connection.drain_events(timeout=5)
+        assert [m.decode()["n"] for m in got[4:]] == [4, 5]
+        consumer.cancel()
+
+
+def test_messages_taken_and_not_acknowledged_go_back_when_the_consumer_closes(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 5)
+        _, got = taking(connection, prefetch=3)
+        connection.drain_events(timeout=5)
+        assert len(got) == 3
+        got[0].ack()
+    assert client.hlen("unacked") == 0  # restored as kombu restores its own
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        _, again = taking(connection, prefetch=10)
+        connection.drain_events(timeout=5)
+        assert sorted(m.decode()["n"] for m in again) == [1, 2, 3, 4]
+
+
+def test_a_consumer_that_fails_gives_the_messages_after_it_back_at_once(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 5)
+        _, got = taking(connection, prefetch=5, fail_at=1)
+        with pytest.raises(RuntimeError):
+            connection.drain_events(timeout=5)
+        assert [m.decode()["n"] for m in got] == [0, 1]
+        # 2, 3 and 4 were taken with the second one: back in the queue, next in line
+        assert [number(item) for item in reversed(client.lrange("q", 0, -1))] == [2, 3, 4]
+        assert client.hlen("unacked") == 2  # the two delivered keep their copies
+
+
+def number(item: bytes) -> int:
+    """The `n` of a message as it sits in the queue."""
+    return json.loads(base64.b64decode(json.loads(item)["body"]))["n"]
+
+
+def test_what_is_not_a_kombu_message_ends_the_taking_and_stays_where_it_was(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 2)
+        client.lpush("q", json.dumps({"no": "properties"}))
+        publish(connection, 1, first=2)
+        _, got = taking(connection, prefetch=10)
+        connection.drain_events(timeout=5)
+        assert [m.decode()["n"] for m in got] == [0, 1]
+        assert client.lrange("q", 0, -1)[-1] == json.dumps({"no": "properties"}).encode()
+        assert client.llen("q") == 2
+        assert client.hlen("unacked") == 2
+
+
+def test_the_app_takes_it_on_redis_and_leaves_sentinel_and_rabbitmq_to_kombu(tmp_path):
+    state = "redis://:pw@127.0.0.1:6399/0"
+    assert make_app(Settings(home=tmp_path), redis_url=state).conf.broker_transport == (
+        redis_broker.NAME
+    )
+    for broker_url in ("amqp://guest:guest@127.0.0.1:5672//", "sentinel://127.0.0.1:26379/0"):
+        settings = Settings(home=tmp_path, broker_url=broker_url, redis_master_name="m")
+        assert make_app(settings, redis_url=state).conf.broker_transport is None
