@@ -3,13 +3,16 @@ round trip (docs/architecture.md, "Brokers").
 
 kombu's Redis channel takes one message per BRPOP, then stores its unacked
 copy (restored if the worker is lost) in a second round trip: a worker handed
-sixteen calls at once spends thirty-two round trips, and as many turns of its
-event loop, before the last one starts. Here, once a BRPOP has brought one
-message, one script takes as many more as the worker's prefetch has room for
-and stores their unacked copies in the same step, as kombu would: a message
-is never out of the queue without its copy. They are then delivered in order,
-as if each had come by its own BRPOP. The synchronous client, which kombu
-builds anew for every ack and every copy, is kept.
+sixteen calls at once spent thirty-two round trips, and as many turns of its
+event loop, before the last one started. Here the blocking pop is BLMPOP
+(Redis 7), which brings as many messages as the worker's prefetch has room
+for, and their copies are stored together in one transaction, as kombu would
+store each: a worker handed sixteen calls spends two round trips, one handed
+one call the same two as before. They are delivered in order, as if each had
+come by its own BRPOP; if delivering one fails, those after it go back to
+the head of the queue at once. A Redis without BLMPOP (before 7.0) gets
+kombu's own BRPOP. The synchronous client, which kombu builds anew for every
+ack and every copy, is kept.
 
 Only `redis://` and `rediss://` use it; Sentinel keeps kombu's own.
 """
@@ -19,49 +22,18 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from queue import Empty
 from typing import Any
 
 import redis as redis_py
 from kombu.transport import redis, virtual
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import loads
+from kombu.utils.json import dumps, loads
 
 log = logging.getLogger("toolrun.broker")
 
-# At most this many more messages per BRPOP, whatever the prefetch allows.
+# At most this many messages per pop, whatever the prefetch allows.
 MOST = 64
-
-# KEYS: the unacked hash, its index, then the lists in BRPOP's order.
-# ARGV: how many to take at most, the time of taking (the index's score).
-# Each message's unacked copy is what kombu's QoS.append stores:
-# [payload, exchange, routing key], the payload spliced in as it was read.
-# Returns list, payload, list, payload...; a message that is not kombu's goes
-# back where it was and ends the taking (kombu's own path then meets it).
-TAKE = """
-local most, now, taken = tonumber(ARGV[1]), ARGV[2], {}
-for i = 3, #KEYS do
-  while #taken < 2 * most do
-    local item = redis.call('RPOP', KEYS[i])
-    if not item then break end
-    local ok, payload = pcall(cjson.decode, item)
-    local properties = ok and type(payload) == 'table' and payload['properties']
-    local tag = type(properties) == 'table' and properties['delivery_tag']
-    if type(tag) ~= 'string' then
-      redis.call('RPUSH', KEYS[i], item)
-      return taken
-    end
-    local info = properties['delivery_info']
-    if type(info) ~= 'table' then info = {} end
-    local copy = '[' .. item .. ',' .. cjson.encode(info['exchange'] or '') .. ','
-      .. cjson.encode(info['routing_key'] or '') .. ']'
-    redis.call('ZADD', KEYS[2], now, tag)
-    redis.call('HSET', KEYS[1], tag, copy)
-    taken[#taken + 1] = KEYS[i]
-    taken[#taken + 1] = item
-  end
-end
-return taken
-"""
 
 
 class QoS(redis.QoS):
@@ -85,7 +57,7 @@ class Channel(redis.Channel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._kept: Any = None
-        self._take: Any = None
+        self._several = True  # False once Redis refused BLMPOP: kombu's BRPOP from then on
         super().__init__(*args, **kwargs)
 
     @contextmanager
@@ -99,48 +71,96 @@ class Channel(redis.Channel):
             self._kept = self._create_client()
         yield self._kept
 
-    def _brpop_read(self, **options: Any) -> bool:
-        found = super()._brpop_read(**options)
-        if found:
-            self._take_more()
-        return found
+    def _room(self) -> int:
+        if not (self._several and self.ack_emulation) or self.global_keyprefix:
+            return 0
+        return min(MOST, self.qos.can_consume_max_estimate() or 0)
 
-    def _take_more(self) -> None:
-        room = min(MOST, self.qos.can_consume_max_estimate() or 0)
-        if room <= 0 or not self.ack_emulation or self.global_keyprefix:
-            return
+    def _brpop_start(self, timeout: float | None = None) -> None:
+        room = self._room()
+        if room <= 1:
+            return super()._brpop_start(timeout)
         queues = self._queue_cycle.consume(len(self.active_queues))
-        lists = [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
+        if not queues:
+            return None
+        keys = [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
+        keys = list(dict.fromkeys(keys))  # BRPOP's order: by priority, then queue
+        wait = self.brpop_timeout if timeout is None else timeout
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = time.monotonic()
+        self._popping = room
+        command = ["BLMPOP", wait or 0, len(keys), *keys, "RIGHT", "COUNT", room]
+        self.client.connection.send_command(*command)
+        return None
+
+    def _brpop_read(self, **options: Any) -> bool:
+        if not getattr(self, "_popping", 0):
+            return super()._brpop_read(**options)
+        self._popping = 0
         try:
-            with self.conn_or_acquire() as client:
-                if self._take is None:
-                    self._take = client.register_script(TAKE)
-                keys = [self.unacked_key, self.unacked_index_key, *dict.fromkeys(lists)]
-                taken = self._take(keys=keys, args=[room, time.time()], client=client)
-        except (redis_py.RedisError, *self.connection_errors) as error:
-            # The message BRPOP brought is delivered; the next BRPOP takes the rest.
-            log.warning("could not take more messages in one round trip: %s", error)
-            return
-        pending = [
-            (bytes_to_str(key).rsplit(self.sep, 1)[0], loads(bytes_to_str(item)))
-            for key, item in zip(taken[::2], taken[1::2], strict=True)
-        ]
-        for _, payload in pending:
-            self.qos.stored.add(payload["properties"]["delivery_tag"])
-        for index, (queue, payload) in enumerate(pending):
+            try:
+                reply = self.client.parse_response(self.client.connection, "BLMPOP", **options)
+            except redis_py.ResponseError as error:  # a Redis before 7.0: kombu's BRPOP
+                log.warning("Redis refused BLMPOP, one message per BRPOP from now: %s", error)
+                self._several = False
+                raise Empty() from error
+            except self.connection_errors:
+                self.client.connection.disconnect()  # the next turn reconnects, as kombu's
+                raise
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
+        if not reply:
+            raise Empty()
+        key, items = reply
+        queue = bytes_to_str(key).rsplit(self.sep, 1)[0]
+        self._queue_cycle.rotate(queue)
+        payloads = [loads(bytes_to_str(item)) for item in items]
+        if len(payloads) > 1:
+            self._store(key, items, payloads)
+        for index, payload in enumerate(payloads):
             try:
                 self.connection._deliver(payload, queue)
             except BaseException:
-                self._give_back(pending[index + 1 :])
+                self._give_back(payloads[index + 1 :])
                 raise
+        return True
 
-    def _give_back(self, pending: list[tuple[str, dict]]) -> None:
+    def _store(self, key: bytes, items: list[bytes], payloads: list[dict]) -> None:
+        """The unacked copies of messages taken together, in one transaction,
+        as kombu's `QoS.append` stores each: [payload, exchange, routing key]."""
+        now, copies = time.time(), {}
+        for payload in payloads:
+            try:
+                info = payload["properties"]["delivery_info"]
+                tag = payload["properties"]["delivery_tag"]
+                copies[tag] = dumps([payload, info["exchange"], info["routing_key"]])
+            except (KeyError, TypeError):  # no kombu message: it fails as it would in kombu
+                continue
+        try:
+            with self.conn_or_acquire() as client, client.pipeline() as pipe:
+                pipe.zadd(self.unacked_index_key, dict.fromkeys(copies, now))
+                pipe.hset(self.unacked_key, mapping=copies)
+                pipe.execute()
+        except BaseException:
+            try:  # not stored: back where they were, first in line again
+                with self.conn_or_acquire() as client:
+                    client.rpush(key, *reversed(items))
+            except (redis_py.RedisError, *self.connection_errors) as error:
+                log.error(
+                    "%d messages taken could not be stored or put back: %s", len(items), error
+                )
+            raise
+        self.qos.stored.update(copies)
+
+    def _give_back(self, payloads: list[dict]) -> None:
         """Messages taken but not delivered go back to their queue at once, the
         first of them next in line, rather than after the visibility timeout."""
-        for _, payload in reversed(pending):
-            tag = payload["properties"]["delivery_tag"]
-            self.qos.stored.discard(tag)
-            self.qos.restore_by_tag(tag)
+        for payload in reversed(payloads):
+            tag = payload.get("properties", {}).get("delivery_tag")
+            if tag in self.qos.stored:
+                self.qos.stored.discard(tag)
+                self.qos.restore_by_tag(tag)
 
 
 class Transport(redis.Transport):

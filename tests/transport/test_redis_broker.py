@@ -34,7 +34,7 @@ def calls(client: redis.Redis) -> dict[str, int]:
     stats = client.info("commandstats")
     return {
         name: stats.get(f"cmdstat_{name}", {}).get("calls", 0)
-        for name in ("brpop", "evalsha", "exec")
+        for name in ("brpop", "blmpop", "exec")
     }
 
 
@@ -63,12 +63,11 @@ def test_one_brpop_brings_as_many_messages_as_the_prefetch_has_room_for(url):
     with Connection(url, transport=redis_broker.NAME) as connection:
         publish(connection, 6)
         consumer, got = taking(connection, prefetch=4)
-        client.script_load(redis_broker.TAKE)  # else its first EVALSHA is refused, then loaded
         before = calls(client)
         connection.drain_events(timeout=5)
         spent = {name: calls(client)[name] - before[name] for name in before}
         assert [m.decode()["n"] for m in got] == [0, 1, 2, 3]  # in order, as sent
-        assert spent == {"brpop": 1, "evalsha": 1, "exec": 1}  # exec: the first one's copy
+        assert spent == {"brpop": 0, "blmpop": 1, "exec": 1}  # exec: the four copies
         assert client.llen("q") == 2  # the prefetch's room, no more
         copies = client.hgetall("unacked")
         assert {m.delivery_tag.encode() for m in got} == set(copies)
@@ -87,6 +86,41 @@ def test_one_brpop_brings_as_many_messages_as_the_prefetch_has_room_for(url):
         connection.drain_events(timeout=5)
         assert [m.decode()["n"] for m in got[4:]] == [4, 5]
         consumer.cancel()
+
+
+def test_a_lone_message_costs_what_it_did_with_kombus_brpop(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 1)
+        _, got = taking(connection, prefetch=16)
+        before = calls(client)
+        connection.drain_events(timeout=5)
+        spent = {name: calls(client)[name] - before[name] for name in before}
+        assert [m.decode()["n"] for m in got] == [0]
+        assert spent == {"brpop": 0, "blmpop": 1, "exec": 1}  # kombu's own copy
+
+
+def test_a_redis_that_refuses_blmpop_gets_kombus_brpop(url):
+    admin = redis.Redis.from_url(url)
+    admin.acl_setuser(
+        "old",
+        enabled=True,
+        passwords=["+secret"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-blmpop"],
+    )
+    port = admin.connection_pool.connection_kwargs["port"]
+    limited = f"redis://old:secret@127.0.0.1:{port}/0"
+    with Connection(limited, transport=redis_broker.NAME) as connection:
+        publish(connection, 3)
+        _, got = taking(connection, prefetch=4)
+        for _ in range(10):
+            try:
+                connection.drain_events(timeout=1)
+            except TimeoutError:
+                break
+        assert [m.decode()["n"] for m in got] == [0, 1, 2]  # one per BRPOP, all there
 
 
 def test_messages_taken_and_not_acknowledged_go_back_when_the_consumer_closes(url):
@@ -122,17 +156,17 @@ def number(item: bytes) -> int:
     return json.loads(base64.b64decode(json.loads(item)["body"]))["n"]
 
 
-def test_what_is_not_a_kombu_message_ends_the_taking_and_stays_where_it_was(url):
+def test_a_malformed_message_fails_as_with_kombu_and_those_after_it_go_back(url):
     client = redis.Redis.from_url(url)
     with Connection(url, transport=redis_broker.NAME) as connection:
         publish(connection, 2)
         client.lpush("q", json.dumps({"no": "properties"}))
-        publish(connection, 1, first=2)
+        publish(connection, 2, first=2)
         _, got = taking(connection, prefetch=10)
-        connection.drain_events(timeout=5)
+        with pytest.raises(KeyError):  # kombu's own Message cannot be built from it
+            connection.drain_events(timeout=5)
         assert [m.decode()["n"] for m in got] == [0, 1]
-        assert client.lrange("q", 0, -1)[-1] == json.dumps({"no": "properties"}).encode()
-        assert client.llen("q") == 2
+        assert [number(item) for item in reversed(client.lrange("q", 0, -1))] == [2, 3]
         assert client.hlen("unacked") == 2
 
 
