@@ -18,12 +18,15 @@ process pays nothing. A forked child starts its own.
 
 A fork waits for a checkpoint under way, as it waits for writes
 (`write_hold.py`): SQLite keeps, for each file a process has open, its own
-record of the log's locks its connections hold, and a child forked while
-the thread held the checkpoint's lock inherited that record without the lock.
-Every checkpoint of that file in the child, by any of its connections, then
-found the lock taken by a connection of its own that no longer exists, and was
-skipped (`(1, -1, -1)`), for the life of the process: a pool process a worker
-forked in that moment never copied the log back.
+record of the log's locks its connections hold, under a mutex of its own, and
+a child forked in the middle of a checkpoint inherited both as they were.
+With the mutex held, the child's first connection to the file waited for it
+forever (without the wait, a child of tests/ledger/checkpoint_fork.py hung in
+two of its first eight runs); with only the checkpoint's lock recorded, every
+checkpoint of the file in the child found that lock taken by a connection of
+its own that no longer exists, and was skipped (`(1, -1, -1)`) for the life of
+the process: a pool process a worker forked in that moment hung, or never
+copied the log back.
 """
 
 from __future__ import annotations
@@ -66,7 +69,13 @@ class Checkpoints:
 
     def run_once(self) -> tuple[int, int, int] | None:
         """One PASSIVE checkpoint: SQLite's (busy, frames in the log, frames
-        copied back), or None if the database could not be reached."""
+        copied back), or None if the database could not be reached. A fork
+        waits for it, connection and all: a new pooled connection opens the
+        file in SQLite, under the same locks of the process as the checkpoint."""
+        with self._running:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> tuple[int, int, int] | None:
         try:
             connection = self._engine.raw_connection()
         except Exception:  # noqa: BLE001 - the next wake tries again
@@ -74,9 +83,8 @@ class Checkpoints:
         try:
             cursor = connection.cursor()
             try:
-                with self._running:
-                    cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                    return tuple(cursor.fetchone())
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                return tuple(cursor.fetchone())
             finally:
                 cursor.close()
         except Exception as error:  # noqa: BLE001 - the next wake tries again
