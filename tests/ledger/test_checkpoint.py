@@ -65,8 +65,11 @@ def test_a_forked_child_checkpoints_on_a_thread_of_its_own(tmp_path):
     """A pool process forked from a process whose thread is checkpointing
     starts a thread of its own, and its checkpoints copy the log back: the
     fork waited for the parent's checkpoint, and the locks the child takes are
-    its own. The forks are made in a process of their own (`checkpoint_fork.py`):
-    one in this test process copied xdist's threads' locks, and hung there."""
+    its own (without the wait, a child hung on SQLite's mutex, or its every
+    checkpoint was skipped). The forks are made in a process of their own
+    (`checkpoint_fork.py`, whose exit code says which child failed and how):
+    a child that hangs is killed by its alarm, never holds pytest past its
+    timeout, and copies none of this process's other threads' locks."""
     script = Path(__file__).with_name("checkpoint_fork.py")
     root = str(Path(__file__).parents[2])
     env = os.environ | {
