@@ -15,6 +15,18 @@ at the same time is skipped). SQLite's own checkpoint in the commit stays,
 as the bound on the log's size, and finds little or nothing left to copy.
 The thread is started on the first wake and sleeps until the next: an idle
 process pays nothing. A forked child starts its own.
+
+A fork waits for a checkpoint under way, as it waits for writes
+(`write_hold.py`): SQLite keeps, for each file a process has open, its own
+record of the log's locks its connections hold, under a mutex of its own, and
+a child forked in the middle of a checkpoint inherited both as they were.
+With the mutex held, the child's first connection to the file waited for it
+forever (without the wait, a child of tests/ledger/checkpoint_fork.py hung in
+two of its first eight runs); with only the checkpoint's lock recorded, every
+checkpoint of the file in the child found that lock taken by a connection of
+its own that no longer exists, and was skipped (`(1, -1, -1)`) for the life of
+the process: a pool process a worker forked in that moment hung, or never
+copied the log back.
 """
 
 from __future__ import annotations
@@ -22,11 +34,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 
 from sqlalchemy.engine import Engine
 
 log = logging.getLogger("toolrun.ledger")
 EVERY = 16  # a process's commits between two of its checkpoints
+_waited_at_fork: weakref.WeakSet[Checkpoints] = weakref.WeakSet()
 
 
 class Checkpoints:
@@ -36,9 +50,11 @@ class Checkpoints:
         self._engine = engine
         self._wake = threading.Event()
         self._lock = threading.Lock()
+        self._running = threading.Lock()  # held through a checkpoint: a fork waits for it
         self._commits = 0
         self._pid: int | None = None  # the process whose thread runs, once started
         self._closed = False
+        _waited_at_fork.add(self)
 
     def committed(self) -> None:
         """A write transaction of this process committed."""
@@ -53,7 +69,13 @@ class Checkpoints:
 
     def run_once(self) -> tuple[int, int, int] | None:
         """One PASSIVE checkpoint: SQLite's (busy, frames in the log, frames
-        copied back), or None if the database could not be reached."""
+        copied back), or None if the database could not be reached. A fork
+        waits for it, connection and all: a new pooled connection opens the
+        file in SQLite, under the same locks of the process as the checkpoint."""
+        with self._running:
+            return self._checkpoint()
+
+    def _checkpoint(self) -> tuple[int, int, int] | None:
         try:
             connection = self._engine.raw_connection()
         except Exception:  # noqa: BLE001 - the next wake tries again
@@ -91,3 +113,35 @@ class Checkpoints:
             if self._closed:
                 return
             self.run_once()
+
+
+def _before_fork() -> None:
+    """Wait for checkpoints under way (PASSIVE: they wait for nobody), and
+    keep new ones from beginning until the fork is made."""
+    global _paused
+    _paused = list(_waited_at_fork)
+    for checkpoints in _paused:
+        checkpoints._running.acquire()
+
+
+def _after_fork() -> None:
+    """In the parent."""
+    global _paused
+    for checkpoints in _paused:
+        checkpoints._running.release()
+    _paused = []
+
+
+def _in_child() -> None:
+    """The child's locks are new: another thread of the parent may have held
+    `_lock` (starting its thread) when it forked, and would never let go here."""
+    global _paused
+    for checkpoints in list(_waited_at_fork):
+        checkpoints._lock = threading.Lock()
+        checkpoints._running = threading.Lock()
+    _paused = []
+
+
+_paused: list[Checkpoints] = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_in_child)

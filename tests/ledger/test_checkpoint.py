@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from sqlalchemy import text
 
@@ -55,3 +59,28 @@ def test_a_process_that_only_reads_starts_no_thread(tmp_path):
         assert sum(t.name == "toolrun-checkpoint" for t in threading.enumerate()) == before
     finally:
         database.close()
+
+
+def test_a_forked_child_checkpoints_on_a_thread_of_its_own(tmp_path):
+    """A pool process forked from a process whose thread is checkpointing
+    starts a thread of its own, and its checkpoints copy the log back: the
+    fork waited for the parent's checkpoint, and the locks the child takes are
+    its own (without the wait, a child hung on SQLite's mutex, or its every
+    checkpoint was skipped). The forks are made in a process of their own
+    (`checkpoint_fork.py`, whose exit code says which child failed and how):
+    a child that hangs is killed by its alarm, never holds pytest past its
+    timeout, and copies none of this process's other threads' locks."""
+    script = Path(__file__).with_name("checkpoint_fork.py")
+    root = str(Path(__file__).parents[2])
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    }
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "ledger.db"), "8"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
