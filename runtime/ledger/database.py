@@ -51,7 +51,9 @@ class Database:
         self._engine = ledger_engine.engine(url, busy_seconds=busy)
         self._writer = ledger_engine.writer(self._engine)
         self._retry_seconds, self._retry_attempts = retry_seconds, retry_attempts
-        self._hold = WriteHold(at_fork=self._engine.dialect.name == "sqlite")
+        # SQLite: a fork waits for writes and reads under way (`write_hold.py`).
+        self._reads_held = self._engine.dialect.name == "sqlite"
+        self._hold = WriteHold(at_fork=self._reads_held)
         self._turn = _turn(self._engine.url, busy)
         # SQLite's checkpoints, made by a thread, not in a commit (`checkpoint.py`).
         self._checkpoints = Checkpoints(self._engine) if self._turn else None
@@ -108,7 +110,11 @@ class Database:
         def attempt() -> T:
             bind = self._writer if write else self._engine
             turn = self._turn.taken() if write and self._turn else nullcontext()
-            with self._hold.writing() if write else nullcontext(), turn:
+            if write:
+                hold = self._hold.writing()
+            else:
+                hold = self._hold.reading() if self._reads_held else nullcontext()
+            with hold, turn:
                 if core:  # SQL statements only: a connection, without a session's bookkeeping
                     with bind.begin() as connection:
                         done = work(connection)

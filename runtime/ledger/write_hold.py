@@ -12,6 +12,12 @@ a child forked while another thread of its parent holds SQLite's write lock
 inherits SQLite's record that its process holds that lock, and can never write
 (a worker's main process ends killed calls and sweeps while it forks
 replacement pool processes).
+
+A fork waits for reads under way too (`reading`), though nothing else does: a
+read holds, for a moment at its start and end, SQLite's mutex over the
+process's record of the file's log locks, and a child forked in that moment
+inherited the mutex held and hung on its first connection to the file. A tool
+running does not hold reads back; reads never waited for it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class WriteHold:
         self._writers = 0
         self._quiet_by: int | None = None  # the thread running a tool
         self._writing: dict[int, int] = {}  # thread -> its writes under way
+        self._reading: dict[int, int] = {}  # thread -> its reads under way (`at_fork` only)
         self._forks = 0
         if at_fork:
             _paused_at_fork.add(self)
@@ -69,13 +76,35 @@ class WriteHold:
                     del self._writing[me]
                 self._changed.notify_all()
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around one read transaction, for a fork to wait for (`at_fork`
+        only): it waits while a fork is paused, but not for a tool running. A
+        read of a thread with a read or write of its own under way does not
+        wait: the fork waits for that one anyway."""
+        me = threading.get_ident()
+        with self._changed:
+            while self._forks and me not in self._reading and me not in self._writing:
+                self._changed.wait()
+            self._reading[me] = self._reading.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                if self._reading[me] == 1:
+                    del self._reading[me]
+                else:
+                    self._reading[me] -= 1
+                if self._forks:  # only a fork waits for reads to end
+                    self._changed.notify_all()
+
     def pause(self) -> None:
-        """Before a fork: wait for other threads' writes under way to end, and
-        keep new ones from beginning until `resume`."""
+        """Before a fork: wait for other threads' reads and writes under way
+        to end, and keep new ones from beginning until `resume`."""
         me = threading.get_ident()
         with self._changed:
             self._forks += 1
-            while any(thread != me for thread in self._writing):
+            while any(t != me for t in self._writing) or any(t != me for t in self._reading):
                 self._changed.wait()
 
     def resume(self) -> None:
@@ -103,6 +132,8 @@ def _in_child() -> None:
     global _paused
     for hold in _paused:
         hold._forks -= 1  # the child's copy; nothing of it waits
+        # and a lock of its own: another thread may have held the copied one
+        hold._changed = threading.Condition()
     _paused = []
 
 
