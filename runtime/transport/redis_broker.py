@@ -57,6 +57,7 @@ class Channel(redis.Channel):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._kept: Any = None
+        self._popping = 0  # the COUNT of the BLMPOP sent, while its reply is awaited
         self._several = True  # False once Redis refused BLMPOP: kombu's BRPOP from then on
         super().__init__(*args, **kwargs)
 
@@ -79,6 +80,7 @@ class Channel(redis.Channel):
     def _brpop_start(self, timeout: float | None = None) -> None:
         room = self._room()
         if room <= 1:
+            self._popping = 0  # what comes back is BRPOP's
             return super()._brpop_start(timeout)
         queues = self._queue_cycle.consume(len(self.active_queues))
         if not queues:
@@ -94,7 +96,7 @@ class Channel(redis.Channel):
         return None
 
     def _brpop_read(self, **options: Any) -> bool:
-        if not getattr(self, "_popping", 0):
+        if not self._popping:
             return super()._brpop_read(**options)
         self._popping = 0
         try:
@@ -125,6 +127,19 @@ class Channel(redis.Channel):
                 self._give_back(payloads[index + 1 :])
                 raise
         return True
+
+    def _poll_error(self, type: str, **options: Any) -> None:
+        """kombu reads the reply of a pop that met an error and drops it:
+        what a BLMPOP had taken goes back to the head of its queue."""
+        if type != "BRPOP" or not self._popping:
+            return super()._poll_error(type, **options)
+        self._popping = 0
+        reply = self.client.parse_response(self.client.connection, "BLMPOP")
+        if reply:
+            key, items = reply
+            with self.conn_or_acquire() as client:
+                client.rpush(key, *reversed(items))
+        return None
 
     def _store(self, key: bytes, items: list[bytes], payloads: list[dict]) -> None:
         """The unacked copies of messages taken together, in one transaction,
