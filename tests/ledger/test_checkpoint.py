@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +13,7 @@ from sqlalchemy import text
 
 from runtime.ledger.checkpoint import EVERY
 from runtime.ledger.database import Database
+from tests.support.fork_scripts import run_fork_script
 
 
 def copied_back(path, tmp_path) -> int:
@@ -71,16 +69,5 @@ def test_a_forked_child_checkpoints_on_a_thread_of_its_own(tmp_path):
     a child that hangs is killed by its alarm, never holds pytest past its
     timeout, and copies none of this process's other threads' locks."""
     script = Path(__file__).with_name("checkpoint_fork.py")
-    root = str(Path(__file__).parents[2])
-    env = os.environ | {
-        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    }
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "ledger.db"), "8"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    done = run_fork_script(script, tmp_path / "ledger.db", 8)
     assert done.returncode == 0, done.stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from sqlalchemy import text
 from runtime.ledger import write_hold
 from runtime.ledger.store import Ledger
 from runtime.ledger.write_hold import WriteHold
+from tests.support.fork_scripts import run_fork_script
 
 
 def test_a_write_waits_for_the_tool_and_the_tool_for_a_write():
@@ -190,16 +189,5 @@ def test_processes_forked_while_threads_read_open_the_ledger(tmp_path):
     that hangs is killed by its alarm, never holds pytest past its timeout,
     and copies none of this process's other threads' locks."""
     script = Path(__file__).with_name("read_fork.py")
-    root = str(Path(__file__).parents[2])
-    env = os.environ | {
-        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    }
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "ledger.db"), "200"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    done = run_fork_script(script, tmp_path / "ledger.db", 200)
     assert done.returncode == 0, done.stderr
