@@ -152,6 +152,8 @@ class Channel(redis.Channel):
                 copies[tag] = dumps([payload, info["exchange"], info["routing_key"]])
             except (KeyError, TypeError):  # no kombu message: it fails as it would in kombu
                 continue
+        if not copies:
+            return
         try:
             with self.conn_or_acquire() as client, client.pipeline() as pipe:
                 pipe.zadd(self.unacked_index_key, dict.fromkeys(copies, now))

@@ -170,6 +170,22 @@ def test_a_malformed_message_fails_as_with_kombu_and_those_after_it_go_back(url)
         assert client.hlen("unacked") == 2
 
 
+def test_messages_none_of_them_kombus_are_dropped_as_kombu_drops_each(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 1)  # the queue exists
+        client.delete("q")
+        client.lpush("q", json.dumps({"no": 1}), json.dumps({"no": 2}))
+        _, got = taking(connection, prefetch=10)
+        with pytest.raises(KeyError):  # as kombu's own Message would
+            connection.drain_events(timeout=5)
+        assert got == [] and client.hlen("unacked") == 0
+        assert client.llen("q") == 0  # not put back to fail again: kombu drops each
+        publish(connection, 1, first=7)  # and the queue goes on
+        connection.drain_events(timeout=5)
+        assert [m.decode()["n"] for m in got] == [7]
+
+
 def test_the_app_takes_it_on_redis_and_leaves_sentinel_and_rabbitmq_to_kombu(tmp_path):
     state = "redis://:pw@127.0.0.1:6399/0"
     assert make_app(Settings(home=tmp_path), redis_url=state).conf.broker_transport == (
