@@ -4,8 +4,9 @@ once it was delivered too often (docs/architecture.md, "Brokers").
 
 - Redis (`redis://`, `rediss://`, `sentinel://`): an unacknowledged message
   comes back after the visibility timeout; kombu looks for such messages often.
-  On `redis://` and `rediss://` a worker takes several messages per round trip
-  (`redis_broker`).
+  On `redis://` a worker takes several messages per round trip
+  (`redis_broker`); `rediss://` keeps kombu's transport, which turns TLS on
+  for that scheme by name.
 - RabbitMQ (`amqp://`, `amqps://`): `reads` and `effects` are quorum queues
   (replicated, durable), every publish waits for the broker's confirm, and a
   message returned more than `delivery_limit` times is dead-lettered to `DEAD`,
@@ -108,7 +109,9 @@ def _broker_options(settings: Settings, url: str) -> dict[str, Any]:
 
 
 def _plain_redis(url: str) -> bool:
-    return urlsplit(url).scheme in {"redis", "rediss"}
+    """kombu turns TLS on for `rediss://` by the transport's name: a transport
+    named otherwise would connect without it."""
+    return urlsplit(url).scheme == "redis"
 
 
 def _sentinel_tls(settings: Settings, url: str) -> dict[str, Any] | None:

@@ -14,7 +14,8 @@ the head of the queue at once. A Redis without BLMPOP (before 7.0) gets
 kombu's own BRPOP. The synchronous client, which kombu builds anew for every
 ack and every copy, is kept.
 
-Only `redis://` and `rediss://` use it; Sentinel keeps kombu's own.
+Only `redis://` uses it. `rediss://` and Sentinel keep kombu's own: kombu
+turns TLS on for `rediss://` by its transport's name.
 """
 
 from __future__ import annotations
