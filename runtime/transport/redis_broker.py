@@ -86,8 +86,8 @@ class Channel(redis.Channel):
         queues = self._queue_cycle.consume(len(self.active_queues))
         if not queues:
             return None
+        # BRPOP's keys and order: by priority, then queue
         keys = [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
-        keys = list(dict.fromkeys(keys))  # BRPOP's order: by priority, then queue
         wait = self.brpop_timeout if timeout is None else timeout
         self._in_poll = self.client.connection
         self._brpop_sent_at = time.monotonic()
