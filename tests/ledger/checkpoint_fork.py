@@ -16,7 +16,6 @@ its own, 2 its checkpoints never copied the log back, 3 an error, 142 hung
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -28,6 +27,7 @@ from sqlalchemy import text
 
 from runtime.ledger.checkpoint import EVERY
 from runtime.ledger.database import Database
+from tests.support.fork_scripts import fork_child, waited
 
 CHILD_SECONDS = 20  # a child's deadline, and its alarm's a little later
 BLOB = 16_000  # bytes a row: four pages, so a checkpoint has pages to copy
@@ -88,20 +88,11 @@ def main(path: str, forks: int) -> int:
         insert(database, EVERY)  # its last commit wakes the parent's thread: fork at once
         if index == 0:
             with holding(database._checkpoints._lock):
-                pid = os.fork()
+                pid = fork_child(lambda: child(database))
         else:
-            pid = os.fork()
-        if pid == 0:
-            try:
-                code = child(database)
-            except BaseException:  # noqa: BLE001 - the child reports through its exit code
-                code = 3
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0:
-            print(f"child {index} (pid {pid}): exit {code}", file=sys.stderr)
-            return code if code > 0 else 128 - code
+            pid = fork_child(lambda: child(database))
+        if code := waited(pid, index):
+            return code
     database.close()
     return 0
 

@@ -15,7 +15,6 @@ failing child's, else 0: 1 its reads found nothing, 3 an error, 142 hung
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -23,6 +22,7 @@ import threading
 from sqlalchemy import text
 
 from runtime.ledger.database import Database
+from tests.support.fork_scripts import fork_child, waited
 
 CHILD_SECONDS = 10  # a child's alarm: its ledger takes milliseconds
 READERS = 3
@@ -67,20 +67,10 @@ def main(path: str, forks: int) -> int:
                 seen = sum(reads)
                 while sum(reads) < seen + READERS:  # the readers are at it
                     stop.wait(0.001)
-                pid = os.fork()
-                if pid == 0:
-                    try:
-                        code = child(path)
-                    except BaseException:  # noqa: BLE001 - the child reports through its exit code
-                        code = 3
-                    os._exit(code)
-                children[pid] = number
+                children[fork_child(lambda: child(path))] = number
             for pid, number in children.items():
-                _, status = os.waitpid(pid, 0)
-                code = os.waitstatus_to_exitcode(status)
-                if code != 0 and not failed:
-                    print(f"child {number} (pid {pid}): exit {code}", file=sys.stderr)
-                    failed = code if code > 0 else 128 - code
+                code = waited(pid, number)
+                failed = failed or code
             if failed:
                 break
     finally:
