@@ -59,10 +59,14 @@ class WriteHold:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Around one write transaction."""
+        """Around one write transaction. A thread with a read or write of its
+        own under way does not wait for a fork: the fork waits for that one,
+        and each would wait for the other for ever."""
         me = threading.get_ident()
         with self._changed:
-            while self._quiet_by not in (None, me) or self._forks:
+            while self._quiet_by not in (None, me) or (
+                self._forks and me not in self._reading and me not in self._writing
+            ):
                 self._changed.wait()
             self._writers += 1
             self._writing[me] = self._writing.get(me, 0) + 1

@@ -191,3 +191,34 @@ def test_processes_forked_while_threads_read_open_the_ledger(tmp_path):
     script = Path(__file__).with_name("read_fork.py")
     done = run_fork_script(script, tmp_path / "ledger.db", 200)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_thread_that_reads_may_write_while_a_fork_waits_for_its_read():
+    """A fork waits for the thread's read to end; the read's thread, starting a
+    write meanwhile, must not wait for the fork in turn: each would wait for
+    the other for ever."""
+    hold, order = WriteHold(at_fork=True), []
+    reading, paused = threading.Event(), threading.Event()
+
+    def fork() -> None:
+        hold.pause()  # as `_before_fork` does
+        order.append("paused")
+        paused.set()
+        hold.resume()
+
+    def read_then_write() -> None:
+        with hold.reading():
+            reading.set()
+            forker.start()
+            forker.join(timeout=0.2)  # the fork waits for this read
+            with hold.writing():
+                order.append("write inside the read")
+            order.append("read ends")
+
+    forker = threading.Thread(target=fork, daemon=True)
+    reader = threading.Thread(target=read_then_write, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive(), "the write waited for the fork, which waited for its read"
+    assert paused.wait(10)
+    assert order == ["write inside the read", "read ends", "paused"]
