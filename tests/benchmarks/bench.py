@@ -101,6 +101,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "(default: the stack's Redis); measures P1 to P4 only",
     )
     parser.add_argument(
+        "--ledger",
+        help="toolrun's ledger, e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test: a "
+        "database of the bench's own is made on that server and dropped afterwards "
+        "(default: SQLite under the stack's home)",
+    )
+    parser.add_argument(
         "--trace", action="store_true", help="traces on, to an OTLP receiver in this process"
     )
     for name, (full, _, text) in SIZES.items():
@@ -144,7 +150,8 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
     with (
         tracing(options, console) as otel,
         broker(options.broker) as broker_url,
-        harness(home, slots, console, otel.env, broker_url) as bench,
+        ledger(options.ledger) as ledger_url,
+        harness(home, slots, console, otel.env, broker_url, ledger_url) as bench,
     ):
         if options.only:
             return alone(options, bench, console), _meta(options, bench, otel)
@@ -202,6 +209,19 @@ def broker(url: str | None) -> Iterator[str | None]:
         yield vhost_url
 
 
+@contextmanager
+def ledger(url: str | None) -> Iterator[str | None]:
+    """`--ledger`: a PostgreSQL database of the bench's own on that server,
+    dropped afterwards; None: SQLite under the stack's home."""
+    if url is None:
+        yield None
+        return
+    from tests.support.postgres import fresh_database
+
+    with fresh_database(url) as database_url:
+        yield database_url
+
+
 @dataclass
 class Tracing:
     env: dict[str, str] = field(default_factory=dict)  # the workers' OTEL_* (none: off)
@@ -242,11 +262,16 @@ def _meta(options: argparse.Namespace, bench, otel: Tracing) -> dict[str, Any]:
             "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
         },
         "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
-        "effects = prefork, concurrency 1; toolrun's ledger on (SQLite)"
+        f"effects = prefork, concurrency 1; toolrun's ledger on ({_ledger_name(options)})"
         + (f"; broker {_shown(options.broker)} for both sides" if options.broker else "")
         + ("; toolrun's traces on (OTLP/HTTP, local receiver)" if otel.receiver else ""),
         "shared_celery_settings": bench.conf,
-        "ledger": "on: SQLite (WAL) under the stack's home, written by client and workers",
+        "ledger": (
+            f"on: PostgreSQL, a database of the bench's own on {_shown(options.ledger)}"
+            if options.ledger
+            else "on: SQLite (WAL) under the stack's home"
+        )
+        + ", written by client and workers",
         "sizes": {name: getattr(options, name) for name in SIZES},
         "quick": options.quick,
         "tracing": (
@@ -275,8 +300,12 @@ def machine(runtime) -> dict[str, Any]:
     }
 
 
+def _ledger_name(options: argparse.Namespace) -> str:
+    return "PostgreSQL" if options.ledger else "SQLite"
+
+
 def _shown(url: str) -> str:
-    """A broker URL without its password."""
+    """A broker's or ledger's URL without its password."""
     scheme, _, rest = url.partition("://")
     return f"{scheme}://{rest.rpartition('@')[2]}" if "@" in rest else url
 

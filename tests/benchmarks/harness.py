@@ -73,14 +73,15 @@ def harness(
     console: Console,
     extra_env: dict[str, str] | None = None,
     broker_url: str | None = None,
+    database_url: str | None = None,
 ):
     """The stack (its workers' environment plus `extra_env`), a client, the bare
     workers; `broker_url`: Celery's broker for both sides (RabbitMQ, say), else
-    the stack's Redis."""
+    the stack's Redis; `database_url`: toolrun's ledger, else SQLite under `home`."""
     settings = Settings(
         home=home,
         redis_url=None,
-        database_url=None,
+        database_url=database_url,
         broker_url=broker_url,
         tool_modules=tools.MODULE,
         reads_concurrency=slots,
