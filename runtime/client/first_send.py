@@ -19,6 +19,9 @@ from runtime.transport.base import Transport
 from runtime.types import Risk
 
 log = logging.getLogger("toolrun.batch")
+# Seconds a submit without the ledger waits for Redis (a restart) to keep its
+# record and send its reads, before it leaves them to the sweep ("The ledger").
+PATIENCE = 5.0
 
 
 def reads_only(plan: plans.BatchPlan) -> bool:
@@ -84,7 +87,12 @@ def without_ledger(
     """The ledger away at submit: the batch fails closed (its side effects end
     unrun), its reads run now, and its record waits, kept in Redis too. False:
     another submitter of its key kept the batch's record first, and this one
-    wrote and sent nothing (docs/architecture.md, "Attach and keys")."""
+    wrote and sent nothing (docs/architecture.md, "Attach and keys").
+
+    Once its record is kept in this process the batch will run, so nothing
+    after raises: Redis away too, the submit waits `PATIENCE` seconds for it
+    (a restart), then leaves its reads to the sweep, which sends them once
+    the record lands in the ledger (docs/architecture.md, "The ledger")."""
     reads = [
         a
         for a in admissions
@@ -98,17 +106,32 @@ def without_ledger(
         if isinstance(a, Admitted) and a not in reads
     ]
     record = audit.closing(closed)  # the batch's rows with these ends
+    batch_id = plan.batch.id
     try:  # the cluster's copy first: this process may not live until the ledger is back
-        if not transport.keep_record(plan.batch.id, record.dumps()):
+        if not transport.keep_record(batch_id, record.dumps(), patience=PATIENCE):
             return False
+        reachable = True
     except StateUnavailable as error:
-        log.error("batch %s: its record waits in this process only: %s", plan.batch.id, error)
+        log.error("batch %s: its record waits in this process only: %s", batch_id, error)
+        reachable = False
     audit.keep(record)  # and this process's, written once the ledger is back
     for result in closed:
         events.end(result)
-    if reads:  # no side effect of this batch runs, so no read can miss one
-        # Marked sent, as the advancer marks what it sends: once the plan lands,
-        # the sweep waits for these instead of sending them again.
-        sent = transport.mark_sent(plan.batch.id, [a.call.id for a in reads])
-        transport.post([plan.calls[c].message for c in sent], parallel=True)
+    if reads and reachable:  # no side effect of this batch runs, so no read can miss one
+        send_reads(plan, [a.call.id for a in reads], transport=transport)
+    elif reads:
+        log.warning("batch %s: Redis away, the sweep sends its reads", batch_id)
     return True
+
+
+def send_reads(plan: plans.BatchPlan, call_ids: list[str], *, transport: Transport) -> None:
+    """Mark `call_ids` sent, as the advancer marks what it sends (once the
+    plan lands, the sweep waits for these instead of sending them again),
+    and post them. Redis lost meanwhile: marked or not, the sweep sends them
+    (at once, or `resend_after` after a mark that landed)."""
+    try:
+        sent = transport.mark_sent(plan.batch.id, call_ids)
+    except StateUnavailable as error:
+        log.warning("batch %s: its reads wait for the sweep: %s", plan.batch.id, error)
+        return
+    transport.post([plan.calls[c].message for c in sent], parallel=True)

@@ -207,12 +207,13 @@ class BatchState(Protocol):
 
     # Batch records the ledger could not take at submit (docs/architecture.md,
     # "The ledger"): kept here until the sweep writes them.
-    def keep_record(self, batch_id: str, record: str) -> bool:
+    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
         """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep,
-        unless a record of that batch is kept already: False then. Submitters
+        unless another record of that batch is kept already: False then (this
+        very record kept already is True: a keep tried again). Submitters
         racing for one key while the ledger is away make the same batch id,
         and the first record kept is the batch (docs/architecture.md, "Attach
-        and keys")."""
+        and keys"). Keeps trying for `patience` seconds while the state is away."""
         ...
 
     def kept_record(self, batch_id: str) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from functools import partial
 from typing import Any
 
 import redis
@@ -26,8 +27,17 @@ from redis.client import Pipeline
 from runtime.errors import StateUnavailable
 from runtime.transport.leases import Leases, reaching
 from runtime.transport.names import TTL_SECONDS, UNRECORDED, plan_key
+from runtime.transport.patience import persisting
 
 DROP_SECONDS = 0.5  # the longest a written record waits for a round trip to ride
+# HSETNX that also answers 1 for the very record it holds: a keep tried again
+# after its answer was lost (redis-py's retry, or `patience`) finds its own
+# record, not a racer's. KEYS: the kept records; ARGV: batch id, record.
+KEEP = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return 1 end
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return 1 end
+return 0
+"""
 
 
 class BatchCopies(Leases):
@@ -36,6 +46,7 @@ class BatchCopies(Leases):
         self._written: dict[str, float] = {}  # batch id -> when its record was written (monotonic)
         self._ended: set[str] = set()  # of those, batches that ended: their plan's copy goes too
         self._dropping = threading.Lock()
+        self._keep = client.register_script(KEEP)
 
     # The plan's copy: the cluster's work, kept beside the ledger's ("A batch the cluster owns").
     def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
@@ -52,9 +63,10 @@ class BatchCopies(Leases):
             self.client.delete(plan_key(batch_id))
 
     # Records the ledger does not have yet.
-    def keep_record(self, batch_id: str, record: str) -> bool:
+    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+        keep = partial(self._keep, keys=[UNRECORDED], args=[batch_id, record])
         with reaching(f"batch {batch_id}: cannot keep its record"):
-            return bool(self.client.hsetnx(UNRECORDED, batch_id, record))
+            return bool(persisting(patience, keep))
 
     def kept_record(self, batch_id: str) -> str | None:
         with reaching(f"batch {batch_id}: cannot read its kept record"):

@@ -26,12 +26,9 @@ class MemoryCopies(MemoryLeases):
     def drop_plan(self, batch_id: str) -> None:
         self._plans.pop(batch_id, None)
 
-    def keep_record(self, batch_id: str, record: str) -> bool:
+    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
         with self._copying:
-            if batch_id in self._records:
-                return False
-            self._records[batch_id] = record
-            return True
+            return self._records.setdefault(batch_id, record) == record
 
     def kept_record(self, batch_id: str) -> str | None:
         with self._copying:

@@ -14,9 +14,11 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from runtime.client import first_send
 from runtime.types import Status
 from tests.support.faults import FaultStack, Relay
 from tests.support.postgres import fresh_database
@@ -175,6 +177,94 @@ def test_a_batch_submitted_while_the_ledger_is_cut_runs_its_reads_only(ledger_ru
         time.sleep(0.2)
     assert calls == {"r0": "ok", "w1": "error", "r1": "ok"}
     assert runtime.ledger.batch(handle.batch_id) is not None
+
+
+@pytest.mark.timeout(300)
+def test_a_batch_submitted_while_the_ledger_is_cut_and_redis_is_down_runs_once(
+    ledger_runtime, workspace
+):
+    """A Redis restart overlapping a ledger cut (as the soak's injector makes
+    them): a submit meanwhile does not raise, since its batch still runs (a
+    caller told it failed would submit it again). Once both are back its reads
+    end ok, each run once, its side effect ends unrun (failed closed), and
+    its rows land. The three ways a submit goes without the ledger: a keyed
+    batch of reads, one sent before it is recorded, one with a side effect."""
+    stack, runtime = ledger_runtime
+    options = {
+        "mode": "auto",
+        "workspace": workspace,
+        "rules": ALLOW,
+        "on_error": "continue",
+        "timeout": 150,
+    }
+    batches = {
+        "keyed": ([call("k0", "nap", label="k0")], {"key": f"down-{uuid.uuid4().hex}"}),
+        "unkeyed": ([call("u0", "nap", label="u0")], {}),
+        "effect": ([call("e0", "nap", label="e0"), call("w1", "bump", label="w1")], {}),
+    }
+    cut, handles = Cut(stack, longest=150), {}
+    try:
+        with stack.redis_down():
+            for name, (calls, more) in batches.items():
+                handles[name] = runtime.submit(calls, **options, **more)
+    finally:
+        cut.end()
+
+    results = {}
+    for handle in handles.values():
+        results |= {r.call_id: r for r in handle.results(timeout=150)}
+    assert all(results[r].ok for r in ("k0", "u0", "e0")), results
+    assert results["w1"].status is Status.error and UNAVAILABLE in results["w1"].model_message
+    assert marks(workspace, "effects") == []
+    settled = {
+        "keyed": {"k0": READ_ROWS},
+        "unkeyed": {"u0": READ_ROWS},
+        "effect": {"e0": READ_ROWS, "w1": {"decision", "finished"}},
+    }
+    for name, handle in handles.items():
+        rows_settle(runtime, handle.batch_id, settled[name], timeout=120)
+        assert runtime.ledger.batch(handle.batch_id) is not None
+    starts = Counter(m["label"] for m in marks(workspace, "starts"))
+    assert starts == {"k0": 1, "u0": 1, "e0": 1}, "a read ran more than once"
+
+
+@pytest.mark.timeout(300)
+def test_a_submit_waits_out_a_redis_restart_while_the_ledger_is_cut(
+    ledger_runtime, workspace, monkeypatch, caplog
+):
+    """Redis comes back while a submit without the ledger waits for it: the
+    submit keeps the batch's record there and sends its reads itself, so they
+    run before the ledger is back (the sweep could not send them yet)."""
+    stack, runtime = ledger_runtime
+    monkeypatch.setattr(first_send, "PATIENCE", 120.0)  # Redis is back well before
+    batch = [call("r0", "nap", label="r0"), call("w1", "bump", label="w1")]
+    cut = Cut(stack, longest=150)
+    try:
+        with ThreadPoolExecutor(1) as pool, stack.redis_down():
+            submit = pool.submit(
+                runtime.submit,
+                batch,
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                on_error="continue",
+                timeout=150,
+            )
+            buffered = time.monotonic() + 60  # the submit found the ledger away
+            while not any("its rows wait" in r.getMessage() for r in caplog.records):
+                assert time.monotonic() < buffered and not submit.done(), submit
+                time.sleep(0.02)
+        handle = submit.result(timeout=120)
+        results = {r.call_id: r for r in handle.results(timeout=60)}  # the ledger still cut
+    finally:
+        cut.end()
+
+    assert results["r0"].ok, results["r0"].model_message
+    assert results["w1"].status is Status.error and UNAVAILABLE in results["w1"].model_message
+    assert marks(workspace, "effects") == []
+    rows_settle(runtime, handle.batch_id, {"r0": READ_ROWS, "w1": {"decision", "finished"}})
+    assert runtime.ledger.batch(handle.batch_id) is not None
+    assert [m["label"] for m in marks(workspace, "starts")] == ["r0"]
 
 
 def test_racing_submitters_of_one_key_while_the_ledger_is_cut_accept_one_batch(

@@ -229,15 +229,25 @@ class FaultStack:
     def restart_redis(self, down: float = 0.5) -> None:
         """Stop Redis (SIGTERM: with append-only on it writes its file first),
         leave it down for `down` seconds, start it again on the same config."""
+        with self.redis_down():
+            time.sleep(down)
+
+    @contextmanager
+    def redis_down(self) -> Iterator[None]:
+        """Redis stopped (as `restart_redis` stops it) until the block ends,
+        then started again on the same config: a test does what it must while
+        Redis is away, and every process of the stack finds it back."""
         needles = redis_needles(self.redis_url)
         assert stop_process(self.redis_pid, needles=needles, timeout=10), "Redis did not stop"
-        time.sleep(down)
-        config = self.home.resolve() / "redis" / "redis.conf"
-        log = self.home.resolve() / "logs" / "redis.log"
-        binary = find_redis_server(self.settings)
-        self.redis_pid = spawn([binary, str(config)], log=log, env=os.environ)
-        wait_for_redis(self.redis_url, pid=self.redis_pid, log=log, timeout=30)
-        self.restarts += 1
+        try:
+            yield
+        finally:
+            config = self.home.resolve() / "redis" / "redis.conf"
+            log = self.home.resolve() / "logs" / "redis.log"
+            binary = find_redis_server(self.settings)
+            self.redis_pid = spawn([binary, str(config)], log=log, env=os.environ)
+            wait_for_redis(self.redis_url, pid=self.redis_pid, log=log, timeout=30)
+            self.restarts += 1
 
     def _stop_redis(self) -> None:
         if self.redis_pid is not None:

@@ -20,6 +20,15 @@ def state(tmp_path):
         yield found
 
 
+def test_a_keep_tried_again_finds_its_own_record_and_not_a_racers(state):
+    """Kept again after its answer was lost (a Redis restart), a record is
+    still its submitter's; another record of the batch is a racer's."""
+    assert state.keep_record("b1", '{"a": 1}')
+    assert state.keep_record("b1", '{"a": 1}', patience=1.0)
+    assert not state.keep_record("b1", '{"a": 2}')
+    assert state.kept_record("b1") == '{"a": 1}'
+
+
 def test_a_written_records_drop_rides_the_next_submits_marks(state):
     state.keep_record("b1", "{}")
     before = Counting.sends
