@@ -131,11 +131,17 @@ class Channel(redis.Channel):
 
     def _poll_error(self, type: str, **options: Any) -> None:
         """kombu reads the reply of a pop that met an error and drops it:
-        what a BLMPOP had taken goes back to the head of its queue."""
+        what a BLMPOP had taken goes back to the head of its queue. The pop
+        is over then, as after `_brpop_read`: left in poll, the channel
+        started no other, and its close waited for ever for a second reply."""
         if type != "BRPOP" or not self._popping:
             return super()._poll_error(type, **options)
         self._popping = 0
-        reply = self.client.parse_response(self.client.connection, "BLMPOP")
+        try:
+            reply = self.client.parse_response(self.client.connection, "BLMPOP")
+        finally:
+            self._in_poll = None
+            self._flush_brpop_reauth()
         if reply:
             key, items = reply
             with self.conn_or_acquire() as client:

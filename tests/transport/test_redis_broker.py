@@ -204,3 +204,25 @@ def test_the_app_takes_it_on_redis_and_leaves_tls_sentinel_and_rabbitmq_to_kombu
     for broker_url in others:
         settings = Settings(home=tmp_path, broker_url=broker_url, redis_master_name="m")
         assert make_app(settings, redis_url=state).conf.broker_transport is None
+
+
+def test_a_pop_whose_socket_errs_puts_what_it_took_back_at_the_head_of_its_queue(url):
+    """kombu reads the reply of a pop whose socket reported an error and drops
+    it; the messages a BLMPOP had taken go back, first in line as they were."""
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        publish(connection, 4)
+        consumer, got = taking(connection, prefetch=3)
+        channel = consumer.channel
+        # As kombu's poller starts a pop: the BLMPOP sent, its reply (three messages) not read
+        connection.transport.cycle._register_BRPOP(channel)
+        assert channel._popping == 3
+        deadline = time.monotonic() + 10
+        while client.llen("q") > 1 and time.monotonic() < deadline:  # Redis has popped them
+            time.sleep(0.01)
+        channel._poll_error("BRPOP")  # as kombu's poller calls it on the socket's error
+        assert channel._popping == 0 and got == []
+        assert [number(item) for item in reversed(client.lrange("q", 0, -1))] == [0, 1, 2, 3]
+        assert client.hlen("unacked") == 0  # nothing was delivered, so nothing was kept
+        connection.drain_events(timeout=5)  # the next pop starts, and takes them again
+        assert [m.decode()["n"] for m in got] == [0, 1, 2]
