@@ -15,7 +15,7 @@ import redis
 
 from runtime.settings import Settings
 from runtime.types import ApprovalRequested, Status
-from tests.conftest import TEST_TOOLS, runtime_on
+from tests.conftest import embedded_stack, runtime_on
 from tests.support.cli import stack_env, toolrun
 from tests.support.tools import held_running, marks, release
 
@@ -32,13 +32,8 @@ def stack(tmp_path_factory):
     3 s old, not 15 (`resend_after`): an approval given while Redis was away, or
     whose message was lost, is carried on by that sweep, which each of those two
     tests otherwise waited 15 s for."""
-    from runtime.stack.embedded import start_stack, stop_stack
-
-    home = tmp_path_factory.mktemp("toolrun-approvals-home")
-    settings = Settings(home=home, tool_modules=TEST_TOOLS, reads_concurrency=8, resend_after=3.0)
-    record = start_stack(settings, flower=False, extra_env={"TOOLRUN_TOOL_MODULES": TEST_TOOLS})
-    yield record
-    stop_stack(home)
+    with embedded_stack(tmp_path_factory.mktemp("approvals-home"), resend_after=3.0) as record:
+        yield record
 
 
 @pytest.fixture(scope="module")
