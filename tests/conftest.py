@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from runtime.settings import Settings, get_settings
+from runtime.stack.record import StackRecord
 from tests.support.fast_tier import sitecustomize as guard
 
 TEST_TOOLS = "tests.support.tools"
@@ -118,15 +121,24 @@ def _fresh_settings():
     get_settings.cache_clear()
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory):
+@contextmanager
+def embedded_stack(home: Path, **settings) -> Iterator[StackRecord]:
+    """A stack as the session's (the test tools, eight reads slots, no Flower),
+    with `settings` on top; stopped when the block ends."""
     from runtime.stack.embedded import start_stack, stop_stack
 
-    home = tmp_path_factory.mktemp("toolrun-home")
-    settings = Settings(home=home, tool_modules=TEST_TOOLS, reads_concurrency=8)
+    settings = Settings(home=home, tool_modules=TEST_TOOLS, reads_concurrency=8, **settings)
     record = start_stack(settings, flower=False, extra_env={"TOOLRUN_TOOL_MODULES": TEST_TOOLS})
-    yield record
-    stop_stack(home)
+    try:
+        yield record
+    finally:
+        stop_stack(home)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    with embedded_stack(tmp_path_factory.mktemp("toolrun-home")) as record:
+        yield record
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,9 @@
-"""One gateway process per module, on the session's stack, with an org policy
-that allows one rule (what a submitter key's batch may allow)."""
+"""One gateway process per test session (per xdist process), on the session's
+stack, with an org policy that allows one rule (what a submitter key's batch may
+allow). Each module makes keys of its own (`keys`, names unique per module) and
+works in roots of its own, so the modules share the process and not their keys,
+batches, limits or usage; the few tests about a gateway's own start, stop or
+settings start theirs (test_app.py, test_restart.py, test_waits.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ def roots(tmp_path_factory):
     return tmp_path_factory.mktemp("gateway-root")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gateway(stack, user_settings, tmp_path_factory):
     home = tmp_path_factory.mktemp("gateway")
     policy = home / "policy.json"

@@ -15,6 +15,7 @@ import redis
 
 from runtime.settings import Settings
 from runtime.types import ApprovalRequested, Status
+from tests.conftest import embedded_stack, runtime_on
 from tests.support.cli import stack_env, toolrun
 from tests.support.tools import held_running, marks, release
 
@@ -23,6 +24,23 @@ TOOLRUN = shutil.which("toolrun", path=os.path.dirname(sys.executable))
 
 def call(call_id, name, **arguments):
     return {"id": call_id, "name": name, "arguments": arguments}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """The session's stack as conftest.py starts it, but sweeping a batch once it is
+    3 s old, not 15 (`resend_after`): an approval given while Redis was away, or
+    whose message was lost, is carried on by that sweep, which each of those two
+    tests otherwise waited 15 s for."""
+    with embedded_stack(tmp_path_factory.mktemp("approvals-home"), resend_after=3.0) as record:
+        yield record
+
+
+@pytest.fixture(scope="module")
+def runtime(stack, user_settings):
+    rt = runtime_on(stack, user_settings)
+    yield rt
+    rt.close()
 
 
 @pytest.fixture

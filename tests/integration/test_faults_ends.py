@@ -33,7 +33,13 @@ def call(call_id: str, name: str, **arguments) -> dict:
 
 @pytest.fixture
 def stack(tmp_path, user_settings):
-    with FaultStack(tmp_path / "home", user_settings=user_settings) as stack:
+    """The sweep looks at a batch once it is `resend_after` old and writes an
+    announced end the ledger lacks after `unrecorded_patience`: 3 s and 1 s here,
+    not 15 and 10, so the lost rows' end lands seconds after the kill."""
+    home = tmp_path / "home"
+    with FaultStack(
+        home, user_settings=user_settings, unrecorded_patience=1.0, resend_after=3.0
+    ) as stack:
         yield stack
 
 

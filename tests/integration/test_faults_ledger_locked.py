@@ -75,9 +75,10 @@ def locked_stack(module_stack):
 @pytest.fixture(params=LEDGERS)
 def impatient_stack(request, tmp_path_factory, user_settings):
     """A stack of its own whose advancers write an announced end the ledger
-    lacks after 1 s, not 10."""
+    lacks after 1 s, not 10, and whose sweep looks at a batch 3 s old, not 15."""
     home = tmp_path_factory.mktemp(f"faults-impatient-{request.param}")
-    with fault_stack(request.param, home, user_settings, unrecorded_patience=1.0) as stack:
+    quick = {"unrecorded_patience": 1.0, "resend_after": 3.0}
+    with fault_stack(request.param, home, user_settings, **quick) as stack:
         yield stack
 
 
