@@ -181,7 +181,7 @@ def test_a_batch_submitted_while_the_ledger_is_cut_runs_its_reads_only(ledger_ru
 
 @pytest.mark.timeout(300)
 def test_a_batch_submitted_while_the_ledger_is_cut_and_redis_is_down_runs_once(
-    ledger_runtime, workspace
+    ledger_runtime, workspace, monkeypatch
 ):
     """A Redis restart overlapping a ledger cut (as the soak's injector makes
     them): a submit meanwhile does not raise, since its batch still runs (a
@@ -190,6 +190,8 @@ def test_a_batch_submitted_while_the_ledger_is_cut_and_redis_is_down_runs_once(
     its rows land. The three ways a submit goes without the ledger: a keyed
     batch of reads, one sent before it is recorded, one with a side effect."""
     stack, runtime = ledger_runtime
+    # Redis stays down past every submit's wait for it (the next test waits it out).
+    monkeypatch.setattr(first_send, "PATIENCE", 0.5)
     options = {
         "mode": "auto",
         "workspace": workspace,
