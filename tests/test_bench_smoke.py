@@ -5,6 +5,7 @@ itself reports, it does not judge."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,27 @@ def test_a_quick_run_writes_every_figure_with_both_sides_and_a_verdict(tmp_path)
     assert "CPU per call" in done.stdout
     assert {"pools", "sizes", "machine", "shared_celery_settings"} <= set(report)
     assert report["quick"] is True
+
+
+@pytest.mark.server
+@pytest.mark.timeout(150)
+def test_a_run_with_ledger_puts_toolruns_side_on_that_postgresql(tmp_path):
+    """`--ledger`: the stack's ledger is a database of the bench's own on that
+    server (the JSON names the ledger the stack ran on, not the flag)."""
+    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: the bench's PostgreSQL ledger is skipped")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.bench", "--quick", *ONE_REPETITION]
+        + ["--only", "P1", "--ledger", url, "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=140,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [written] = tmp_path.glob("bench-*.json")
+    report = json.loads(written.read_text())
+    assert report["ledger"].startswith("on: PostgreSQL, postgresql"), report["ledger"]
+    assert "toolrun_test_" in report["ledger"]  # its own database, not the server's `test`
+    assert report["figures"]["P1_p50"]["toolrun"]["repetitions"]

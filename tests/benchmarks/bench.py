@@ -246,7 +246,7 @@ def tracing(options: argparse.Namespace, console: Console) -> Iterator[Tracing]:
 
 
 def _meta(options: argparse.Namespace, bench, otel: Tracing) -> dict[str, Any]:
-    slots = options.reads_slots
+    slots, ledger = options.reads_slots, _ledger_name(bench.record.database_url)
     pools = {
         "reads": f"prefork pool, {slots} processes per worker, 1 worker (2 in P5's second half)",
         "effects": "prefork pool, concurrency 1, 1 worker",
@@ -262,16 +262,12 @@ def _meta(options: argparse.Namespace, bench, otel: Tracing) -> dict[str, Any]:
             "baseline": [baseline.READS_QUEUE, baseline.EFFECTS_QUEUE],
         },
         "caption": f"both sides: reads = prefork, {slots} processes (1 worker, 2 in P5); "
-        f"effects = prefork, concurrency 1; toolrun's ledger on ({_ledger_name(options)})"
+        f"effects = prefork, concurrency 1; toolrun's ledger on ({ledger})"
         + (f"; broker {_shown(options.broker)} for both sides" if options.broker else "")
         + ("; toolrun's traces on (OTLP/HTTP, local receiver)" if otel.receiver else ""),
         "shared_celery_settings": bench.conf,
-        "ledger": (
-            f"on: PostgreSQL, a database of the bench's own on {_shown(options.ledger)}"
-            if options.ledger
-            else "on: SQLite (WAL) under the stack's home"
-        )
-        + ", written by client and workers",
+        "ledger": f"on: {ledger}, {_shown(bench.record.database_url)}, "
+        "written by client and workers",
         "sizes": {name: getattr(options, name) for name in SIZES},
         "quick": options.quick,
         "tracing": (
@@ -300,8 +296,9 @@ def machine(runtime) -> dict[str, Any]:
     }
 
 
-def _ledger_name(options: argparse.Namespace) -> str:
-    return "PostgreSQL" if options.ledger else "SQLite"
+def _ledger_name(database_url: str) -> str:
+    """The ledger the stack runs on, by its URL (not by the flags that asked for it)."""
+    return "PostgreSQL" if database_url.startswith("postgresql") else "SQLite"
 
 
 def _shown(url: str) -> str:
