@@ -136,9 +136,43 @@ def check_open(limits: Limits, ledger: Ledger, submitter: str) -> int | None:
     return cap
 
 
-def turn_key(turn: ModelTurn, workspace: str | Path | None) -> str:
-    """A provider message's submit key: its dialect, its workspace and its calls
-    (the provider's call ids among them), so the same turn again attaches."""
+def turn_key(turn: ModelTurn, workspace: str | Path | None, scope: str) -> str:
+    """A provider message's submit key: its submitter's `scope`, its dialect,
+    its workspace and its calls (the provider's call ids among them), so the
+    same turn again from the same submitter attaches, and the same turn from
+    another one is a batch of its own that neither learns of
+    (docs/architecture.md, "Attach and keys")."""
+    where = str(Path(workspace or ".").resolve())
+    return json.dumps(["turn/2", scope, turn.format, where, _calls_digest(turn)])
+
+
+def submitted_turn_key(
+    ledger: Ledger,
+    turn: ModelTurn,
+    workspace: str | Path | None,
+    submitter: str,
+    key_id: str | None,
+) -> str:
+    """`turn_key` scoped to the gateway key `key_id` when it is given, else to
+    `submitter`. A turn an older toolrun recorded under its unscoped key, by
+    this same submitter, keeps that key, so a retry across the upgrade attaches."""
+    earlier = earlier_turn_key(turn, workspace)
+    try:
+        row = ledger.batch(keyed_id(earlier))
+    except LedgerUnavailable:  # the submit fails closed on its own, with the new key
+        row = None
+    if row is not None and row.submitter == submitter:
+        return earlier
+    scope = f"gateway key {key_id}" if key_id else f"submitter {submitter}"
+    return turn_key(turn, workspace, scope)
+
+
+def earlier_turn_key(turn: ModelTurn, workspace: str | Path | None) -> str:
+    """The key toolrun gave a turn before turn keys were scoped: a retry of a
+    turn submitted then still finds its batch (`Runtime.submit_message`)."""
+    return f"{turn.format}:{Path(workspace or '.').resolve()}:{_calls_digest(turn)}"
+
+
+def _calls_digest(turn: ModelTurn) -> str:
     calls = json.dumps([c.model_dump(mode="json") for c in turn.calls], sort_keys=True)
-    where = Path(workspace or ".").resolve()
-    return f"{turn.format}:{where}:{hashlib.sha256(calls.encode()).hexdigest()}"
+    return hashlib.sha256(calls.encode()).hexdigest()

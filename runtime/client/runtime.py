@@ -35,7 +35,7 @@ from runtime.client.intake import (
     keyed_id,
     link,
     principal,
-    turn_key,
+    submitted_turn_key,
 )
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
 from runtime.client.run import BatchRun, Services
@@ -272,12 +272,22 @@ class Runtime(AsyncSubmits):
         `submit`'s options. `format` is detected when not given; the handle's
         `reply()` answers in the same dialect. No tool calls is `InvalidBatch`.
         A whole response that carries `usage` has its model's tokens kept with
-        the batch (docs/architecture.md, "Usage and budgets")."""
+        the batch (docs/architecture.md, "Usage and budgets"). Without `key`,
+        the turn's key is made of the provider's call ids and scoped to its
+        `submitter` (default user@host): the same turn again from the same
+        submitter attaches, from another it is a batch of its own
+        (docs/architecture.md, "Attach and keys")."""
         turn = adapters.parse(message, format)
         if not turn.calls:
             raise InvalidBatch("the message holds no tool calls to run")
         if options.get("key") is None:  # the provider's call ids: the same turn again attaches
-            options["key"] = turn_key(turn, options.get("workspace"))
+            options["key"] = submitted_turn_key(
+                self.ledger,
+                turn,
+                options.get("workspace"),
+                options.get("submitter") or principal(),
+                (options.get("owner") or {}).get("key_id"),
+            )
         handle = self._submit(turn.calls, format=turn.format, model_usage=turn.usage, **options)
         handle.format = turn.format
         return handle

@@ -143,11 +143,15 @@ def _submit(
             submission.calls, submission.message, submission.format, **options
         )
     except KeyConflict as error:  # checked before anything of this request was written
+        used = (
+            f"Idempotency-Key {idempotency_key!r} was used"
+            if idempotency_key
+            else "this key sent this provider turn before"  # its turn key, this key's own
+        )
         raise Problem(
             409,
             "idempotency key reused",
-            f"Idempotency-Key {idempotency_key!r} was used for a batch of other "
-            f"{error.differs}; send another key",
+            f"{used} for a batch of other {error.differs}; send another Idempotency-Key",
         ) from None
     gateway.keys.own(
         handle.batch_id,

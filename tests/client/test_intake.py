@@ -46,3 +46,15 @@ def test_names_are_bounded_and_keys_map_to_one_batch_id():
         check_name("submitter", "")
     assert keyed_id("k") == keyed_id("k") != keyed_id("j")
     assert keyed_id("k").startswith("k") and len(keyed_id("k")) == 32
+
+
+def test_a_turn_key_names_its_scope_and_nothing_else_of_the_caller(tmp_path):
+    from runtime.adapters import parse
+    from runtime.client.intake import turn_key
+
+    turn = parse({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x"}]})
+    assert turn_key(turn, tmp_path, "submitter ann") == turn_key(turn, tmp_path, "submitter ann")
+    assert turn_key(turn, tmp_path, "submitter ann") != turn_key(turn, tmp_path, "submitter ben")
+    assert turn_key(turn, tmp_path, "gateway key a") != turn_key(
+        turn, tmp_path / "a", "gateway key a"
+    )

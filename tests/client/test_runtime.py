@@ -116,3 +116,30 @@ def test_a_batch_that_cannot_be_one_is_refused_at_submit(make, workspace):
     calls = [{"id": f"c{i % 9000}", "name": "echo", "arguments": {}} for i in range(10_000)]
     with pytest.raises(InvalidBatch, match="duplicate call ids in batch: c0, c1, c10, c100,"):
         rt.submit(calls, mode="auto", workspace=workspace)
+
+
+def test_a_provider_turn_is_keyed_to_its_submitter(make, workspace):
+    """The same turn again from its submitter attaches; from another submitter
+    it is a batch of its own; one an older toolrun keyed without the submitter
+    still attaches for that submitter only (docs/architecture.md, "Attach and keys")."""
+    from runtime.adapters import parse
+    from runtime.client.intake import earlier_turn_key
+
+    message = {"role": "assistant", "content": [_tool_use("toolu_1")]}
+    rt = make()
+    first = rt.submit_message(message, mode="default", workspace=workspace, submitter="ann")
+    again = rt.submit_message(message, mode="default", workspace=workspace, submitter="ann")
+    other = rt.submit_message(message, mode="default", workspace=workspace, submitter="ben")
+    assert first.batch_id == again.batch_id != other.batch_id
+    older = {"role": "assistant", "content": [_tool_use("toolu_2")]}
+    key = earlier_turn_key(parse(older), workspace)
+    recorded = rt.submit(
+        parse(older).calls, mode="default", workspace=workspace, key=key, submitter="ann"
+    )
+    retried = rt.submit_message(older, mode="default", workspace=workspace, submitter="ann")
+    stranger = rt.submit_message(older, mode="default", workspace=workspace, submitter="ben")
+    assert retried.batch_id == recorded.batch_id != stranger.batch_id
+
+
+def _tool_use(call_id: str) -> dict:
+    return {"type": "tool_use", "id": call_id, "name": "bump", "input": {"label": call_id}}

@@ -204,3 +204,55 @@ def test_a_batch_over_the_size_cap_is_a_413_before_anything_is_written(gateway, 
         problem = response.json()
         assert problem["title"] == "batch too large"
         assert "1001 calls and the policy allows 1000 per batch" in problem["detail"]
+
+
+# The provider message of docs/how-to/http-api.md, posted without an Idempotency-Key:
+# its turn key comes from the provider's call ids.
+DOCS_MESSAGE = {
+    "role": "assistant",
+    "content": [
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "write_file",
+            "input": {"path": "NOTES.md", "content": "hi"},
+        }
+    ],
+}
+
+
+def _same_turn_by_two_keys(gateway, keys, space) -> None:
+    body = {"mode": "default", "message": DOCS_MESSAGE, "workspace": str(space)}
+    with gateway.client(keys["submitter"]) as alice, gateway.client(keys["other"]) as oscar:
+        first = _submit(alice, body)
+        second = oscar.post("/v1/batches", json=body)
+        assert second.status_code == 202, second.text  # not a 409 telling it the turn exists
+        theirs = second.json()["batch_id"]
+        assert theirs != first
+        for probe in (
+            oscar.get(f"/v1/batches/{first}"),
+            oscar.get(f"/v1/batches/{first}/transcript"),
+            oscar.post(f"/v1/batches/{first}/cancel"),
+        ):
+            assert probe.status_code == 404, probe.text
+        assert _submit(alice, body) == first  # the same key's turn again attaches
+        mine = alice.get(f"/v1/batches/{first}")
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["awaiting_approval"][0]["call_id"] == "toolu_1"
+        assert oscar.get(f"/v1/batches/{theirs}").status_code == 200
+        assert alice.get(f"/v1/batches/{theirs}").status_code == 404
+        for client, batch_id in ((alice, first), (oscar, theirs)):
+            assert client.post(f"/v1/batches/{batch_id}/cancel").status_code == 202
+    assert gateway.ledger.batch(first).cancelled_by == Keys(gateway.ledger).owner(first).key_name
+
+
+def test_the_same_provider_turn_from_two_keys_makes_two_batches(gateway, keys, space):
+    _same_turn_by_two_keys(gateway, keys, space)
+
+
+def test_with_limits_the_second_key_gets_no_409_for_anothers_turn(gateway, keys, space):
+    settings = space / ".toolrun" / "settings.json"
+    settings.parent.mkdir()
+    limits = {"rate": [{"name": "per-key", "per": "key", "limit": "600/minute"}]}
+    settings.write_text(json.dumps({"limits": limits}))
+    _same_turn_by_two_keys(gateway, keys, space)
