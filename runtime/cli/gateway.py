@@ -72,7 +72,7 @@ def _keys():
 @keys.command("create")
 def keys_create(
     name: str,
-    role: Annotated[str, typer.Option(help="submitter, approver or admin.")],
+    role: Annotated[str, typer.Option(help="submitter, approver, admin or metrics.")],
     workspace_root: Annotated[
         list[str] | None,  # not Path: typer would read "" as "."
         typer.Option(help="A directory the key's batches must be in (repeatable)."),

@@ -131,7 +131,7 @@ def _submit(
         "key": f"gateway:{key.id}:{idempotency_key}" if idempotency_key else None,
         # Conversations too: one key's turns never chain to another key's batches.
         "conversation": submission.conversation and f"gateway:{key.id}:{submission.conversation}",
-        "submitter": f"key:{key.name}",
+        "submitter": key.principal,
         "traceparent": traceparent,
         # Written in the batch's own transaction, not in one of its own while
         # its reads end ("The HTTP gateway"): `handle.owned` says if it was.

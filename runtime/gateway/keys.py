@@ -28,6 +28,7 @@ class Role(StrEnum):
     submitter = "submitter"  # submits batches and follows its own
     approver = "approver"  # answers approvals
     admin = "admin"  # everything, every batch
+    metrics = "metrics"  # every key's series on /metrics (a Prometheus scraper), no batch
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,11 @@ class Key:
     role: Role
     roots: tuple[str, ...] | None  # None: not confined to directories
     max_mode: Mode | None  # None: any mode
+
+    @property
+    def principal(self) -> str:
+        """The submitter the ledger records for its batches, and its usage's `key` label."""
+        return f"key:{self.name}"
 
 
 def mint(

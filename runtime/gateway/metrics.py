@@ -9,7 +9,7 @@ read, computed at each scrape (docs/architecture.md, "Traces and metrics");
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from celery import Celery
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -23,7 +23,9 @@ from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gateway import usage_metrics
+from runtime.gateway.keys import Key, Role
 from runtime.gateway.limit_metrics import LimitGauges
+from runtime.gateway.metric_views import Shown
 from runtime.ledger.approvals import Approvals
 from runtime.transport import broker
 from runtime.transport.names import QUEUES
@@ -98,11 +100,19 @@ def _cluster(figures) -> Iterator[Metric]:
 
 
 def cluster_registry(runtime) -> CollectorRegistry:
-    """A registry holding only the cluster's figures (`toolrun metrics`)."""
+    """A registry holding only the cluster's figures (`toolrun metrics`),
+    unknown tools' names folded into one label value."""
+    figures = CollectorRegistry()
+    figures.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
+    figures.register(_usage(runtime))
     registry = CollectorRegistry()
-    registry.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
-    registry.register(_usage(runtime))
+    registry.register(Shown(figures, _tools(runtime)))
     return registry
+
+
+def _tools(runtime) -> Callable[[], set[str]]:
+    """The registry's tool names, the label values `Shown` keeps as they are."""
+    return lambda: set(runtime.registry.names()) if runtime is not None else set()
 
 
 def _usage(runtime) -> usage_metrics.Usage:
@@ -115,6 +125,7 @@ class Metrics:
         """`runtime`: the gateway's; on Celery and Redis, the cluster's figures
         too (calls waiting and running per queue: what an autoscaler needs)."""
         self.registry = CollectorRegistry()
+        self.tools = _tools(runtime)
         if runtime is not None and runtime.client is not None:
             self.registry.register(
                 Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app)
@@ -138,8 +149,13 @@ class Metrics:
             "toolrun_gateway_events_sent", "Server-Sent Events sent", registry=self.registry
         )
 
-    def text(self) -> bytes:
-        return generate_latest(self.registry)
+    def text(self, key: Key | None = None) -> bytes:
+        """Every series for an admin or `metrics` key (or no key: the process
+        itself); any other key's own and the aggregates ("The HTTP gateway")."""
+        everything = key is None or key.role in (Role.admin, Role.metrics)
+        return generate_latest(
+            Shown(self.registry, self.tools, None if everything else key.principal)
+        )
 
 
 class CountRequests:

@@ -69,5 +69,6 @@ def ready(request: Request) -> dict[str, str]:
 def metrics(request: Request, key: Authorized) -> Response:
     """Prometheus text: requests by route and status, batches, streams, events;
     the cluster's calls by tool and status, run times, calls waiting and running
-    per queue, approvals pending."""
-    return Response(request.app.state.gateway.metrics.text(), media_type=CONTENT_TYPE)
+    per queue, approvals pending; usage and limits per key, every key's for an
+    admin or metrics key, its own for any other."""
+    return Response(request.app.state.gateway.metrics.text(key), media_type=CONTENT_TYPE)

@@ -29,7 +29,7 @@ async def usage(
     """Usage rolled up `by` one of key, tool, workspace, day, batch, status;
     `since`: only calls ended since (`7d`, `12h`, `30m`, `2w`, an ISO date); `submitter`
     (admin keys): only that submitter's (`key:NAME` or a principal)."""
-    own = f"key:{key.name}"
+    own = key.principal
     if key.role is not Role.admin:
         if submitter not in (None, own):
             raise Forbidden("a key sees its own usage only; leave out submitter")

@@ -26,10 +26,11 @@ from runtime.transport.names import (
     plan_key,
     queue_lists,
 )
-from runtime.types import ToolResult
+from runtime.types import Status, ToolResult
 
 # Upper bounds (seconds) of the run-time histogram's buckets; +Inf is implied.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+UNKNOWN_TOOL = "(unknown)"  # the tool of every call whose name no registry knows
 PLANS_KEPT = 4096  # batches whose calls' queues one reader remembers (a plan never changes)
 
 
@@ -38,7 +39,8 @@ def fields(result: ToolResult) -> tuple[str, str | None, str, float]:
     its field of the calls' tally, and if it ran its run time's bucket field,
     sum field and seconds (else None for the bucket: refusals, skips and early
     ends never ran)."""
-    tool = result.tool
+    # A name the registry does not know is the model's to make up: one field for all.
+    tool = UNKNOWN_TOOL if result.status is Status.unknown_tool else result.tool
     counted = f"{tool}\n{result.status.value}"
     if result.duration_ms <= 0:
         return counted, None, "", 0.0

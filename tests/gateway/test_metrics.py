@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 
 from runtime.gateway.metrics import Metrics
 from tests.support.tools import marks, release
@@ -35,3 +36,44 @@ def test_calls_waiting_and_running_per_queue_are_exported(runtime, workspace, re
     assert figure(text, "toolrun_calls_waiting", "effects") >= 0
     release(workspace, "scaled")
     assert all(r.ok for r in handle.results(timeout=60))
+
+
+def _series(text: str, label: str) -> set[str]:
+    """Every value `label` takes in the exposition `text`."""
+    return set(re.findall(rf'{label}="([^"]*)"', text))
+
+
+def test_a_key_that_is_not_admin_sees_no_other_keys_series(gateway, keys, space):
+    from runtime.gateway.keys import Role
+
+    (space / "a.txt").write_text("a")
+    calls = [{"id": "r", "name": "read_file", "arguments": {"path": "a.txt"}}]
+    body = {"calls": calls, "workspace": str(space)}
+    with gateway.client(keys["submitter"]) as alice, gateway.client(keys["other"]) as oscar:
+        for client in (alice, oscar):
+            ended = client.post("/v1/batches", json=body, params={"wait": 30})
+            assert ended.json()["state"] == "ended", ended.text
+        theirs = _series(oscar.get("/metrics").text, "key")
+        mine = _series(alice.get("/metrics").text, "key")
+    alice_name, oscar_name = "key:test_metrics-alice", "key:test_metrics-oscar"
+    assert oscar_name in theirs and alice_name not in theirs
+    assert alice_name in mine and oscar_name not in mine
+    watcher = gateway.key("test_metrics-prometheus", Role.metrics)
+    for token in (keys["admin"], watcher):
+        with gateway.client(token) as client:
+            assert {alice_name, oscar_name} <= _series(client.get("/metrics").text, "key")
+
+
+def test_unknown_tool_names_share_one_label_value(gateway, keys, space):
+    names = [f"no-such-tool-{uuid.uuid4().hex}" for _ in range(300)]
+    calls = [{"id": f"c{i}", "name": name, "arguments": {}} for i, name in enumerate(names)]
+    with gateway.client(keys["submitter"]) as alice:
+        ended = alice.post(
+            "/v1/batches", json={"calls": calls, "workspace": str(space)}, params={"wait": 30}
+        )
+        assert ended.json()["state"] == "ended", ended.text
+    with gateway.client(keys["admin"]) as admin:
+        text = admin.get("/metrics").text
+    tools = _series(text, "tool")
+    assert "(unknown)" in tools
+    assert not tools & set(names)
