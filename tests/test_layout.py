@@ -25,7 +25,7 @@ LAZY_ALLOWED = {
 # `runtime` is runtime/__init__.py, the public names; a top-level module
 # (runtime/types.py) is a package of its own.
 LAYERS = [
-    {"types"},
+    {"types", "keyring"},
     {"errors"},
     {"settings", "workspace", "sessions"},
     {"config", "usage"},

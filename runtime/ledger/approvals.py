@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
+from runtime.keyring import Purpose, derived
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import EndRow, utc_now
 
@@ -45,7 +46,8 @@ def seal_of(
         separators=(",", ":"),
         default=str,
     )
-    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    own = derived(key, Purpose.approval)  # approvals' own key (runtime/keyring.py)
+    return hmac.new(own, body.encode(), hashlib.sha256).hexdigest()
 
 
 def sealed(key: bytes, row: ApprovalRow) -> bool:

@@ -1,7 +1,8 @@
 """A transcript's seal: the SHA-256 of its canonical JSON (sorted keys, no
 spaces, UTF-8) without the seal itself, and an HMAC-SHA256 of that JSON under
-the signing key; and how a transcript, or the turns of a conversation, are
-checked (docs/architecture.md, "Transcripts")."""
+the transcripts' own key, derived from the signing key (`runtime.keyring`);
+and how a transcript, or the turns of a conversation, are checked
+(docs/architecture.md, "Transcripts")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ import hmac
 import json
 from typing import Any
 
+from runtime.keyring import Purpose, derived
+
 ALGORITHM = "sha256"
+# Fail closed: the signing key itself also signed task messages, so such an
+# HMAC cannot tell a transcript from a message (docs/architecture.md, "Secrets").
+LEGACY = (
+    "the HMAC is under the signing key itself, as toolrun sealed transcripts before it "
+    "derived a key per purpose, and cannot tell a transcript from a signed task message; "
+    "export it again from the ledger (toolrun transcript BATCH_ID) to seal it anew"
+)
 
 
 def canonical(document: dict[str, Any]) -> bytes:
@@ -23,6 +33,11 @@ def digest(document: dict[str, Any]) -> str:
 
 
 def _mac(document: dict[str, Any], key: bytes) -> str:
+    """Under the transcripts' own key, derived from the signing key `key`."""
+    return _under(derived(key, Purpose.transcript), document)
+
+
+def _under(key: bytes, document: dict[str, Any]) -> str:
     return "hmac-sha256:" + hmac.new(key, canonical(document), hashlib.sha256).hexdigest()
 
 
@@ -46,7 +61,10 @@ def verify(document: Any, key: bytes | None) -> list[str]:
     if key is None:
         problems.append("no signing key: the HMAC was not checked")
     elif not hmac.compare_digest(str(seal_.get("hmac", "")), _mac(document, key)):
-        problems.append("the HMAC does not match: changed, or sealed under another key")
+        if hmac.compare_digest(str(seal_.get("hmac", "")), _under(key, document)):
+            problems.append(LEGACY)
+        else:
+            problems.append("the HMAC does not match: changed, or sealed under another key")
     return problems
 
 

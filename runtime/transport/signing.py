@@ -3,6 +3,9 @@
 Anyone who can write to Redis can push a task message. The HMAC covers the
 call, its arguments, the policy snapshot and the decision; a worker refuses a
 message that is unsigned, signed with another key, or altered after signing.
+The key is the task messages' own, derived from the signing key
+(`runtime.keyring`), so a transcript's or an approval's HMAC is never a
+message's signature.
 The signature is computed over the message's wire form (`CallMessage.wire`).
 """
 
@@ -13,6 +16,7 @@ import hmac
 import json
 from typing import Any
 
+from runtime.keyring import Purpose, derived
 from runtime.types import CallMessage
 
 FIELD = "signature"
@@ -34,7 +38,10 @@ def canonical(data: dict[str, Any]) -> bytes:
 
 
 def sign(data: dict[str, Any], key: bytes) -> str:
-    return hmac.new(key, canonical(data), hashlib.sha256).hexdigest()
+    """The HMAC under the task messages' own key, derived from the signing
+    key `key` (`runtime.keyring`): no other signed thing verifies as a message."""
+    own = derived(key, Purpose.task_message)
+    return hmac.new(own, canonical(data), hashlib.sha256).hexdigest()
 
 
 def verify(data: dict[str, Any], key: bytes) -> bool:

@@ -56,6 +56,18 @@ def test_the_first_answer_wins_and_is_sealed(approvals):
     assert not sealed(b"another key" * 3, row)
 
 
+def test_the_seal_is_under_the_approvals_own_key_not_the_signing_key(approvals):
+    import hashlib
+    import hmac
+
+    ask(approvals)
+    approvals.answer("b1", "c1", approve=True, by="alice")
+    row = approvals.get("b1", "c1")
+    body = json.dumps(["b1", "c1", "approved", "alice", None], separators=(",", ":"))
+    assert row.seal != hmac.new(KEY, body.encode(), hashlib.sha256).hexdigest()
+    assert sealed(KEY, row)
+
+
 def test_an_unknown_call_cannot_be_answered(approvals):
     assert not approvals.answer("b1", "nope", approve=True, by="alice")
 

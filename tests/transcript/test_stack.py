@@ -153,3 +153,43 @@ def test_bad_input_is_one_line_and_no_traceback(env, tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     done = toolrun("transcript", "verify", str(tmp_path / "absent.json"), env=env)
     assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def test_a_signed_task_message_is_no_transcript_and_a_transcript_signs_no_message(
+    turns, stack, user_settings, env, tmp_path
+):
+    """Task messages and transcripts are signed under keys of their own
+    (docs/architecture.md, "Secrets"): a message taken from a batch's plan,
+    dressed as a transcript, fails `toolrun transcript verify`, and a
+    transcript's HMAC does not sign a task message."""
+    from runtime.transcript import integrity
+    from runtime.transport import signing
+
+    space = tmp_path / "space"
+    space.mkdir()
+    rt = runtime_on(stack, user_settings)
+    try:
+        calls = [{"id": "w1", "name": "write_file", "arguments": {"path": "b", "content": "b"}}]
+        handle = rt.submit(calls, workspace=space, mode="default", timeout=60)
+        assert isinstance(next(iter(handle.stream(notices=True, timeout=60))), ApprovalRequested)
+        message = rt.ledger.plan(handle.batch_id)["calls"]["w1"]["message"]
+        handle.cancel()
+    finally:
+        rt.close()
+    body = json.loads(signing.canonical(message))
+    forged = body | {
+        "integrity": {
+            "algorithm": "sha256",
+            "digest": integrity.digest(body),
+            "hmac": "hmac-sha256:" + message["signature"],
+        }
+    }
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    done = toolrun("transcript", "verify", str(path), env=env)
+    assert done.returncode == 1, done.stdout
+    assert "HMAC does not match" in done.stdout, done.stdout
+
+    sealed = json.loads(_export(turns[0], env, tmp_path).read_text())
+    mac = sealed.pop("integrity")["hmac"].removeprefix("hmac-sha256:")
+    assert not signing.verify(sealed | {signing.FIELD: mac}, stack.signing_key.encode())

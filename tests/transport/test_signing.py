@@ -45,3 +45,12 @@ def test_the_time_of_posting_is_outside_the_signature():
     data = CallMessage.from_wire({**MESSAGE, "mode": "auto", "workspace": ".", "position": 0})
     sealed_message = sealed(data, KEY)
     assert genuine(sealed_message.model_copy(update={"sent_at": 1764560000.25}), KEY)
+
+
+def test_the_signature_is_under_the_task_messages_own_key_not_the_signing_key():
+    import hashlib
+    import hmac
+
+    from runtime.transport.signing import canonical
+
+    assert sign(MESSAGE, KEY) != hmac.new(KEY, canonical(MESSAGE), hashlib.sha256).hexdigest()

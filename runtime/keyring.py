@@ -1,0 +1,26 @@
+"""Keys per purpose, derived from the one signing key (docs/architecture.md,
+"Secrets"): task messages, transcripts and approvals are each signed under a
+key of their own, `HMAC-SHA256(signing key, "toolrun/v1/<purpose>")`, so a
+signature made for one never verifies as another (a signed task message is no
+transcript, whatever its JSON). Every process that holds the signing key
+(client, gateway, worker, CLI) derives the same keys, with nothing to
+configure; a deployment still sets one secret."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+from enum import StrEnum
+
+
+class Purpose(StrEnum):
+    task_message = "task-message"
+    transcript = "transcript"
+    approval = "approval"
+
+
+@functools.lru_cache(maxsize=64)
+def derived(key: bytes, purpose: Purpose) -> bytes:
+    """The key `purpose` signs with, under the deployment's signing key `key`."""
+    return hmac.new(key, f"toolrun/v1/{purpose.value}".encode(), hashlib.sha256).digest()
