@@ -77,3 +77,15 @@ def test_unknown_tool_names_share_one_label_value(gateway, keys, space):
     tools = _series(text, "tool")
     assert "(unknown)" in tools
     assert not tools & set(names)
+
+
+def test_toolrun_metrics_folds_unknown_tools_too(runtime, workspace):
+    from prometheus_client import generate_latest
+
+    from runtime.gateway.metrics import cluster_registry
+
+    name = f"no-such-tool-{uuid.uuid4().hex}"
+    handle = runtime.submit([{"id": "u", "name": name}], mode="auto", workspace=workspace)
+    assert [r.status.value for r in handle.results(timeout=60)] == ["unknown_tool"]
+    text = generate_latest(cluster_registry(runtime)).decode()
+    assert 'tool="(unknown)"' in text and name not in text
