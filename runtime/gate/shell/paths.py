@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from runtime.errors import PathOutsideWorkspace
-from runtime.gate.protected import protected_locations, refuse_settings_path
+from runtime.gate.protected import protected_file, protected_locations, refuse_settings_path
 from runtime.gate.shell.analysis import Analysis
 from runtime.gate.shell.lexer import command_words
 from runtime.workspace import resolve_inside
@@ -97,6 +97,21 @@ def redirect_inside(target: str, cwds: list[Path], root: Path) -> bool:
             except PathOutsideWorkspace:
                 return False
     return True
+
+
+def guarded_target(target: str, cwds: list[Path], root: Path) -> str | None:
+    """Why writing `target` from one of `cwds` changes git's configuration or hooks
+    or a shell's rc file (`runtime.gate.protected.protected_file`), or None."""
+    for cwd in cwds:
+        for path in _spellings(target, cwd):
+            try:
+                resolved = resolve_inside(root, str(path))
+            except PathOutsideWorkspace:
+                continue  # outside: refused as such by the caller's other checks
+            reason = protected_file(root, str(path), resolved)
+            if reason:
+                return reason
+    return None
 
 
 def _spellings(word: str, cwd: Path) -> list[Path]:
