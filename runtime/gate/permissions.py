@@ -140,6 +140,8 @@ def _guarded(spec, arguments, kind, subjects: list[str], workspace: Path) -> str
     """Why the call writes git's configuration or hooks or a shell's rc file
     (docs/architecture.md, "The permission gate"), or None."""
     if kind == "command" and subjects:
+        if ">" not in subjects[0]:  # every redirect that writes has one
+            return None
         return commands.guarded_redirects(commands.analyze(subjects[0], workspace))
     if spec.risk is Risk.read:
         return None

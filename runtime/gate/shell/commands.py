@@ -203,13 +203,13 @@ def _with_escapes(
 ) -> list[Segment]:
     """The segments with their flags that escape a rule's glob (`flags.escapes`),
     whose files are judged from every directory a `cd` may lead to."""
-    root = analysis.workspace.resolve()
-    known: list[list[Path] | None] = []
+    known: list = []  # (root, cwds), found once a flag names a file
 
     def astray(value: str) -> str | None:
         if not known:
-            known.append(working_dirs(analysis, root))
-        cwds = known[0]
+            root = analysis.workspace.resolve()
+            known.extend([root, working_dirs(analysis, root)])
+        root, cwds = known
         if unknowable(value):
             return "is only known when the command runs"
         if cwds is None and not os.path.isabs(value):
