@@ -206,6 +206,8 @@ def _with_escapes(
     known: list = []  # (root, cwds), found once a flag names a file
 
     def astray(value: str) -> str | None:
+        if value in SAFE_DEVICES:
+            return None
         if not known:
             root = analysis.workspace.resolve()
             known.extend([root, working_dirs(analysis, root)])

@@ -35,7 +35,8 @@ class Flag:
 
 @dataclass(frozen=True)
 class Escape:
-    """Words (indices into a segment) that together are one escaping flag, and why."""
+    """Words (indices into a segment) that together are one escaping flag, and why;
+    no indices: the segment's flags are unknown, and no rule covers it."""
 
     indices: tuple[int, ...]
     reason: str
@@ -173,6 +174,8 @@ for _name in ("cc", "g++", "c++", "clang", "clang++"):
     OTHERS[_name] = OTHERS["gcc"]
 OTHERS["py.test"] = OTHERS["pytest"]
 PROGRAMS = {"git", *OTHERS}
+# Commands that take their arguments from stdin: a program they run may get any flag.
+STDIN_RUNNERS = {"xargs", "parallel"}
 
 Astray = Callable[[str], "str | None"]  # why a file a flag names leads astray, or None
 
@@ -183,6 +186,11 @@ def escapes(words: list[str], loose: set[int], starts: list[int], astray: Astray
     `starts` the indices where a program begins (the command, and any program a
     wrapper runs), `astray` the test on a flag's file."""
     found: list[Escape] = []
+    feeder = os.path.basename(words[starts[0]]) if starts else ""
+    if feeder in STDIN_RUNNERS and any(os.path.basename(words[s]) in PROGRAMS for s in starts):
+        found.append(
+            Escape((), f"{feeder!r} (hands the program words from its input, which may be flags)")
+        )
     for start in starts:
         name = os.path.basename(words[start])
         if name in PROGRAMS:
@@ -216,6 +224,8 @@ def _scan(name: str, words: list[str], start: int, loose: set[int], astray: Astr
             continue
         flag, value, taken = _match(word, words[index + 1 : index + 2], table, clusters)
         indices = tuple(range(index, index + 1 + taken))
+        if taken and index + 1 in loose:
+            found.append(Escape((index + 1,), _loose_reason(words[index + 1])))
         if flag is not None and flag.kind == RUNS:
             found.append(Escape(indices, f"{word!r} ({flag.why})"))
         elif flag is not None and flag.kind == PATH and value is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from runtime.errors import PathOutsideWorkspace
 from runtime.gate.protected import protected_file, protected_locations, refuse_settings_path
 from runtime.gate.shell.analysis import Analysis
+from runtime.gate.shell.flags import STDIN_RUNNERS  # the words of a whole pipeline count
 from runtime.gate.shell.lexer import command_words
 from runtime.workspace import resolve_inside
 
@@ -24,8 +25,6 @@ READ_ONLY |= {"[", "echo", "du", "basename", "dirname"}
 # Commands that change a whole tree: naming an ancestor of a settings file counts.
 TREE_WRITERS = {"rm", "rmdir", "mv", "cp", "chmod", "chown", "chgrp", "chattr", "setfacl"}
 TREE_WRITERS |= {"shred", "unlink", "rsync", "ln", "install"}
-# Commands that take their arguments from stdin: the words of a whole pipeline count.
-STDIN_RUNNERS = {"xargs", "parallel"}
 FIND_ACTIONS = {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf", "-fls"}
 UNKNOWABLE = re.compile(r"[$`]|[<>]\(")
 GLOB = re.compile(r"[*?[]")

@@ -31,6 +31,8 @@ def covers(pattern: str, segment: Segment) -> bool:
     only a pattern that spells such a flag out, word for word, covers it."""
     if not segment.escapes:
         return matches(pattern, segment)
+    if any(not escape.indices for escape in segment.escapes):
+        return False
     marked = {index for escape in segment.escapes for index in escape.indices}
     words = [MARK + w + MARK if i in marked else w for i, w in enumerate(segment.words)]
     spelt = frozenset(segment.words[index] for index in marked)

@@ -78,6 +78,9 @@ ESCAPES = [
     ("git diff {--output=/tmp/out,HEAD}", "git diff *"),
     ('git diff ""*', "git diff *"),
     ("find * -name x", "find *"),
+    ("git diff --output *", "git diff *"),
+    ("xargs git diff", "xargs git diff *"),
+    ("xargs -a list git diff", "xargs *"),
 ]
 
 KEPT = [
@@ -99,6 +102,8 @@ KEPT = [
     ("ls *", "ls *"),
     ("grep -c x *", "grep *"),
     ("cat {a,b}", "cat *"),
+    ("curl -so /dev/null http://x", "curl *"),
+    ("xargs rm", "xargs *"),
 ]
 
 CASES = [(*case, False) for case in ESCAPES] + [(*case, True) for case in KEPT]
