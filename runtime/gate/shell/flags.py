@@ -23,6 +23,7 @@ from dataclasses import dataclass
 RUNS = "runs"  # always an escape: it runs a program, or reads options that can
 PATH = "path"  # an escape when its file leads astray
 NONE, JOINED, NEXT = 0, 1, 2  # the flag takes no value, a value only after `=`, or the next word
+MOVES = {"-C", "--directory"}  # flags after which a relative file is relative to their directory
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def escapes(words: list[str], loose: set[int], starts: list[int], astray: Astray
 
 
 def _scan(name: str, words: list[str], start: int, loose: set[int], astray: Astray) -> list:
-    found, index, sub, operands = [], start + 1, None, 0
+    found, index, sub, operands, bases = [], start + 1, None, 0, [""]
     while index < len(words):
         word = words[index]
         if name == "tar" and index == start + 1 and not word.startswith("-"):
@@ -229,9 +230,11 @@ def _scan(name: str, words: list[str], start: int, loose: set[int], astray: Astr
         if flag is not None and flag.kind == RUNS:
             found.append(Escape(indices, f"{word!r} ({flag.why})"))
         elif flag is not None and flag.kind == PATH and value is not None:
-            why = astray(value)
+            why = next(filter(None, (astray(os.path.join(base, value)) for base in bases)), None)
             if why:
                 found.append(Escape(indices, f"{word!r} ({flag.why}, and {value!r} {why})"))
+            if MOVES & set(flag.names):
+                bases = [os.path.join(base, value) for base in bases] + bases
         index += 1 + taken
     return found
 

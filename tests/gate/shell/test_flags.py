@@ -21,6 +21,7 @@ def ws(tmp_path: Path) -> Path:
     (root / "src" / "a.py").write_text("")
     (root / "--output=x").write_text("")
     (root / ".git").mkdir()
+    (root / "src" / "up").symlink_to(tmp_path, target_is_directory=True)
     return root
 
 
@@ -39,6 +40,8 @@ ESCAPES = [
     ("git diff '--output=/tmp/out'", "git diff *"),
     ("git diff --output=~/out", "git diff *"),
     ("cd src && git diff --output=../../out", "git diff *"),
+    ("git -C src diff --output=up/out", "git *"),
+    ("tar -C src -cf up/out.tar .", "tar *"),
     # programs that run, whatever their value
     ("git -c core.fsmonitor=id diff", "git *"),
     ("git -c diff.external=./x diff", "git *"),
@@ -88,6 +91,8 @@ KEPT = [
     ("git diff HEAD~1 -- src/a.py", "git diff *"),
     ("git diff --output=out.txt", "git diff *"),
     ("git diff --output out.txt HEAD", "git diff *"),
+    ("git -C src diff --output=a.diff", "git *"),
+    ("make -C src test", "make *"),
     ("git diff --no-ext-diff -c --stat", "git diff *"),
     ("git diff '*'", "git diff *"),
     ("git diff \\*", "git diff *"),
