@@ -102,14 +102,19 @@ class Lexer:
         self.glob_lead = self.brace_lead = None
 
     def _loose(self, value: str) -> bool:
-        """Could bash expand this word (a glob, braces) into a word starting with
-        `-`, that is a flag? Only when nothing but `-` comes before the pattern:
-        `*`, `?x`, `[-]*`, `--out*`, `{--output=x,HEAD}`; never `src/*`."""
-        glob, brace = self.glob_lead, self.brace_lead
-        if glob is not None and (not glob or glob.startswith("-")):
+        """Could bash expand this word (a glob, braces) into a flag it does not
+        spell? When the pattern starts the word, or follows a flag's name not yet
+        ended by `=`: `*`, `?x`, `[-]*`, `--out*`, `-o*`, `{--output=x,HEAD}`;
+        never `src/*`, nor `--grep=fix*` (that stays `--grep`, whatever its value)."""
+
+        def open_lead(lead: str | None) -> bool:
+            if lead is None:
+                return False
+            return not lead or (lead.startswith("-") and not (lead[:2] == "--" and "=" in lead))
+
+        if open_lead(self.glob_lead):
             return True
-        leading = brace is not None and (not brace or brace.startswith("-"))
-        return leading and LOOSE_BRACE.search(value) is not None
+        return open_lead(self.brace_lead) and LOOSE_BRACE.search(value) is not None
 
     def _escape(self) -> None:
         following = self.text[self.pos + 1 : self.pos + 2]

@@ -78,6 +78,8 @@ ESCAPES = [
     ("git diff *", "git diff *"),
     ("git diff ?-output=x", "git diff *"),
     ("git diff --o*", "git diff *"),
+    ("git diff --output{=/tmp/o,}", "git diff *"),
+    ("curl -o* http://x", "curl *"),
     ("git diff {--output=/tmp/out,HEAD}", "git diff *"),
     ('git diff ""*', "git diff *"),
     ("find * -name x", "find *"),
@@ -109,6 +111,7 @@ KEPT = [
     ("cat {a,b}", "cat *"),
     ("curl -so /dev/null http://x", "curl *"),
     ("xargs rm", "xargs *"),
+    ("git log --grep=fix* --format={a,b}", "git log *"),
 ]
 
 CASES = [(*case, False) for case in ESCAPES] + [(*case, True) for case in KEPT]
