@@ -20,8 +20,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-RUNS = "runs"  # always an escape: it runs a program, or reads options that can
+RUNS = "runs"  # always an escape: it runs a program, or reads options that may name any flag
 PATH = "path"  # an escape when its file leads astray
+HARMLESS = ""  # read only so that its value is not taken for git's subcommand
 NONE, JOINED, NEXT = 0, 1, 2  # the flag takes no value, a value only after `=`, or the next word
 MOVES = {"-C", "--directory"}  # flags after which a relative file is relative to their directory
 
@@ -56,7 +57,7 @@ GIT_GLOBAL = [
     _flags(RUNS, JOINED, "runs git's programs from the directory it names", "--exec-path"),
     _flags(PATH, NEXT, "makes git work on the repository or tree it names", "-C", "--git-dir"),
     _flags(PATH, NEXT, "makes git work on the repository or tree it names", "--work-tree"),
-    _flags("", NEXT, "", "--namespace", "--super-prefix", "--attr-source"),
+    _flags(HARMLESS, NEXT, "", "--namespace", "--super-prefix", "--attr-source"),
 ]
 GIT_ANY = [
     _flags(PATH, NEXT, WRITES, "--output", "--output-directory", "-o", "--file", "--reference"),
@@ -200,6 +201,8 @@ def escapes(words: list[str], loose: set[int], starts: list[int], astray: Astray
 
 
 def _scan(name: str, words: list[str], start: int, loose: set[int], astray: Astray) -> list:
+    """The escapes of the program `name` whose words begin at `start`; for git,
+    `sub` is its subcommand once read, `operands` how many non-flags were read."""
     found, index, sub, operands, bases = [], start + 1, None, 0, [""]
     while index < len(words):
         word = words[index]
