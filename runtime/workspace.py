@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -46,6 +47,21 @@ def resolve_inside(workspace: Path | str, path: str) -> Path:
             "only paths inside the workspace may be used"
         )
     return resolved
+
+
+def refuse_hard_link(info: os.stat_result, shown: str) -> None:
+    """`PathOutsideWorkspace` if `info` is a regular file with more than one hard
+    link. Another link may sit outside the workspace, where no tool may read or
+    write, and finding every link of a file means walking the whole filesystem;
+    so a file with several links is refused (docs/architecture.md, "The
+    permission gate"). Called on the open file's own `fstat`, so no link made
+    between a check and the read slips through."""
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        raise PathOutsideWorkspace(
+            f"{shown} has {info.st_nlink} hard links, and another of them may be a file "
+            "outside the workspace, so file tools neither read nor write it; ask the user "
+            "for a copy that is not hard-linked (cp makes one)"
+        )
 
 
 def relative_name(workspace: Path | str, path: Path) -> str:

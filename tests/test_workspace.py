@@ -1,4 +1,5 @@
-"""resolve_inside: every path a tool touches stays inside the workspace."""
+"""resolve_inside: every path a tool touches stays inside the workspace; and a file
+with several hard links is refused, since another link may be outside."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from runtime.errors import PathOutsideWorkspace, ToolError
 from runtime.types import Status
-from runtime.workspace import relative_name, resolve_inside
+from runtime.workspace import refuse_hard_link, relative_name, resolve_inside
 
 
 @pytest.fixture
@@ -124,3 +125,18 @@ def test_relative_name(ws: Path) -> None:
     root = ws.resolve()
     assert relative_name(ws, root) == "."
     assert relative_name(ws, root / "src" / "a.py") == os.path.join("src", "a.py")
+
+
+def test_a_file_with_one_link_passes_and_a_second_link_is_refused(ws: Path) -> None:
+    a = ws / "src" / "a.py"
+    refuse_hard_link(a.stat(), "src/a.py")
+    (ws / "src").joinpath("b.py").hardlink_to(a)
+    with pytest.raises(PathOutsideWorkspace, match="src/a.py has 2 hard links") as refused:
+        refuse_hard_link(a.stat(), "src/a.py")
+    assert refused.value.status is Status.denied
+
+
+def test_a_directory_has_many_links_and_passes(ws: Path) -> None:
+    (ws / "src" / "sub").mkdir()
+    assert (ws / "src").stat().st_nlink > 1
+    refuse_hard_link((ws / "src").stat(), "src")

@@ -8,10 +8,13 @@ The order (first that applies wins):
 1. input checks: every path inside the workspace; no write to a settings file;
    the workspace under a root org policy admits;
 2. a deny rule at any level;
-3. an untrusted workspace runs only read tools, unless an org rule allows the call;
-4. unknown risk always asks;
-5. an ask rule at any level, then an allow rule at any level;
-6. the mode × risk table (a tool that `requires_approval` asks where the table
+3. a write to git's configuration or hooks or a shell's rc file asks, in every
+   mode but bypass, whatever the rules say;
+4. an untrusted workspace runs only read tools, unless an org rule allows the call;
+5. unknown risk always asks;
+6. an ask rule at any level, then an allow rule at any level (a rule's `*` never
+   covers a shell flag that escapes: `runtime.gate.shell.flags`);
+7. the mode × risk table (a tool that `requires_approval` asks where the table
    would allow);
 and in `auto`, where nobody can answer, every ask becomes a deny.
 """
@@ -25,8 +28,9 @@ from pydantic import BaseModel
 from runtime.errors import PathOutsideWorkspace
 from runtime.gate.decision import Decision, Effect
 from runtime.gate.policy import Policy
-from runtime.gate.protected import refuse_home_path, refuse_settings_path
+from runtime.gate.protected import protected_file, refuse_home_path, refuse_settings_path
 from runtime.gate.rules import Level, Rule, matching
+from runtime.gate.shell import commands
 from runtime.registry.capabilities import CapabilitySpec
 from runtime.types import Mode, Risk
 from runtime.workspace import resolve_inside
@@ -99,6 +103,9 @@ def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Dec
         return Decision.deny(
             f"a deny rule forbids this call ({deny.text})", rule=deny.text, source=deny.source
         )
+    guarded = None if mode is Mode.bypass else _guarded(spec, arguments, kind, subjects, workspace)
+    if guarded is not None:
+        return Decision.ask(guarded, rule="protected-file", source="runtime")
     if not policy.trusted and spec.risk is not Risk.read:
         org_allow = next((r for r in hits if r.effect is A and r.level is Level.org), None)
         if org_allow is None:
@@ -124,7 +131,33 @@ def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Dec
         )
     verb = {A: "run", Q: "need approval", D: "are denied"}[effect]
     reason = f"{spec.risk.value} tools {verb} in {mode.value} mode without a rule"
+    note = _escape_note(kind, subjects, workspace) if effect is not A else None
+    reason = f"{reason}; {note}" if note else reason
     return Decision(effect, reason, f"mode:{mode.value}", "mode")
+
+
+def _guarded(spec, arguments, kind, subjects: list[str], workspace: Path) -> str | None:
+    """Why the call writes git's configuration or hooks or a shell's rc file
+    (docs/architecture.md, "The permission gate"), or None."""
+    if kind == "command" and subjects:
+        if ">" not in subjects[0]:  # every redirect that writes has one
+            return None
+        return commands.guarded_redirects(commands.analyze(subjects[0], workspace))
+    if spec.risk is Risk.read:
+        return None
+    root = workspace.resolve()
+    for path in spec.subject_paths(arguments):
+        reason = protected_file(root, path, resolve_inside(root, path))
+        if reason:
+            return reason
+    return None
+
+
+def _escape_note(kind, subjects: list[str], workspace: Path) -> str | None:
+    """For a command no rule covered: the flags that kept every rule's `*` off it."""
+    if kind != "command" or not subjects:
+        return None
+    return commands.escape_note(commands.analyze(subjects[0], workspace))
 
 
 def _input_refusal(spec, arguments, workspace: Path, policy: Policy) -> Decision | None:

@@ -17,6 +17,15 @@ from runtime.errors import PathOutsideWorkspace
 
 PROJECT_DIR = ".toolrun"
 USER_DIR = Path(".config") / "toolrun"
+# Files a program reads at its start and obeys (docs/architecture.md, "The permission
+# gate"): git's configuration and hooks run commands (core.fsmonitor, diff.external,
+# a pre-commit hook), and a shell runs its rc files. Matched by name at any depth,
+# case-insensitively; `.git` covers the directory, a gitdir pointer file and all in it.
+GIT_DIR = ".git"
+GIT_FILES = frozenset({".gitmodules", ".gitconfig"})
+RC_FILES = frozenset({".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile"})
+RC_FILES |= {".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".kshrc", ".mkshrc"}
+RC_FILES |= {".cshrc", ".tcshrc", ".login", ".logout"}
 
 
 def refuse_settings_path(workspace: Path, path: str, resolved: Path) -> None:
@@ -46,6 +55,38 @@ def refuse_home_path(workspace: Path, path: str, resolved: Path) -> None:
         inside = workspace != home and workspace.is_relative_to(home)
         if not inside and (resolved == home or resolved.is_relative_to(home)):
             raise PathOutsideWorkspace(_home_refusal(path))
+
+
+def protected_file(workspace: Path, path: str, resolved: Path) -> str | None:
+    """Why writing `path` (resolved to `resolved`, inside `workspace`) needs a
+    person's approval, or None: it is git's configuration or hooks, or a shell's
+    rc file, which the next `git diff` or shell would obey. The path as spelt and
+    where it resolves are both looked at, so no spelling or symlink dodges it."""
+    for relative in (
+        _workspace_relative(workspace, path),
+        resolved.relative_to(workspace).as_posix(),
+    ):
+        reason = _guarded(relative)
+        if reason:
+            return (
+                f"path {path!r} is {reason}; writing it lets a later command run any program, "
+                "so it needs a person's approval in every mode but bypass"
+            )
+    return None
+
+
+def _guarded(relative: str) -> str | None:
+    parts = [part.lower() for part in relative.split("/") if part not in ("", ".")]
+    if GIT_DIR in parts:
+        return "in git's own directory (.git: its config and hooks run commands)"
+    if any(a == ".config" and b == "git" for a, b in zip(parts, parts[1:], strict=False)):
+        return "git's configuration (.config/git/)"
+    name = parts[-1] if parts else ""
+    if name in GIT_FILES:
+        return f"git's configuration ({name})"
+    if name in RC_FILES:
+        return f"a shell's start-up file ({name})"
+    return None
 
 
 def homes() -> list[Path]:

@@ -91,7 +91,7 @@ def matching(
         out += [
             rule
             for rule in allows
-            if any(commands.matches(rule.specifier, part) for part in analysis.segments)
+            if any(commands.covers(rule.specifier, part) for part in analysis.segments)
         ]
     return out
 

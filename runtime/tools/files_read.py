@@ -31,7 +31,7 @@ from runtime.tools.bounds import (
     redactor_of,
 )
 from runtime.types import Risk
-from runtime.workspace import relative_name
+from runtime.workspace import refuse_hard_link, relative_name
 
 MAX_ENTRIES = 500
 CONTEXT_BYTES = 16 * 1024  # read around a window, for redaction: a PEM block's start, a cut key
@@ -65,8 +65,10 @@ def read_file(args: ReadFileInput, ctx: ToolContext) -> ToolOutput:
     room = budget(ctx.max_bytes) - json_len(rel)
     try:
         with open(target, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            refuse_hard_link(info, rel)
             head = stream.read(SNIFF_BYTES)
-            size = os.fstat(stream.fileno()).st_size
+            size = info.st_size
             if is_binary(head, complete=size <= SNIFF_BYTES):
                 return _binary(target, rel, size, head)
             stream.seek(0)

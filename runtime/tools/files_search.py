@@ -24,14 +24,14 @@ from pathlib import Path
 import re2
 from pydantic import Field
 
-from runtime.errors import ToolError, UnsupportedArgument
+from runtime.errors import PathOutsideWorkspace, ToolError, UnsupportedArgument
 from runtime.gate import protected
 from runtime.gate.protected import refuse_home_path
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len, redactor_of
 from runtime.types import Risk
-from runtime.workspace import relative_name
+from runtime.workspace import refuse_hard_link, relative_name
 
 MAX_MATCHES = 200
 MAX_LINE_BYTES = 400
@@ -69,6 +69,8 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
     rel_start = relative_name(root, start)
     if not start.exists():
         raise ToolError(f"{rel_start} does not exist; use list_dir to find the directory")
+    if start.is_file():
+        refuse_hard_link(start.stat(), rel_start)
     matches: list[dict] = []
     searched = skipped = used = 0
     room = budget(ctx.max_bytes) - json_len(args.pattern) - json_len(rel_start)
@@ -174,12 +176,16 @@ def _wanted(file: Path, root: Path, glob: str | None) -> bool:
 def _text_lines(file: Path, redactor: Redactor) -> list[str] | None:
     """The file's lines as read_file shows them, redacted, so that a pattern
     can match a marker and never what it hides (docs/architecture.md,
-    "Secrets"); None if the file is binary, too large or unreadable."""
+    "Secrets"); None if the file is binary, too large, unreadable or hard-linked
+    (`runtime.workspace.refuse_hard_link`)."""
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
-            return None
-        data = file.read_bytes()
-    except OSError:
+        with open(file, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            refuse_hard_link(info, file.name)
+            if info.st_size > MAX_FILE_BYTES:
+                return None
+            data = stream.read()
+    except (OSError, PathOutsideWorkspace):
         return None
     if is_binary(data[:SNIFF_BYTES], complete=len(data) <= SNIFF_BYTES):
         return None
@@ -204,7 +210,8 @@ def _message(
 ) -> str:
     where = f"/{args.pattern}/ in {rel_start}" + (f" (glob {args.glob})" if args.glob else "")
     counted = f"{searched} files searched" + (
-        f", {skipped} binary, unreadable or over {MAX_FILE_BYTES // (1024 * 1024)} MiB skipped"
+        f", {skipped} binary, unreadable, hard-linked or over "
+        f"{MAX_FILE_BYTES // (1024 * 1024)} MiB skipped"
         if skipped
         else ""
     )

@@ -4,7 +4,9 @@ Every write is atomic: the new text goes to a temporary file in the target's own
 directory, is flushed to disk, and replaces the target with `os.replace`, so a
 crash leaves the old file or the new one, never half of either. Replacing the
 directory entry (rather than writing through it) also means a hard link to some
-other file is never written through. Settings files are refused
+other file is never written through; a file with several hard links is refused
+all the same, since the diff would show what the file outside holds
+(`runtime.workspace.refuse_hard_link`). Settings files are refused
 (`runtime.gate.protected`).
 """
 
@@ -22,7 +24,7 @@ from runtime.gate.protected import refuse_settings_path
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, bounded_diff, budget, is_binary, redactor_of
 from runtime.types import Risk
-from runtime.workspace import relative_name
+from runtime.workspace import refuse_hard_link, relative_name
 
 MARKER = "[REDACTED:"  # how every redaction marker begins (runtime/redaction/redactor.py)
 
@@ -165,7 +167,9 @@ def _old_text(target: Path, rel: str, *, allow_binary: bool) -> str:
     """The current text of `target`; a binary file is '' when it may be replaced,
     else a ToolError."""
     try:
-        data = target.read_bytes()
+        with open(target, "rb") as stream:
+            refuse_hard_link(os.fstat(stream.fileno()), rel)
+            data = stream.read()
     except PermissionError as error:
         raise ToolError(f"{rel} cannot be read: permission denied") from error
     text = None

@@ -387,3 +387,103 @@ def test_a_workspace_made_inside_the_home_is_read_as_any_other(tmp_path, monkeyp
     assert decision.effect is A
     decision = decide(tmp_path, "rf", "auto", args={"path": "demo-workspace/README.md"})
     assert (decision.effect, decision.rule) == (D, "toolrun-home")
+
+
+# --- git's configuration and hooks, shell rc files ----------------------------------
+
+PROTECTED = [
+    ".git/config",
+    ".git/hooks/pre-commit",
+    "sub/.git/config",
+    ".GIT/Config",
+    "a/../.git/hooks/x",
+    ".git",
+    ".gitmodules",
+    "vendor/lib/.gitmodules",
+    ".bashrc",
+    "home/.zshrc",
+    ".profile",
+    ".bash_logout",
+    ".config/git/config",
+]
+
+
+@pytest.mark.parametrize("path", PROTECTED)
+@pytest.mark.parametrize(
+    ("mode", "effect"), [("default", Q), ("accept_edits", Q), ("auto", D), ("bypass", A)]
+)
+def test_a_write_to_git_s_configuration_or_a_shell_rc_file_asks_whatever_allows_it(
+    tmp_path, path, mode, effect
+):
+    rules = [("org", "allow", "wf"), ("user", "allow", "wf(**)")]
+    decision = decide(tmp_path, "wf", mode, rules, args={"path": path})
+    assert decision.effect is effect
+    if mode != "bypass":
+        assert decision.rule == "protected-file" and "approval" in decision.reason
+
+
+def test_a_symlink_to_git_s_configuration_asks_too(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "cfg").symlink_to(tmp_path / ".git" / "config")
+    (tmp_path / "g").symlink_to(tmp_path / ".git", target_is_directory=True)
+    for path in ("cfg", "g/hooks/post-checkout", str(tmp_path / "g" / "config")):
+        decision = decide(tmp_path, "wf", "accept_edits", args={"path": path})
+        assert (decision.effect, decision.rule) == (Q, "protected-file"), path
+
+
+@pytest.mark.parametrize("path", [".gitignore", ".github/workflows/ci.yml", "bashrc", "git/config"])
+def test_files_named_near_them_are_written_as_any_other(tmp_path, path):
+    assert decide(tmp_path, "wf", "accept_edits", args={"path": path}).effect is A
+
+
+def test_a_deny_rule_still_beats_the_protected_file_ask(tmp_path):
+    decision = decide(tmp_path, "wf", "default", [("user", "deny", "wf")], args={"path": ".bashrc"})
+    assert (decision.effect, decision.rule) == (D, "wf")
+
+
+def test_reading_git_s_configuration_needs_nothing(tmp_path):
+    assert decide(tmp_path, "rf", "auto", args={"path": ".git/config"}).effect is A
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git diff > .git/config",
+        "git diff >> sub/.git/hooks/pre-push",
+        "cd sub && git diff > .zshrc",
+    ],
+)
+def test_a_shell_redirect_into_them_asks_whatever_allows_it(tmp_path, command):
+    (tmp_path / "sub").mkdir()
+    rule = ("allow", "shell(git diff *)")
+    decision = shell_decision(tmp_path, command, "default", rule, ("allow", "shell(cd *)"))
+    assert (decision.effect, decision.rule) == (Q, "protected-file")
+    assert shell_decision(tmp_path, command, "auto", rule).effect is D
+
+
+# --- flags that escape a rule's glob ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ("git diff --output=/tmp/x HEAD", "'--output=/tmp/x'"),
+        ("git diff --output ../x HEAD", "'--output'"),
+        ("git diff --ext-diff", "'--ext-diff'"),
+        ("git diff *", "'*'"),
+    ],
+)
+def test_an_escaping_flag_falls_to_the_mode_and_the_reason_names_it(tmp_path, command, named):
+    rule = ("allow", "shell(git diff *)")
+    decision = shell_decision(tmp_path, command, "accept_edits", rule)
+    assert (decision.effect, decision.rule) == (Q, "mode:accept_edits")
+    assert named in decision.reason and "spells the flag out" in decision.reason
+    assert shell_decision(tmp_path, command, "auto", rule).effect is D
+
+
+def test_git_s_config_flag_escapes_any_git_rule(tmp_path):
+    command = "git -c core.fsmonitor='id > out.txt; false' diff"
+    decision = shell_decision(tmp_path, command, "default", ("allow", "shell(git *)"))
+    assert (
+        decision.effect is Q and "'-c'" in decision.reason and "core.fsmonitor" in decision.reason
+    )

@@ -383,11 +383,33 @@ def test_write_file_failure_leaves_old_file_and_no_temp(
     assert sorted(p.name for p in ws.iterdir()) == ["a.txt", "out_dir", "out_link"]
 
 
-def test_write_file_does_not_write_through_a_hard_link(ws: Path, outside: Path) -> None:
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("read_file", {}),
+        ("search_files", {"pattern": "SECRET"}),
+        ("write_file", {"content": "replaced\n"}),
+        ("edit_file", {"old_string": "TOP", "new_string": "NOT"}),
+    ],
+)
+def test_a_file_with_a_second_hard_link_is_neither_read_nor_written(
+    ws: Path, outside: Path, tool: str, args: dict
+) -> None:
+    """A hard link in the workspace to a file outside is that file: reading it (or
+    the diff a write shows) would show what lies outside, so it is refused."""
     os.link(outside / "secret.txt", ws / "hard.txt")
-    run("write_file", ws, path="hard.txt", content="replaced\n")
-    assert (ws / "hard.txt").read_text() == "replaced\n"
-    assert (outside / "secret.txt").read_text() == "TOPSECRET\n"
+    with pytest.raises(PathOutsideWorkspace, match="2 hard links") as refused:
+        run(tool, ws, path="hard.txt", **args)
+    assert "TOPSECRET" not in str(refused.value)
+    assert (ws / "hard.txt").read_text() == (outside / "secret.txt").read_text() == "TOPSECRET\n"
+
+
+def test_search_skips_a_hard_linked_file_in_a_directory(ws: Path, outside: Path) -> None:
+    os.link(outside / "secret.txt", ws / "hard.txt")
+    (ws / "plain.txt").write_text("SECRET here too\n")
+    out = run("search_files", ws, pattern="SECRET")
+    assert [m["path"] for m in out.content["matches"]] == ["plain.txt"]
+    assert out.content["files_skipped"] == 1 and "hard-linked" in out.message
 
 
 def test_write_file_diff_is_bounded(ws: Path) -> None:

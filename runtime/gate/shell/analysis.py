@@ -6,12 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.gate.shell.flags import Escape
+
 
 @dataclass(frozen=True)
 class Segment:
-    """One simple command: its words as the shell will see them, quotes removed."""
+    """One simple command: its words as the shell will see them, quotes removed,
+    and its flags that escape a rule's glob (`runtime.gate.shell.flags`)."""
 
     words: list[str]
+    escapes: tuple[Escape, ...] = ()
 
     @property
     def text(self) -> str:

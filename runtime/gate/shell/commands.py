@@ -12,6 +12,9 @@ symlinks and expand globs). The reading is bash's, simplified and conservative:
 - Environment assignments stay part of a segment: `GIT_DIR=x git diff` is not
   `git diff` (a variable like GIT_EXTERNAL_DIFF or LD_PRELOAD changes what runs),
   so it needs a rule of its own. Deny checks also look at it without them.
+- A *flag that escapes* (`runtime.gate.shell.flags`: `git diff --output=/x`,
+  `git -c core.fsmonitor=cmd diff`, a `*` bash may expand into a flag) is never
+  covered by a rule's `*`; only a rule that spells it out allows it.
 - *Opaque* means the text alone does not say what runs: any `$` expansion
   (`$(...)`, `${...}`, `$X`, `$'...'`), backticks, `<(...)`, here-documents,
   `eval`/`exec`/`source`/`trap`/`alias`, a shell (`bash -c`, `| sh`, `xargs sh`),
@@ -25,12 +28,20 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 from pathlib import Path
 
+from runtime.gate.shell import flags
 from runtime.gate.shell.analysis import Analysis, Segment
-from runtime.gate.shell.lexer import Lexer, assemble, without_assignments
-from runtime.gate.shell.paths import Places, redirect_inside, touches, unknowable, working_dirs
+from runtime.gate.shell.lexer import Lexer, assemble, command_words, without_assignments
+from runtime.gate.shell.paths import (
+    Places,
+    guarded_target,
+    redirect_inside,
+    touches,
+    unknowable,
+    working_dirs,
+)
+from runtime.gate.shell.patterns import covers, matches
 
 SHELLS = {"sh", "bash", "rbash", "dash", "ash", "zsh", "ksh", "mksh", "yash", "fish", "csh", "tcsh"}
 EVALUATORS = {"eval", "exec", "source", ".", "trap", "alias", "busybox"}
@@ -43,7 +54,6 @@ SAFE_DEVICES = {"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"}
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 NESTING = 4
 MAX_NESTED = 256
-SEP = "\x00"  # joins words for matching; a NUL byte cannot reach a shell
 
 
 def analyze(command: str, workspace: Path) -> Analysis:
@@ -55,13 +65,16 @@ def analyze(command: str, workspace: Path) -> Analysis:
         reasons.insert(0, "the command contains a NUL byte")
     elif CONTROL.search(command):
         reasons.insert(0, "the command contains a control character")
-    words, redirects, directories = assemble(lexer.tokens, reasons)
+    words, loose, redirects, directories = assemble(lexer.tokens, reasons)
     segments = [Segment(values) for values in words]
     for segment in segments:
         reason = _evaluator(segment.words)
         if reason:
             reasons.append(reason)
     unique = list(dict.fromkeys(reasons))
+    segments = _with_escapes(
+        segments, loose, Analysis(command, Path(workspace), segments, directories=directories)
+    )
     return Analysis(
         command=command,
         workspace=Path(workspace),
@@ -73,16 +86,29 @@ def analyze(command: str, workspace: Path) -> Analysis:
     )
 
 
-def matches(pattern: str, segment: Segment) -> bool:
-    """Does a rule specifier like `git diff *` match this one segment?
+def escape_note(analysis: Analysis) -> str | None:
+    """Why no rule's glob covers the command, for the decision's reason, or None."""
+    found = [escape.reason for segment in analysis.segments for escape in segment.escapes]
+    if not found:
+        return None
+    listed = "; ".join(list(dict.fromkeys(found))[:3])
+    return (
+        f"a rule's `*` never covers a flag that escapes: {listed}; "
+        "only a rule that spells the flag out covers it"
+    )
 
-    `*` is the only wildcard and matches any text, spaces included; a trailing
-    ` *` (or Claude Code's legacy `:*`) also matches nothing, so `git diff *`
-    matches `git diff` but not `git diffx`. Spaces in the pattern are word
-    boundaries: `git diff *` does not match the one word `"git diff"`.
-    """
-    regex = _pattern_regex(pattern)
-    return regex is not None and regex.fullmatch(SEP.join(segment.words)) is not None
+
+def guarded_redirects(analysis: Analysis) -> str | None:
+    """Why the command's redirects (its sub-commands' too) write git's
+    configuration or hooks or a shell's rc file, or None."""
+    root = analysis.workspace.resolve()
+    for node in _tree(analysis) or [analysis]:
+        cwds = working_dirs(node, root) or [root]
+        for target in node.redirects:
+            reason = None if unknowable(target) else guarded_target(target, cwds, root)
+            if reason:
+                return f"it redirects to {target!r}: {reason}"
+    return None
 
 
 def outside_redirects(analysis: Analysis, workspace: Path | None = None) -> list[str]:
@@ -113,7 +139,7 @@ def allowed_by(patterns: Iterable[str], analysis: Analysis) -> bool:
         and bool(analysis.segments)
         and not outside_redirects(analysis)
         and touches_settings(analysis) is None
-        and all(any(matches(p, seg) for p in patterns) for seg in analysis.segments)
+        and all(any(covers(p, seg) for p in patterns) for seg in analysis.segments)
     )
 
 
@@ -172,6 +198,43 @@ def _evaluator(words: list[str]) -> str | None:
     return None
 
 
+def _with_escapes(
+    segments: list[Segment], loose: list[set[int]], analysis: Analysis
+) -> list[Segment]:
+    """The segments with their flags that escape a rule's glob (`flags.escapes`),
+    whose files are judged from every directory a `cd` may lead to."""
+    known: list = []  # (root, cwds), found once a flag names a file
+
+    def astray(value: str) -> str | None:
+        if value in SAFE_DEVICES:
+            return None
+        if not known:
+            root = analysis.workspace.resolve()
+            known.extend([root, working_dirs(analysis, root)])
+        root, cwds = known
+        if unknowable(value):
+            return "is only known when the command runs"
+        if cwds is None and not os.path.isabs(value):
+            return "is relative to a directory only known when the command runs"
+        if not redirect_inside(value, cwds or [root], root):
+            return "leads outside the workspace or into a toolrun settings location"
+        if guarded_target(value, cwds or [root], root):
+            return "is git's configuration or hooks or a shell's rc file"
+        return None
+
+    out = []
+    for segment, marked in zip(segments, loose, strict=True):
+        words = segment.words
+        first = len(words) - len(command_words(words))
+        starts = [first] if first < len(words) else []
+        if starts and os.path.basename(words[first]) in WRAPPERS:
+            rest = range(first + 1, len(words))
+            starts += [i for i in rest if os.path.basename(words[i]) in flags.PROGRAMS]
+        found = flags.escapes(words, marked, starts, astray)
+        out.append(Segment(words, tuple(found)) if found else segment)
+    return out
+
+
 # --- digging for deny rules --------------------------------------------------------
 
 
@@ -220,20 +283,3 @@ def _nested_texts(analysis: Analysis, eager: bool) -> list[str]:
         if rest and os.path.basename(rest[0]) in WRAPPERS | SHELLS | EVALUATORS:
             texts.append(" ".join(rest[1:]))
     return texts
-
-
-@lru_cache(maxsize=512)
-def _pattern_regex(pattern: str) -> re.Pattern[str] | None:
-    pattern = pattern.strip()
-    if pattern.endswith(":*"):
-        pattern = pattern[:-2] + " *"
-    tokens = pattern.split()
-    if not tokens:
-        return None
-    parts = [".*".join(re.escape(piece) for piece in tokens[0].split("*"))]
-    for index, token in enumerate(tokens[1:], start=1):
-        if token == "*" and index == len(tokens) - 1:
-            parts.append(f"(?:{SEP}.*)?")
-        else:
-            parts.append(SEP + ".*".join(re.escape(piece) for piece in token.split("*")))
-    return re.compile("".join(parts), re.S)

@@ -17,12 +17,14 @@ RESERVED = {"!", "{", "}", "if", "then", "elif", "else", "fi", "do", "done", "wh
 RESERVED |= {"time", "coproc", "esac", "function"}
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 FD_TARGET = re.compile(r"\d+-?|-")
+LOOSE_BRACE = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 
 
 @dataclass
 class Word:
     value: str
     quoted: bool
+    loose: bool = False  # bash may expand it into words starting with `-` (see `Lexer._loose`)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class Lexer:
         self.subcommands: list[str] = []
         self.buf: list[str] = []
         self.in_word = self.quoted = False
+        self.glob_lead: str | None = None  # the word's text before its first unquoted glob
+        self.brace_lead: str | None = None  # ... and before its first unquoted `{`
 
     def run(self) -> None:
         text = self.text
@@ -77,6 +81,10 @@ class Lexer:
                 self.tokens.append(Op("group", char))
                 self.pos += 1
             else:
+                if char in "*?[" and self.glob_lead is None:
+                    self.glob_lead = "".join(self.buf)
+                if char == "{" and self.brace_lead is None:
+                    self.brace_lead = "".join(self.buf)
                 self._add(char)
                 self.pos += 1
         self._end_word()
@@ -88,8 +96,25 @@ class Lexer:
 
     def _end_word(self) -> None:
         if self.in_word:
-            self.tokens.append(Word("".join(self.buf), self.quoted))
+            value = "".join(self.buf)
+            self.tokens.append(Word(value, self.quoted, self._loose(value)))
         self.buf, self.in_word, self.quoted = [], False, False
+        self.glob_lead = self.brace_lead = None
+
+    def _loose(self, value: str) -> bool:
+        """Could bash expand this word (a glob, braces) into a flag it does not
+        spell? When the pattern starts the word, or follows a flag's name not yet
+        ended by `=`: `*`, `?x`, `[-]*`, `--out*`, `-o*`, `{--output=x,HEAD}`;
+        never `src/*`, nor `--grep=fix*` (that stays `--grep`, whatever its value)."""
+
+        def open_lead(lead: str | None) -> bool:
+            if lead is None:
+                return False
+            return not lead or (lead.startswith("-") and not (lead[:2] == "--" and "=" in lead))
+
+        if open_lead(self.glob_lead):
+            return True
+        return open_lead(self.brace_lead) and LOOSE_BRACE.search(value) is not None
 
     def _escape(self) -> None:
         following = self.text[self.pos + 1 : self.pos + 2]
@@ -234,9 +259,10 @@ def _closing_quote(text: str, pos: int, quote: str, *, escapes: bool) -> int | N
 
 def assemble(
     tokens: list[Word | Op], reasons: list[str]
-) -> tuple[list[list[str]], list[str], list[str]]:
-    """Tokens → segments (as their words), redirect targets, cd targets."""
-    segments, redirects, directories = [], [], []
+) -> tuple[list[list[str]], list[set[int]], list[str], list[str]]:
+    """Tokens → segments (as their words), each segment's loose words (`Word.loose`,
+    by index), redirect targets, cd targets."""
+    segments, loose, redirects, directories = [], [], [], []
     current: list[tuple[Word, bool]] = []  # (word, reserved words can start here)
     redirected = False  # after a redirect, bash reads no reserved word: `> x {` runs `{`
     piped = False  # after a pipe, `time` is /usr/bin/time, not the reserved word
@@ -249,6 +275,7 @@ def assemble(
         if words:
             values = [word.value for word, _ in words]
             segments.append(values)
+            loose.append({index for index, (word, _) in enumerate(words) if word.loose})
             directories.extend(_cd_target(values))
 
     index = 0
@@ -273,7 +300,7 @@ def assemble(
             redirected, piped = False, token.text in ("|", "|&")
         index += 1
     close()
-    return segments, redirects, directories
+    return segments, loose, redirects, directories
 
 
 def _cd_target(words: list[str]) -> list[str]:

@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 from runtime.errors import PathOutsideWorkspace
-from runtime.gate.protected import protected_locations, refuse_settings_path
+from runtime.gate.protected import protected_file, protected_locations, refuse_settings_path
 from runtime.gate.shell.analysis import Analysis
+from runtime.gate.shell.flags import STDIN_RUNNERS  # the words of a whole pipeline count
 from runtime.gate.shell.lexer import command_words
 from runtime.workspace import resolve_inside
 
@@ -24,8 +25,6 @@ READ_ONLY |= {"[", "echo", "du", "basename", "dirname"}
 # Commands that change a whole tree: naming an ancestor of a settings file counts.
 TREE_WRITERS = {"rm", "rmdir", "mv", "cp", "chmod", "chown", "chgrp", "chattr", "setfacl"}
 TREE_WRITERS |= {"shred", "unlink", "rsync", "ln", "install"}
-# Commands that take their arguments from stdin: the words of a whole pipeline count.
-STDIN_RUNNERS = {"xargs", "parallel"}
 FIND_ACTIONS = {"-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf", "-fls"}
 UNKNOWABLE = re.compile(r"[$`]|[<>]\(")
 GLOB = re.compile(r"[*?[]")
@@ -97,6 +96,21 @@ def redirect_inside(target: str, cwds: list[Path], root: Path) -> bool:
             except PathOutsideWorkspace:
                 return False
     return True
+
+
+def guarded_target(target: str, cwds: list[Path], root: Path) -> str | None:
+    """Why writing `target` from one of `cwds` changes git's configuration or hooks
+    or a shell's rc file (`runtime.gate.protected.protected_file`), or None."""
+    for cwd in cwds:
+        for path in _spellings(target, cwd):
+            try:
+                resolved = resolve_inside(root, str(path))
+            except PathOutsideWorkspace:
+                continue  # outside: refused as such by the caller's other checks
+            reason = protected_file(root, str(path), resolved)
+            if reason:
+                return reason
+    return None
 
 
 def _spellings(word: str, cwd: Path) -> list[Path]:
