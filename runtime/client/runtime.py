@@ -75,7 +75,7 @@ class Runtime(AsyncSubmits):
         ledger: Ledger | None = None,
     ) -> None:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
-        `runtime.worker.memory.MemoryTransport` to run batches in process."""
+        `runtime.worker.in_memory.memory_transport` to run batches in process."""
         self.settings = settings
         tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(

@@ -9,7 +9,7 @@ nothing else; implementations raise `StateUnavailable` (never their client
 library's own errors) when the state cannot be reached.
 
 `transport/cluster.py` implements both on Celery and Redis, for production;
-`worker/memory.py` in one process, running the same `Worker` on threads
+`transport/memory.py` in one process, running the same `Worker` on threads
 (docs/architecture.md, "Seams").
 """
 

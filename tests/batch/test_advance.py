@@ -31,8 +31,9 @@ from runtime.ledger.tables import ApprovalRow
 from runtime.results import endings
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
+from runtime.transport.memory import MemoryTransport
 from runtime.types import Batch, Mode, Status, ToolCall, ToolResult
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 from tests.support.messages import KEY, policy
 from tests.support.tools import held_running, marks, release
 
@@ -120,7 +121,7 @@ class World:
 def world(tmp_path, workspace):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(
+    transport = memory_transport(
         registry=registry,
         ledger=ledger,
         settings=Settings(home=tmp_path / "home"),

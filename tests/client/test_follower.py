@@ -15,7 +15,7 @@ from runtime.client.follower import DRIVERS
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def unswept(tmp_path, ledger, workspace):
     user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
     settings = Settings(home=tmp_path / "home", user_settings_file=user)
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings, sweep=False)
+    transport = memory_transport(registry=registry, ledger=ledger, settings=settings, sweep=False)
     runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
     yield runtime
     transport.close()
