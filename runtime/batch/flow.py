@@ -31,7 +31,7 @@ from limits import RateLimitItem
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import End
 from runtime.errors import StateUnavailable
-from runtime.gate.limits import Concurrency, Limits, Rate
+from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry

@@ -40,8 +40,8 @@ from runtime.client.intake import (
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
 from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
+from runtime.flow.limits import Limits
 from runtime.gate import bindings
-from runtime.gate.limits import Limits
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger

@@ -13,13 +13,13 @@ import logging
 from datetime import UTC, datetime
 
 from runtime.errors import StateUnavailable
+from runtime.flow.budgets import Budget, Spending
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.decision import Decision
 from runtime.ledger.tables import EventKind
 from runtime.results import endings
 from runtime.transport.base import BatchState
 from runtime.types import ToolResult
-from runtime.usage.budgets import Budget, Spending
 
 log = logging.getLogger("toolrun.budgets")
 

@@ -19,6 +19,7 @@ from runtime.execution import allowance, outcomes, throttling, time_limits
 from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
 from runtime.execution.outcomes import Outcome
+from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
@@ -33,7 +34,6 @@ from runtime.settings import Settings
 from runtime.transport import signing
 from runtime.transport.base import BatchState, Look
 from runtime.types import CallMessage, Risk, ToolCall, ToolResult
-from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.executor")
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import StateUnavailable
+from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.admission import Admitted, Refused
-from runtime.gate.limits import Concurrency, Limits, Rate
 from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
 from runtime.transport.base import BatchState

@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from runtime.errors import StateUnavailable
-from runtime.gate.limits import Limits
+from runtime.flow.limits import Limits
 
 log = logging.getLogger("toolrun.metrics")
 LABELS = ["limit", "scope"]

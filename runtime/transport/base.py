@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from runtime.flow.budgets import Counter
 from runtime.types import CallMessage, ToolResult
-from runtime.usage.budgets import Counter
 
 
 class Inbox(Protocol):

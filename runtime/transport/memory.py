@@ -28,14 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from runtime.errors import ConfigurationError
-from runtime.gate.limits import Limits
+from runtime.flow.budgets import Counter
+from runtime.flow.limits import Limits
 from runtime.gate.policy import PolicySources
 from runtime.settings import Settings
 from runtime.transport import chain
 from runtime.transport.base import Known, Look, Rider
 from runtime.transport.memory_copies import MemoryCopies
 from runtime.types import CallMessage, ToolResult
-from runtime.usage.budgets import Counter
 
 log = logging.getLogger("toolrun.memory")
 WORKER = "memory"

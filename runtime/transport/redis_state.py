@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from runtime.flow.budgets import Counter
 from runtime.transport import riding, state_scripts
 from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Known, Look, Rider
@@ -41,7 +42,6 @@ from runtime.transport.names import (
 from runtime.transport.patience import persisting
 from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
-from runtime.usage.budgets import Counter
 
 
 class RedisState(BatchCopies):

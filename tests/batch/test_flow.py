@@ -14,7 +14,7 @@ import redis
 
 from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
-from runtime.gate.limits import Limits
+from runtime.flow.limits import Limits
 from runtime.tools.loading import load_tools
 from runtime.transport.names import HELD
 from runtime.transport.redis_state import RedisState

@@ -27,8 +27,8 @@ import redis
 from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.execution import throttling
+from runtime.flow.limits import Limits
 from runtime.gate.admission import admit
-from runtime.gate.limits import Limits
 from runtime.results import endings
 from runtime.tools.loading import load_tools
 from runtime.transport.redis_state import RedisState
