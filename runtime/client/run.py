@@ -26,7 +26,7 @@ from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
 from runtime.client.fingerprint import fingerprint
 from runtime.errors import LedgerUnavailable, TooManyOpenBatches
-from runtime.execution import allowance
+from runtime.execution import budget_checks
 from runtime.flow.budgets import Spending
 from runtime.gate.admission import Refused, admit
 from runtime.gate.policy import Policy
@@ -110,7 +110,7 @@ class BatchRun:
             for call in batch.calls
         ]
         spending = Spending.from_snapshot(policy.spending)  # "Usage and budgets"
-        admissions = allowance.hold(admissions, spending, services.transport, batch.id)
+        admissions = budget_checks.hold(admissions, spending, services.transport, batch.id)
         reply_to = getattr(services.transport, "reply_to", None)
         signer = Signer(
             services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent

@@ -2,7 +2,7 @@
 tool runs (docs/architecture.md, "Flow control"): here it takes its hit of
 each rate's window and a slot of each cap, in one round trip (a call that
 finds one full takes none of them: `Throttle.enter`). The sender
-only looked at what was left (runtime/batch/flow.py), so two senders may
+only looked at what was left (runtime/batch/send_limits.py), so two senders may
 both have sent into the last place: the one that comes second here waits
 (`on_limit: "delay"`: it goes back to its batch unsent, holding nothing, and
 the sweep sends it when the limit allows) or ends (`"refuse"`).

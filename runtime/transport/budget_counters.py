@@ -40,7 +40,7 @@ return 0
 """
 
 
-class Allowances:
+class BudgetCounters:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._spend = client.register_script(SPEND)
