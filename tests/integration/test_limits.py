@@ -142,7 +142,7 @@ def test_fair_share_another_keys_call_ends_while_a_flood_is_still_queued(limited
     rt, flooder, _ = limited({"fair_share": {"in_flight_per_key": 4}})
     other = f"other-{uuid.uuid4().hex[:8]}"
     flood = rt.submit(naps(300, 0.02, "a"), mode="auto", workspace=workspace, submitter=flooder)
-    time.sleep(0.5)
+    wait_for(lambda: marks(workspace, "starts"), what="the flood running")  # the rest queued
     mine = rt.submit(naps(1, 0.0, "b"), mode="auto", workspace=workspace, submitter=other)
     (result,) = mine.results(timeout=120)
     assert result.ok
