@@ -111,7 +111,7 @@ class BatchRun:
         ]
         spending = Spending.from_snapshot(policy.spending)  # "Usage and budgets"
         admissions = budget_checks.hold(admissions, spending, services.transport, batch.id)
-        reply_to = getattr(services.transport, "reply_to", None)
+        reply_to = services.transport.reply_to
         signer = Signer(
             services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent
         )

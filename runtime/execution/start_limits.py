@@ -56,7 +56,7 @@ def entering(
     """`check`, to ride the worker's look at the call (`BatchState.look`'s
     `rider`: one round trip for both); None if the call's limits take nothing."""
     limits = Limits.from_snapshot(message.policy.get("limits"))
-    throttle = getattr(state, "throttle", None)
+    throttle = state.throttle if state is not None else None
     if not (limits.rates or limits.caps) or throttle is None:
         return None
     tool = admission.spec.name

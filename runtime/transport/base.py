@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.flow.budgets import Counter
+from runtime.transport.throttle import Throttle
 from runtime.types import CallMessage, ToolResult
 
 
@@ -300,9 +301,9 @@ class BatchState(ResultBus, SendMarks, Copies, Leases, Budgets, Protocol):
     implements it; a caller that uses one role names that role's protocol."""
 
     reply_to: str | None  # this process's results channel, where its batches' ends arrive
-    # Rates, concurrency slots and fair share across the cluster
-    # (runtime/transport/throttle.py); None: this state does not enforce them.
-    throttle: Any
+    # Rates, concurrency slots and fair share across the cluster; None: this
+    # state does not enforce them (the in-process transport refuses them).
+    throttle: Throttle | None
 
     def close(self) -> None: ...
 
