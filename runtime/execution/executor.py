@@ -32,7 +32,7 @@ from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.settings import Settings
 from runtime.transport import signing
-from runtime.transport.base import BatchState, Look
+from runtime.transport.base import BatchState, Copies, Leases, Look, ResultBus, SendMarks
 from runtime.types import CallMessage, Risk, ToolCall, ToolResult
 
 log = logging.getLogger("toolrun.executor")
@@ -106,7 +106,7 @@ def execute(
     return outcome
 
 
-def _unlook(state: BatchState, message: CallMessage) -> None:
+def _unlook(state: SendMarks, message: CallMessage) -> None:
     try:
         state.unlook(message.batch_id, message.call_id)
     except StateUnavailable as error:  # its lease lapses; its delivery stays counted
@@ -265,7 +265,7 @@ def _claimed(
     return outcomes.record(ledger, message, result)  # publishing the end releases the lease
 
 
-def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> ToolResult | None:
+def _hold(state: Leases | None, message: CallMessage, seconds: float) -> ToolResult | None:
     """The claimed call's lease, which this worker's main process renews while
     it runs, and the end published for it, if any. With the state away it is
     taken at the first renewal; until then the claim is young enough to count
@@ -279,7 +279,7 @@ def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> Too
         return None
 
 
-def _cancelled(state: BatchState, batch_id: str) -> bool:
+def _cancelled(state: Copies, batch_id: str) -> bool:
     """The batch's cancel flag; with the state away, not cancelled (the claim decides)."""
     try:
         return state.cancelled(batch_id)
@@ -288,7 +288,7 @@ def _cancelled(state: BatchState, batch_id: str) -> bool:
         return False
 
 
-def _recall(state: BatchState, batch_id: str, call_id: str) -> ToolResult | None:
+def _recall(state: ResultBus, batch_id: str, call_id: str) -> ToolResult | None:
     """A result already published; with the state away, None (the ledger's row answers)."""
     try:
         return state.recall(batch_id, call_id)
