@@ -30,8 +30,6 @@ from typing import Any, Protocol
 from runtime.errors import ConfigurationError
 from runtime.flow.budgets import Counter
 from runtime.flow.limits import Limits
-from runtime.gate.policy import PolicySources
-from runtime.settings import Settings
 from runtime.transport import chain
 from runtime.transport.base import Known, Look, Rider
 from runtime.transport.memory_copies import MemoryCopies
@@ -55,17 +53,17 @@ class MemoryTransport(MemoryCopies):
     def __init__(
         self,
         *,
-        settings: Settings,
+        limits: Limits,
         worker: Callable[[MemoryTransport], Runner],
         reads: int = 8,
         key: bytes | None = None,
     ) -> None:
-        """`worker` builds what runs each message, given this transport (its
-        queue and its state, with its `key`); `closed` is set by `close`, for
-        the threads beside it (the sweep) to stop on."""
-        refuse_flow_control(PolicySources(settings).limits, "the org or user settings")
+        """`limits`: the org's and user's files' (rates, caps and fair share
+        are refused here); `worker` builds what runs each message, given this
+        transport (its queue and its state, with its `key`); `closed` is set
+        by `close`, for the threads beside it (the sweep) to stop on."""
+        refuse_flow_control(limits, "the org or user settings")
         super().__init__()
-        self.settings = settings
         self.key = key or secrets.token_bytes(32)
         self._changed = threading.Condition()
         self._results: dict[str, dict[str, ToolResult]] = defaultdict(dict)

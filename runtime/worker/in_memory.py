@@ -6,6 +6,7 @@ this module gives it the `Worker` that takes its messages, and the sweep's loop
 
 from __future__ import annotations
 
+from runtime.gate.policy import PolicySources
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings
@@ -41,7 +42,8 @@ def memory_transport(
             name=WORKER,
         )
 
-    transport = MemoryTransport(settings=settings, worker=worker, reads=reads, key=key)
+    limits = PolicySources(settings).limits
+    transport = MemoryTransport(limits=limits, worker=worker, reads=reads, key=key)
     if sweep:
         start_sweeping(lambda: transport.worker, SWEEP_SECONDS, stop=transport.closed)
     return transport
