@@ -6,7 +6,7 @@ loop: no Redis, no Celery, no worker process to start.
         [result] = handle.results(timeout=10)
 
 It is the client, the permission gate, the batch's rules and the executor that
-a deployment runs, on the in-memory transport (`runtime/worker/memory.py`:
+a deployment runs, on the in-memory transport (`runtime/transport/memory.py`:
 the workers are threads of this process) and a real SQLite ledger in a
 directory of its own, deleted when the process exits. What a deployment adds (Celery's
 delivery, Redis, other processes) is what toolrun's own integration tests cover.
@@ -28,7 +28,7 @@ from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import CapabilitySpec, Registry, registry
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 
 Tool = Callable | CapabilitySpec | Registry
 
@@ -66,7 +66,7 @@ def memory_runtime(
     settings = settings.model_copy(update={"database_url": f"sqlite:///{base / 'ledger.db'}"})
     chosen = _registry(tools, settings)
     ledger = Ledger.from_settings(settings)
-    transport = MemoryTransport(registry=chosen, ledger=ledger, settings=settings)
+    transport = memory_transport(registry=chosen, ledger=ledger, settings=settings)
     runtime = Runtime(settings, registry=chosen, ledger=ledger, transport=transport)
     try:
         yield runtime

@@ -28,7 +28,7 @@ LAYERS = [
     {"types", "keyring"},
     {"errors"},
     {"settings", "workspace", "sessions"},
-    {"config", "usage"},
+    {"config", "usage", "flow"},
     {"redaction"},
     {"registry"},
     {"results"},

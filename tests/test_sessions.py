@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from runtime import sessions
+from tests.support.waiting import wait_for
 
 # A stand-in pool process: records a session running `sleep`, says its pid, dies.
 POOL = """
@@ -40,14 +40,6 @@ def root(tmp_path):
 def alive(pid: int) -> bool:
     fields = sessions._stat(str(pid))
     return fields is not None and fields[0] not in "ZX"
-
-
-def wait_for(condition, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    return found
 
 
 def dead_pool(root: Path) -> tuple[int, int]:

@@ -18,9 +18,9 @@ import time
 
 from runtime.batch import liveness
 from runtime.batch.approving import Approving
-from runtime.batch.flow import Flow
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
+from runtime.batch.send_limits import Flow
 from runtime.batch.unrecorded import PATIENCE, UnrecordedEnds
 from runtime.batch.view import Viewer
 from runtime.errors import LedgerUnavailable, StateUnavailable

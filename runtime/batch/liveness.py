@@ -13,7 +13,7 @@ from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
 from runtime.ledger.batch_record import BatchRecord
 from runtime.ledger.store import Ledger, Recorded
 from runtime.registry.capabilities import Registry
-from runtime.transport.base import BatchState, Known
+from runtime.transport.base import Copies, Known, Leases
 from runtime.types import Risk
 
 log = logging.getLogger("toolrun.batch")
@@ -28,7 +28,7 @@ def claims(registry: Registry, plan: BatchPlan, call_id: str) -> bool:
 
 
 def gone(
-    state: BatchState,
+    state: Leases,
     held: Known | None,
     claimed: dict[str, datetime],
     taken: set[str],
@@ -60,7 +60,7 @@ def gone(
     return lost, stalled
 
 
-def lapsed(state: BatchState) -> set[tuple[str, str]]:
+def lapsed(state: Leases) -> set[tuple[str, str]]:
     """(batch id, call id) of every lease run out now; none with the state away."""
     try:
         return state.lapsed(time.time())
@@ -68,7 +68,7 @@ def lapsed(state: BatchState) -> set[tuple[str, str]]:
         return set()
 
 
-def record_kept(state: BatchState, ledger: Ledger) -> None:
+def record_kept(state: Copies, ledger: Ledger) -> None:
     """Write the batch records kept while the ledger was away (their
     submitters may be gone); the ledger's compare-and-set makes a record
     its submitter wrote meanwhile a no-op (docs/architecture.md, "The

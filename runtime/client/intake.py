@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from runtime.adapters import ModelTurn
 from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable
-from runtime.gate.limits import Limits
+from runtime.flow.limits import Limits
 from runtime.ledger import open_batches
 from runtime.ledger.store import Ledger
 from runtime.transcript import chain

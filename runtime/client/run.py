@@ -26,7 +26,8 @@ from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
 from runtime.client.fingerprint import fingerprint
 from runtime.errors import LedgerUnavailable, TooManyOpenBatches
-from runtime.execution import allowance
+from runtime.execution import budget_checks
+from runtime.flow.budgets import Spending
 from runtime.gate.admission import Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
@@ -34,7 +35,6 @@ from runtime.ledger.batch_record import BatchRecord
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import Inbox, Transport
 from runtime.types import ApprovalRequested, Batch, Status, ToolResult
-from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.batch")
 DEADLINE_GRACE = 2.0  # seconds past the deadline before a follower ends the batch itself
@@ -110,8 +110,8 @@ class BatchRun:
             for call in batch.calls
         ]
         spending = Spending.from_snapshot(policy.spending)  # "Usage and budgets"
-        admissions = allowance.hold(admissions, spending, services.transport, batch.id)
-        reply_to = getattr(services.transport, "reply_to", None)
+        admissions = budget_checks.hold(admissions, spending, services.transport, batch.id)
+        reply_to = services.transport.reply_to
         signer = Signer(
             services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent
         )

@@ -40,8 +40,8 @@ from runtime.client.intake import (
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
 from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
+from runtime.flow.limits import Limits
 from runtime.gate import bindings
-from runtime.gate.limits import Limits
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -75,7 +75,7 @@ class Runtime(AsyncSubmits):
         ledger: Ledger | None = None,
     ) -> None:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
-        `runtime.worker.memory.MemoryTransport` to run batches in process."""
+        `runtime.worker.in_memory.memory_transport` to run batches in process."""
         self.settings = settings
         tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(

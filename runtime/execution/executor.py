@@ -15,10 +15,11 @@ from datetime import datetime
 from pathlib import Path
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.execution import allowance, outcomes, throttling, time_limits
+from runtime.execution import budget_checks, outcomes, start_limits, time_limits
 from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
 from runtime.execution.outcomes import Outcome
+from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
@@ -31,9 +32,8 @@ from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.settings import Settings
 from runtime.transport import signing
-from runtime.transport.base import BatchState, Look
+from runtime.transport.base import BatchState, Copies, Leases, Look, ResultBus, SendMarks
 from runtime.types import CallMessage, Risk, ToolCall, ToolResult
-from runtime.usage.budgets import Spending
 
 log = logging.getLogger("toolrun.executor")
 
@@ -81,14 +81,15 @@ def execute(
     )
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
-        (admission,) = allowance.hold([admission], spending, state, message.batch_id, to_run=True)
+        held = budget_checks.hold([admission], spending, state, message.batch_id, to_run=True)
+        (admission,) = held
     taking = None  # its rates' hits and caps' slots ("Flow control"): riding its look
     if isinstance(admission, Admitted):
         lease = time_limits.hard_limit(message.tool, registry, settings) + settings.lease_seconds
-        taking = throttling.entering(admission, message, state, lease=lease)
+        taking = start_limits.entering(admission, message, state, lease=lease)
         if taking is not None and _claims(admission):  # its claim is the ledger's: no look
             admission, taking = taking.judged(None), None
-    if isinstance(admission, throttling.Delayed):
+    if isinstance(admission, start_limits.Delayed):
         settle(previous, ledger)
         return Outcome(admission.result, False)
     claimed = isinstance(admission, Admitted) and _claims(admission)
@@ -101,11 +102,11 @@ def execute(
     else:
         outcome = _at_least_once(admission, message, ledger, settings, worker, state, taking)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
-        allowance.charge(outcome.result, spending, state, message.batch_id)
+        budget_checks.charge(outcome.result, spending, state, message.batch_id)
     return outcome
 
 
-def _unlook(state: BatchState, message: CallMessage) -> None:
+def _unlook(state: SendMarks, message: CallMessage) -> None:
     try:
         state.unlook(message.batch_id, message.call_id)
     except StateUnavailable as error:  # its lease lapses; its delivery stays counted
@@ -123,7 +124,7 @@ def _at_least_once(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
-    taking: throttling.Entering | None = None,
+    taking: start_limits.Entering | None = None,
 ) -> Outcome:
     """A read or an idempotent call: safe to run again, so nothing is claimed.
     Its deliveries are counted in Redis, and its started, retried and finished
@@ -141,7 +142,7 @@ def _at_least_once(
     meta = {"worker": worker, "attempts": look.delivery}
     if taking is not None:
         verdict = taking.judged(None) if taking.verdict is None else taking.verdict
-        if isinstance(verdict, throttling.Delayed):
+        if isinstance(verdict, start_limits.Delayed):
             _unlook(state, message)
             return Outcome(verdict.result, False)
         if isinstance(verdict, Refused):
@@ -264,7 +265,7 @@ def _claimed(
     return outcomes.record(ledger, message, result)  # publishing the end releases the lease
 
 
-def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> ToolResult | None:
+def _hold(state: Leases | None, message: CallMessage, seconds: float) -> ToolResult | None:
     """The claimed call's lease, which this worker's main process renews while
     it runs, and the end published for it, if any. With the state away it is
     taken at the first renewal; until then the claim is young enough to count
@@ -278,7 +279,7 @@ def _hold(state: BatchState | None, message: CallMessage, seconds: float) -> Too
         return None
 
 
-def _cancelled(state: BatchState, batch_id: str) -> bool:
+def _cancelled(state: Copies, batch_id: str) -> bool:
     """The batch's cancel flag; with the state away, not cancelled (the claim decides)."""
     try:
         return state.cancelled(batch_id)
@@ -287,7 +288,7 @@ def _cancelled(state: BatchState, batch_id: str) -> bool:
         return False
 
 
-def _recall(state: BatchState, batch_id: str, call_id: str) -> ToolResult | None:
+def _recall(state: ResultBus, batch_id: str, call_id: str) -> ToolResult | None:
     """A result already published; with the state away, None (the ledger's row answers)."""
     try:
         return state.recall(batch_id, call_id)

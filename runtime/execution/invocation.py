@@ -45,13 +45,13 @@ import tenacity
 from runtime import sessions
 from runtime.errors import CallTimedOut, ToolError
 from runtime.execution import time_limits
+from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted
 from runtime.redaction import redactor_for
 from runtime.registry.capabilities import CapabilitySpec, ToolContext, ToolOutput
 from runtime.results import formatter as results
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult, Usage
-from runtime.usage.budgets import Spending
 
 
 def invoke(

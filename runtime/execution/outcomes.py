@@ -15,7 +15,7 @@ from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import EventKind, Ledger
 from runtime.results import endings
 from runtime.results import formatter as results
-from runtime.transport.base import BatchState
+from runtime.transport.base import Leases
 from runtime.types import CallMessage, Status, ToolResult
 
 
@@ -91,7 +91,7 @@ def refusal(ledger: Ledger, message: CallMessage, refused: Refused, meta: dict) 
 
 
 def published_first(
-    ledger: Ledger, state: BatchState | None, message: CallMessage, published: ToolResult
+    ledger: Ledger, state: Leases | None, message: CallMessage, published: ToolResult
 ) -> Outcome:
     """A call this delivery claimed, whose end was published before: another
     delivery of it failed closed while the ledger was away, its row still

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ConfigurationError
-from runtime.gate import limit_reading
-from runtime.gate import limits as flow_limits
+from runtime.flow import budget_reading as reading
+from runtime.flow import budgets as spend
+from runtime.flow import limit_reading
+from runtime.flow import limits as flow_limits
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
 from runtime.gate.rules import Level, Rule, parse
 from runtime.settings import Settings
-from runtime.usage import budgets as spend
-from runtime.usage import reading
 
 PROJECT_FILE = Path(".toolrun") / "settings.json"
 KEYS = {
@@ -59,10 +59,10 @@ class Policy:
     workspace: str
     version: str
     internal_hosts: tuple[str, ...] = ()
-    # Budgets and prices (runtime/usage/budgets.py, `Spending.snapshot`), and
+    # Budgets and prices (runtime/flow/budgets.py, `Spending.snapshot`), and
     # the submitter they are counted for; None: the policy has none.
     spending: dict[str, Any] | None = None
-    # Rates, concurrency caps and fair share (runtime/gate/limits.py,
+    # Rates, concurrency caps and fair share (runtime/flow/limits.py,
     # `Limits.snapshot`) and the submitter they count for; None: none.
     limits: dict[str, Any] | None = None
 

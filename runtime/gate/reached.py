@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.flow.limits import Concurrency, Rate
 from runtime.gate.decision import Decision
-from runtime.gate.limits import Concurrency, Rate
 from runtime.results import endings
 from runtime.types import Status, ToolResult
 

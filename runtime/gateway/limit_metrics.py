@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
 
 import limits as ratelimits
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from runtime.errors import StateUnavailable
-from runtime.gate.limits import Limits
+from runtime.flow.limits import Limits
+from runtime.transport.base import BatchState
 
 log = logging.getLogger("toolrun.metrics")
 LABELS = ["limit", "scope"]
 
 
 class LimitGauges(Collector):
-    def __init__(self, limits: Limits, state: Any = None) -> None:
-        self.limits, self.throttle = limits, getattr(state, "throttle", None)
+    def __init__(self, limits: Limits, state: BatchState | None = None) -> None:
+        self.limits = limits
+        self.throttle = state.throttle if state is not None else None
 
     def collect(self) -> Iterator[Metric]:
         if self.throttle is None or not self.limits:

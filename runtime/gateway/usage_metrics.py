@@ -15,9 +15,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
+from runtime.flow.budget_reading import read_budgets
+from runtime.flow.budgets import Budget, source_tag
 from runtime.ledger.store import Ledger
-from runtime.usage.budgets import Budget, source_tag
-from runtime.usage.reading import read_budgets
 
 log = logging.getLogger("toolrun.metrics")
 LABELS = ["tool", "key", "status"]

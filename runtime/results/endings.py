@@ -47,7 +47,7 @@ def denied(call_id: str, tool: str, reason: str, **meta: Any) -> ToolResult:
 
 
 def over_budget(call_id: str, tool: str, message: str, content: dict[str, Any]) -> ToolResult:
-    """A budget this call would pass (runtime/usage/budgets.py, `Overrun`):
+    """A budget this call would pass (runtime/flow/budgets.py, `Overrun`):
     which one, what is left, when it resets."""
     return failure(call_id, tool, Status.over_budget, message, kind="over_budget", content=content)
 
@@ -56,7 +56,7 @@ def limited(
     call_id: str, tool: str, status: Status, message: str, content: dict[str, Any]
 ) -> ToolResult:
     """A rate limit or concurrency cap that refused this call
-    (runtime/gate/limits.py): which one, and `retry_after_s`."""
+    (runtime/flow/limits.py): which one, and `retry_after_s`."""
     return failure(call_id, tool, status, message, kind=status.value, content=content)
 
 

@@ -9,7 +9,7 @@ nothing else; implementations raise `StateUnavailable` (never their client
 library's own errors) when the state cannot be reached.
 
 `transport/cluster.py` implements both on Celery and Redis, for production;
-`worker/memory.py` in one process, running the same `Worker` on threads
+`transport/memory.py` in one process, running the same `Worker` on threads
 (docs/architecture.md, "Seams").
 """
 
@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from runtime.flow.budgets import Counter
+from runtime.transport.throttle import Throttle
 from runtime.types import CallMessage, ToolResult
-from runtime.usage.budgets import Counter
 
 
 class Inbox(Protocol):
@@ -84,13 +85,10 @@ class Rider(Protocol):
     def landed(self, answers: list[Any] | None) -> None: ...
 
 
-class BatchState(Protocol):
-    reply_to: str | None  # this process's results channel, where its batches' ends arrive
-    # Rates, concurrency slots and fair share across the cluster
-    # (runtime/transport/throttle.py); None: this state does not enforce them.
-    throttle: Any
+class ResultBus(Protocol):
+    """Calls' ends and notices, stored and carried to the processes that
+    follow their batches."""
 
-    # The result bus.
     def publish(
         self,
         batch_id: str,
@@ -129,13 +127,21 @@ class BatchState(Protocol):
         """The ends announced so far (the ledger holds them once it is there)."""
         ...
 
+    def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
+        """A call's end, if one was published."""
+        ...
+
     def watch(self, batch_id: str) -> Inbox:
         """Start hearing a batch's results; call before sending anything."""
         ...
 
     def unwatch(self, batch_id: str) -> None: ...
 
-    # Marks of what was sent and taken.
+
+class SendMarks(Protocol):
+    """Marks of what was sent and what a worker took, so that two processes
+    moving a batch on never both send a call."""
+
     def mark_sent(
         self,
         batch_id: str,
@@ -178,15 +184,16 @@ class BatchState(Protocol):
         (it waits for a rate or a slot, "Flow control")."""
         ...
 
-    def recall(self, batch_id: str, call_id: str) -> ToolResult | None:
-        """A call's end, if one was published."""
-        ...
-
     def hand_on(self, batch_id: str, call_id: str) -> bool:
         """Mark a chain step as having sent its next one; False if it had."""
         ...
 
-    # The plan's copy and the cancel flag.
+
+class Copies(Protocol):
+    """What the state keeps of a batch beside the ledger: the plan's copy, the
+    cancel flag, and batch records the ledger could not take at submit
+    (docs/architecture.md, "The ledger"), kept until the sweep writes them."""
+
     def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
         """A copy of the batch's plan, so it goes on while the ledger is away."""
         ...
@@ -205,8 +212,6 @@ class BatchState(Protocol):
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
-    # Batch records the ledger could not take at submit (docs/architecture.md,
-    # "The ledger"): kept here until the sweep writes them.
     def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
         """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep,
         unless another record of that batch is kept already: False then (this
@@ -229,8 +234,11 @@ class BatchState(Protocol):
         trip. `plan`: the batch has ended, its plan's copy goes too."""
         ...
 
-    # Leases: a claimed call is held by a live worker, which renews its hold
-    # (docs/architecture.md, "Leases").
+
+class Leases(Protocol):
+    """A claimed call is held by a live worker, which renews its hold; the
+    sweep is one process's at a time (docs/architecture.md, "Leases")."""
+
     def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
         """The call is held for `seconds` from now by the process that claimed
         it; in the same round trip, the end published for it, if any (a
@@ -260,7 +268,6 @@ class BatchState(Protocol):
         then are given a lease's time to be renewed."""
         ...
 
-    # The sweep: one process at a time, under a lease.
     def hold_sweep(self, holder: str, seconds: float) -> bool:
         """Take the sweep's lease for `holder`, or renew it if `holder` has
         it; False if another holds it."""
@@ -273,7 +280,11 @@ class BatchState(Protocol):
         append-only file): every open batch must be looked at."""
         ...
 
-    # Budgets: counters checked and added to in one step ("Usage and budgets").
+
+class Budgets(Protocol):
+    """Budgets' counters, checked and added to in one step
+    (docs/architecture.md, "Usage and budgets")."""
+
     def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
         """For each call in order, add each of its counters' amount unless one
         would pass its limit: then add nothing for that call, and say (that
@@ -283,6 +294,16 @@ class BatchState(Protocol):
     def charge(self, counters: list[Counter]) -> None:
         """Add what a call that ran spent."""
         ...
+
+
+class BatchState(ResultBus, SendMarks, Copies, Leases, Budgets, Protocol):
+    """Every role of the batch's shared state in one object, as a transport
+    implements it; a caller that uses one role names that role's protocol."""
+
+    reply_to: str | None  # this process's results channel, where its batches' ends arrive
+    # Rates, concurrency slots and fair share across the cluster; None: this
+    # state does not enforce them (the in-process transport refuses them).
+    throttle: Throttle | None
 
     def close(self) -> None: ...
 

@@ -99,7 +99,7 @@ def queue_lists(queue: str) -> list[str]:
 
 
 def budget_key(counter: str) -> str:
-    """A budget's counter in one window (`usage.budgets.Counter.key`: the
+    """A budget's counter in one window (`flow.budgets.Counter.key`: the
     file, the budget, the submitter or batch, the window), expiring after it."""
     return f"toolrun:budget:{counter}"
 

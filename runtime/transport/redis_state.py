@@ -19,9 +19,10 @@ from typing import Any
 
 import redis
 
+from runtime.flow.budgets import Counter
 from runtime.transport import riding, state_scripts
-from runtime.transport.allowances import Allowances
 from runtime.transport.base import Inbox, Known, Look, Rider
+from runtime.transport.budget_counters import BudgetCounters
 from runtime.transport.copies import BatchCopies
 from runtime.transport.leases import reaching
 from runtime.transport.listener import Listener
@@ -41,7 +42,6 @@ from runtime.transport.names import (
 from runtime.transport.patience import persisting
 from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
-from runtime.usage.budgets import Counter
 
 
 class RedisState(BatchCopies):
@@ -49,7 +49,7 @@ class RedisState(BatchCopies):
         super().__init__(client)
         self._listener: Listener | None = None
         self._listening = threading.Lock()
-        self._allowances = Allowances(client)
+        self._budget_counters = BudgetCounters(client)
         self.throttle: Throttle | None = Throttle(client)  # "Flow control"
         self._unlook = client.register_script(state_scripts.UNLOOK)
         self._look = client.register_script(state_scripts.LOOK)
@@ -233,16 +233,16 @@ class RedisState(BatchCopies):
     # Budgets (docs/architecture.md, "Usage and budgets").
     def spend(self, calls: list[list[Counter]]) -> list[tuple[int, float] | None]:
         with reaching("checking a budget"):
-            return self._allowances.spend(calls)
+            return self._budget_counters.spend(calls)
 
     def charge(self, counters: list[Counter]) -> None:
         with reaching("counting a call's spending"):
-            self._allowances.charge(counters)
+            self._budget_counters.charge(counters)
 
     def budgets_used(self) -> dict[str, float]:
         """Each submitter's budget counter now: for `/metrics`."""
         with reaching("reading the budgets"):
-            return self._allowances.standing()
+            return self._budget_counters.standing()
 
     def close(self) -> None:
         self.drop_due(every=True)

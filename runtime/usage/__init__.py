@@ -1,2 +1,2 @@
-"""What calls cost and what they may spend: budgets and prices of the policy
-(docs/architecture.md, "Usage and budgets")."""
+"""What usage reports share: how far back one looks (`spans`). What calls may
+spend, budgets and prices, is flow control's (`runtime/flow/`)."""

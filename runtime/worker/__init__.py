@@ -1,6 +1,6 @@
 """The worker: what happens to a task message on the cluster's side
-(`Worker`), the sweep's loop, and an in-process transport that runs the same
-`Worker` on threads."""
+(`Worker`), the sweep's loop, and the in-memory transport with that same
+`Worker` wired in (`in_memory`)."""
 
 from runtime.worker.worker import Worker
 

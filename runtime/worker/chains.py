@@ -11,7 +11,7 @@ import tenacity
 from runtime.ledger.store import Ledger
 from runtime.results import endings
 from runtime.transport import chain
-from runtime.transport.base import BatchState, Queue
+from runtime.transport.base import BatchState, Queue, ResultBus
 from runtime.types import CallMessage, ToolResult
 
 log = logging.getLogger("toolrun.worker")
@@ -53,7 +53,7 @@ def hand_on(
     return False
 
 
-def _break_chain(following: CallMessage, state: BatchState, ledger: Ledger) -> None:
+def _break_chain(following: CallMessage, state: ResultBus, ledger: Ledger) -> None:
     for step in [following, *following.then]:
         ended = endings.chain_broken(step.call_id, step.tool)
         try:

@@ -10,7 +10,7 @@ hard limit, or whose message the broker gave up on, and `sweep` is the
 periodic look at open batches that one worker at a time takes.
 
 The same object runs under Celery (`workers/tasks.py`, one per process) and on
-the threads of the in-process transport (`runtime/worker/memory.py`): there is
+the threads of the in-process transport (`runtime/transport/memory.py`): there is
 no second copy of this logic (docs/architecture.md, "The worker").
 """
 

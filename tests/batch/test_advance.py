@@ -31,10 +31,12 @@ from runtime.ledger.tables import ApprovalRow
 from runtime.results import endings
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
+from runtime.transport.memory import MemoryTransport
 from runtime.types import Batch, Mode, Status, ToolCall, ToolResult
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 from tests.support.messages import KEY, policy
 from tests.support.tools import held_running, marks, release
+from tests.support.waiting import wait_for
 
 HELD = "held"  # the label every held read of a test waits on
 BOUND = 20.0  # seconds a wait may take before the test says what it was waiting for
@@ -92,10 +94,11 @@ class World:
 
     def ends(self, batch_id: str, count: int) -> dict[str, Status]:
         """The ledger's ends of the batch, once it holds `count` of them."""
-        deadline = time.monotonic() + BOUND
-        while len(found := self.ledger.ends(batch_id)) < count:
-            assert time.monotonic() < deadline, f"{len(found)} of {count} ends: {found}"
-            time.sleep(0.01)
+        found = wait_for(
+            lambda: ends if len(ends := self.ledger.ends(batch_id)) >= count else None,
+            BOUND,
+            f"{count} ends of batch {batch_id}",
+        )
         return {call_id: result.status for call_id, result in found.items()}
 
     def held_running(self, count: int) -> None:
@@ -103,10 +106,7 @@ class World:
 
     def until_ended(self, batch_id: str) -> None:
         """Until the ledger says the batch ended, with no one but its workers acting."""
-        deadline = time.monotonic() + BOUND
-        while not self.ended(batch_id):
-            assert time.monotonic() < deadline, f"batch {batch_id} not ended"
-            time.sleep(0.01)
+        wait_for(lambda: self.ended(batch_id), BOUND, f"the end of batch {batch_id}")
 
     def ended(self, batch_id: str) -> bool:
         row = self.ledger.batch(batch_id)
@@ -120,7 +120,7 @@ class World:
 def world(tmp_path, workspace):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(
+    transport = memory_transport(
         registry=registry,
         ledger=ledger,
         settings=Settings(home=tmp_path / "home"),
@@ -192,10 +192,8 @@ def test_a_one_call_batch_ends_in_its_call_s_end_transaction_and_its_copy_goes_w
     try:
         world.advancer.begin(plan, refusals, copy=plan.model_dump(mode="json"))
         world.until_ended(plan.batch.id)
-        deadline = time.monotonic() + BOUND
-        while "r1" not in world.transport.ends(plan.batch.id):  # published after its commit
-            assert time.monotonic() < deadline, "r1 was never published"
-            time.sleep(0.01)
+        # r1's end is published after its commit
+        wait_for(lambda: "r1" in world.transport.ends(plan.batch.id), BOUND, "r1 published")
     finally:
         event.remove(Engine, "begin", count)
     assert len(begun) == transactions  # the call's end and the batch's: no close of its own

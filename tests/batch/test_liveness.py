@@ -14,7 +14,7 @@ from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.transport.base import Known
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 
 LEASE = 6.0
 
@@ -23,7 +23,7 @@ LEASE = 6.0
 def state(tmp_path):
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(
+    transport = memory_transport(
         registry=registry, ledger=ledger, settings=Settings(home=tmp_path / "home"), sweep=False
     )
     yield transport

@@ -15,7 +15,8 @@ from runtime.client.follower import DRIVERS
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
+from tests.support.tools import release
 
 
 @pytest.fixture
@@ -26,11 +27,12 @@ def unswept(tmp_path, ledger, workspace):
     user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
     settings = Settings(home=tmp_path / "home", user_settings_file=user)
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings, sweep=False)
+    transport = memory_transport(registry=registry, ledger=ledger, settings=settings, sweep=False)
     runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
     yield runtime
+    release(workspace, "r")
     transport.close()
-    for thread in threading.enumerate():  # the nap still running ends before the ledger closes
+    for thread in threading.enumerate():  # the read still running ends before the ledger closes
         if thread.name.startswith("memory-reads"):
             thread.join(timeout=30)
 
@@ -62,7 +64,7 @@ def test_a_hundred_batches_waiting_for_approval_add_no_thread(rt, workspace):
 
 def test_with_no_sweep_the_follower_ends_a_batch_at_its_deadline(unswept, workspace):
     batch = [
-        {"id": "r", "name": "nap", "arguments": {"label": "r", "seconds": 5}},
+        {"id": "r", "name": "held", "arguments": {"label": "r"}},  # runs past the deadline
         {"id": "w", "name": "bump", "arguments": {"label": "w"}},
     ]
     handle = unswept.submit(

@@ -1,4 +1,4 @@
-"""`Runtime` itself, on the in-memory transport (runtime/worker/memory.py):
+"""`Runtime` itself, on the in-memory transport (runtime/transport/memory.py):
 a context manager that closes it, `asubmit` off the event loop, and one
 followed run per batch in a process however many handles it has."""
 
@@ -16,7 +16,7 @@ from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 
 ASKS = [{"id": "w", "name": "bump", "arguments": {"label": "w"}}]  # a write: asks in default mode
 
@@ -32,7 +32,7 @@ def make(tmp_path, workspace):
         settings = Settings(home=tmp_path / "home", user_settings_file=user)
         ledger = Ledger(f"sqlite:///{tmp_path / f'ledger-{len(made)}.db'}")
         registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-        transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings)
+        transport = memory_transport(registry=registry, ledger=ledger, settings=settings)
         made.append(Runtime(settings, registry=registry, ledger=ledger, transport=transport))
         return made[-1]
 

@@ -5,8 +5,6 @@ it is published (told) only once written."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from runtime.errors import LedgerUnavailable
@@ -20,6 +18,7 @@ from runtime.tools.loading import load_tools
 from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
 from tests.support.faults import locked_sqlite
 from tests.support.messages import KEY, message
+from tests.support.waiting import wait_for
 
 RULES = {"allow": ["bump"]}
 
@@ -109,10 +108,7 @@ def test_a_claim_the_ledger_cannot_take_still_costs_the_step_before_nothing(tmp_
     with locked_sqlite(url), pytest.raises(LedgerUnavailable):
         claim_after(ledger, step(tmp_path, "b"), "w", previous)
     assert told == [None]
-    deadline = time.monotonic() + 30
-    while "a" not in ledger.ends("b1"):
-        assert time.monotonic() < deadline, "the buffered end never landed"
-        time.sleep(0.05)
+    wait_for(lambda: "a" in ledger.ends("b1"), what="the buffered end landing")
     assert ledger.ends("b1")["a"].ok and {r.call_id: r.status for r in ledger.calls("b1")} == {
         "a": "ok",
         "b": "pending",

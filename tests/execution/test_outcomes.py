@@ -14,7 +14,7 @@ from runtime.results.formatter import success
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import Batch, CallMessage, Status, ToolCall
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 from tests.support.messages import KEY, message
 from tests.support.tools import marks
 
@@ -27,7 +27,7 @@ def env(tmp_path):
     workspace.mkdir()
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     registry, settings = load_tools(["tests.support.tools"]), Settings(home=tmp_path)
-    state = MemoryTransport(registry=registry, ledger=ledger, settings=settings, key=KEY)
+    state = memory_transport(registry=registry, ledger=ledger, settings=settings, key=KEY)
     calls = [ToolCall(id=c, name="bump", arguments={"label": c}) for c in ("v", "w")]
     ledger.record_batch(Batch(id="b", calls=calls, workspace=str(workspace)))
 

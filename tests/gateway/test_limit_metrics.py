@@ -9,7 +9,7 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry, generate_latest
 
-from runtime.gate.limits import Concurrency, FairShare, Limits, Rate
+from runtime.flow.limits import Concurrency, FairShare, Limits, Rate
 from runtime.gateway.limit_metrics import LimitGauges
 from runtime.transport.redis_state import RedisState
 

@@ -8,7 +8,6 @@ SIGKILL tests run with RabbitMQ as the broker too (TOOLRUN_TEST_AMQP_URL)."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
@@ -17,6 +16,7 @@ from runtime.types import Status
 from tests.support.faults import FaultStack
 from tests.support.rabbitmq import BROKERS, broker_for
 from tests.support.tools import marks, release
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 ALLOW = {"allow": ["bump", "slow_bump", "crash_effect", "hog", "held_write"]}
@@ -52,14 +52,6 @@ def faulty(module_stack):
         if not stack.workers(queue):
             stack.add_worker(queue)
     return stack, runtime
-
-
-def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
-    return found
 
 
 def started(workspace) -> Counter:

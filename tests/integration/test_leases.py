@@ -22,6 +22,7 @@ from runtime.transport.names import EFFECTS, SWEEP_LOCK, sent_key
 from runtime.types import Status
 from tests.support.faults import FaultStack
 from tests.support.tools import marks, release
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 ALLOW = {"allow": ["bump", "held_write", "held"]}
@@ -55,14 +56,6 @@ def leased(module_stack):
         if not stack.workers(queue):
             stack.add_worker(queue)
     return stack, runtime, redis.Redis.from_url(stack.redis_url)
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
-    return found
 
 
 def held(workspace, label: str) -> list[dict]:

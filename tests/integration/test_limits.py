@@ -21,6 +21,7 @@ from tests.conftest import runtime_on
 from tests.support import submitter
 from tests.support.faults import FaultStack
 from tests.support.tools import marks
+from tests.support.waiting import wait_for
 
 
 def naps(count: int, seconds: float = 0.0, prefix: str = "n") -> list[dict]:
@@ -141,7 +142,7 @@ def test_fair_share_another_keys_call_ends_while_a_flood_is_still_queued(limited
     rt, flooder, _ = limited({"fair_share": {"in_flight_per_key": 4}})
     other = f"other-{uuid.uuid4().hex[:8]}"
     flood = rt.submit(naps(300, 0.02, "a"), mode="auto", workspace=workspace, submitter=flooder)
-    time.sleep(0.5)
+    wait_for(lambda: marks(workspace, "starts"), what="the flood running")  # the rest queued
     mine = rt.submit(naps(1, 0.0, "b"), mode="auto", workspace=workspace, submitter=other)
     (result,) = mine.results(timeout=120)
     assert result.ok
@@ -211,7 +212,7 @@ def test_a_sigkilled_workers_slot_frees_within_its_lease(fault_stack, workspace)
         rules=allow,
         timeout=300,
     )
-    wait_for(lambda: marks(workspace, "effects"), what="the first call running")
+    wait_for(lambda: marks(workspace, "effects"), timeout=60, what="the first call running")
     client = redis.Redis.from_url(stack.redis_url)
     (slot,) = client.keys(slots_key("*:solo:tool:slow_bump"))
     ((member, lapses),) = client.zrange(slot, 0, -1, withscores=True)
@@ -232,10 +233,3 @@ def test_a_sigkilled_workers_slot_frees_within_its_lease(fault_stack, workspace)
     assert lapses - 0.5 <= started <= lapses + 60  # not before the lease lapsed; soon after
     (lost,) = first.results(timeout=60)
     assert lost.status is Status.outcome_unknown
-
-
-def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)

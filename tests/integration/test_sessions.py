@@ -24,6 +24,7 @@ from runtime.stack.processes import log_tail
 from runtime.types import Status
 from tests.support.fault_tools import SHORT_SHELL_TIMEOUT
 from tests.support.faults import FaultStack
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 KILL_GRACE = 1.0
@@ -49,14 +50,6 @@ def sessions_stack(tmp_path_factory, user_settings):
     stack.settings = stack.settings.model_copy(update={"mcp_servers_file": servers})
     with stack, stack.client() as runtime:
         yield stack, runtime
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.02)
-    return found
 
 
 def stat(pid: int) -> list[str] | None:

@@ -6,13 +6,13 @@ whoever answers (tests/client/test_run.py)."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from sqlalchemy import text
 
 from runtime.ledger.approvals import Approvals, sealed
 from runtime.ledger.store import EventKind, Ledger
+from tests.support.waiting import wait_for
 
 SECRET = "sk-ant-api03-" + "S3cr3t" * 6
 KEY = b"k" * 32
@@ -94,8 +94,7 @@ def test_updated_arguments_live_only_in_the_sealed_row(approvals):
 
 def test_an_expired_approval_cannot_be_answered_and_leaves_the_pending_list(approvals):
     ask(approvals, timeout=0.05)
-    time.sleep(0.1)
-    assert approvals.pending() == []
+    wait_for(lambda: approvals.pending() == [], what="the approval's expiry")
     assert approvals.expired() == [("b1", "c1")]
     assert not approvals.answer("b1", "c1", approve=True, by="late")
     assert approvals.expire("b1", "c1")

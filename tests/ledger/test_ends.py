@@ -4,14 +4,13 @@ back it yields to the end published for its call, the one its caller got
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.store import Ledger
 from runtime.results.formatter import failure
 from runtime.types import Status
+from tests.support.waiting import wait_for
 
 MINE = failure("a", "tool_a", Status.error, "the ledger is unavailable", kind="ledger")
 THEIRS = failure("a", "tool_a", Status.outcome_unknown, "the process was lost", kind="lost")
@@ -28,11 +27,7 @@ def ledger(tmp_path):
 
 def landed(ledger: Ledger, batch_id: str, bound: float = 30.0):
     """The call's end once the buffer has written it (it tries every second)."""
-    deadline = time.monotonic() + bound
-    while "a" not in (ends := ledger.ends(batch_id)):
-        assert time.monotonic() < deadline, "the kept end never landed"
-        time.sleep(0.05)
-    return ends["a"]
+    return wait_for(lambda: ledger.ends(batch_id).get("a"), bound, "the kept end landing")
 
 
 def test_an_end_kept_for_later_writes_the_end_published_for_its_call(ledger):

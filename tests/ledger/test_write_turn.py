@@ -16,6 +16,7 @@ from sqlalchemy import exc
 
 from runtime.ledger.engine import transient
 from runtime.ledger.write_turn import SUFFIX, WriteTurn, left_of
+from tests.support.waiting import wait_for
 
 HOLD = """
 import fcntl, os, sys
@@ -111,15 +112,19 @@ def test_writers_of_one_process_take_turns_too(path):
 
 
 def test_a_child_forked_during_a_turn_does_not_keep_it(path):
-    turn = WriteTurn(path, 30)
+    turn, (hold, go) = WriteTurn(path, 30), os.pipe()
     with turn.taken():
         child = os.fork()
-        if child == 0:  # holds its copy of the parent's open turn for a while
-            time.sleep(3)
+        if child == 0:  # holds its copy of the parent's open turn until told to go
+            os.close(go)
+            os.read(hold, 1)
             os._exit(0)
+    os.close(hold)
     try:
         assert _free(path, within=1.0)  # let go with the parent's copy, the child alive
+        assert os.waitpid(child, os.WNOHANG) == (0, 0)
     finally:
+        os.close(go)
         os.waitpid(child, 0)
 
 
@@ -148,12 +153,12 @@ def test_a_process_waits_for_its_turns_on_one_thread_kept(path):
         holder = _holder(path)
         writer = threading.Thread(target=_write_once, args=(path,))
         writer.start()
-        waiting = []
-        deadline = time.monotonic() + 30
-        while not waiting and time.monotonic() < deadline:
-            waiting = [t for t in threading.enumerate() if t.name == "toolrun-write-turn"]
-            time.sleep(0.005)
-        seen.append(waiting)
+        seen.append(
+            wait_for(
+                lambda: [t for t in threading.enumerate() if t.name == "toolrun-write-turn"],
+                what="a thread waiting for the turn",
+            )
+        )
         holder.communicate("go\n", timeout=30)
         writer.join(30)
     assert len(seen[0]) == 1 and seen[0] == seen[1]

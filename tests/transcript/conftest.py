@@ -1,4 +1,4 @@
-"""Runtimes on the in-memory transport (runtime/worker/memory.py) with a real
+"""Runtimes on the in-memory transport (runtime/transport/memory.py) with a real
 SQLite ledger: the transcript is built from that ledger's rows."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from runtime.client import Runtime
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
 
 KEY = b"transcript-test-key"
 
@@ -23,7 +23,7 @@ def rt(tmp_path, workspace):
     settings = Settings(home=tmp_path / "home", user_settings_file=user, approval_timeout=30)
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings, key=KEY)
+    transport = memory_transport(registry=registry, ledger=ledger, settings=settings, key=KEY)
     runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
     yield runtime
     runtime.close()

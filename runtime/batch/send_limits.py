@@ -4,7 +4,7 @@ and fair share, applied as the advancer sends calls (docs/architecture.md,
 
 `gate` looks, for each call about to be sent, at what its rates' windows and
 its caps' slots have left (without taking anything: the worker takes its hit
-and its slot right before the tool runs, `runtime/execution/throttling.py`).
+and its slot right before the tool runs, `runtime/execution/start_limits.py`).
 A call over a limit whose `on_limit` is "refuse" ends at once
 (`rate_limited` / `concurrency_limited`); one that must wait stays unsent in
 the plan, holding no worker and no thread, and its batch is kept for the sweep
@@ -31,7 +31,7 @@ from limits import RateLimitItem
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import End
 from runtime.errors import StateUnavailable
-from runtime.gate.limits import Concurrency, Limits, Rate
+from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry

@@ -13,36 +13,36 @@ from runtime.ledger.store import Ledger
 from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import Batch, CallMessage, Mode, Status, ToolCall
-from runtime.worker.memory import MemoryTransport
+from runtime.worker.in_memory import memory_transport
+from tests.support.in_memory import in_memory
 from tests.support.messages import KEY, message
 from tests.support.tools import marks
 
 
 @pytest.fixture
 def transport(tmp_path):
-    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
-    transport = MemoryTransport(
-        registry=registry, ledger=ledger, settings=Settings(home=tmp_path), key=KEY
-    )
-    yield transport
-    transport.close()
-    ledger.close()
+    with in_memory(tmp_path) as transport:
+        yield transport
 
 
-def recorded(transport, workspace, *calls: tuple[str, str]) -> str:
+@pytest.fixture
+def ledger(transport):
+    return transport.worker.ledger
+
+
+def recorded(ledger, workspace, *calls: tuple[str, str]) -> str:
     """A batch the ledger knows, as a client records it before sending."""
     batch = Batch(
         calls=[ToolCall(id=i, name=n, arguments={}) for i, n in calls],
         mode=Mode.auto,
         workspace=str(workspace),
     )
-    transport.ledger.record_batch(batch)
+    ledger.record_batch(batch)
     return batch.id
 
 
-def test_a_signed_message_runs_and_its_result_waits_for_the_batch(transport, tmp_path):
-    batch_id = recorded(transport, tmp_path, ("r", "nap"))
+def test_a_signed_message_runs_and_its_result_waits_for_the_batch(transport, ledger, tmp_path):
+    batch_id = recorded(ledger, tmp_path, ("r", "nap"))
     raw = message("r", "nap", {"label": "a"}, workspace=tmp_path, batch_id=batch_id)
     transport.post([CallMessage.from_wire(raw)], parallel=True)
     [result] = transport.watch(batch_id).results({"r"}, timeout=10)
@@ -53,8 +53,8 @@ def test_a_signed_message_runs_and_its_result_waits_for_the_batch(transport, tmp
     assert taken.wire() == raw | {"sent_at": taken.sent_at}
 
 
-def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport, tmp_path):
-    batch_id = recorded(transport, tmp_path, ("w", "bump"))
+def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport, ledger, tmp_path):
+    batch_id = recorded(ledger, tmp_path, ("w", "bump"))
     raw = message(
         "w",
         "bump",
@@ -71,9 +71,9 @@ def test_a_message_signed_with_another_key_is_refused_and_runs_nothing(transport
 
 
 def test_a_worker_runs_a_chain_in_one_task_and_a_cancel_stops_what_has_not_started(
-    transport, tmp_path
+    transport, ledger, tmp_path
 ):
-    batch_id = recorded(transport, tmp_path, ("a", "bump"), ("b", "bump"))
+    batch_id = recorded(ledger, tmp_path, ("a", "bump"), ("b", "bump"))
     steps = [
         CallMessage.from_wire(
             message(
@@ -108,7 +108,7 @@ def test_rates_caps_and_fair_share_are_refused_at_startup_sizes_are_kept(tmp_pat
     org.write_text(json.dumps({"limits": {"rate": [rate], "fair_share": {}}}))
     settings = Settings(home=tmp_path, policy_file=org)
     with pytest.raises(ConfigurationError, match=r"limits.rate \(fetches from .*org.json\)"):
-        MemoryTransport(registry=registry, ledger=ledger, settings=settings, key=KEY)
+        memory_transport(registry=registry, ledger=ledger, settings=settings, key=KEY)
     org.write_text(json.dumps({"limits": {"size": {"calls_per_batch": 5}}}))
-    MemoryTransport(registry=registry, ledger=ledger, settings=settings, key=KEY).close()
+    memory_transport(registry=registry, ledger=ledger, settings=settings, key=KEY).close()
     ledger.close()

@@ -1,4 +1,4 @@
-"""The in-process transport's leases (`runtime/worker/memory.py`): a thread of
+"""The in-process transport's leases (`runtime/transport/memory.py`): a thread of
 this process cannot be lost on its own, so a call's hold lasts until it is
 released, and the sweep's lease until its holder gives it up
 (docs/architecture.md, "Leases" and "The batch's rules on a transport")."""

@@ -2,7 +2,7 @@
 tool runs (docs/architecture.md, "Flow control"): here it takes its hit of
 each rate's window and a slot of each cap, in one round trip (a call that
 finds one full takes none of them: `Throttle.enter`). The sender
-only looked at what was left (runtime/batch/flow.py), so two senders may
+only looked at what was left (runtime/batch/send_limits.py), so two senders may
 both have sent into the last place: the one that comes second here waits
 (`on_limit: "delay"`: it goes back to its batch unsent, holding nothing, and
 the sweep sends it when the limit allows) or ends (`"refuse"`).
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import StateUnavailable
+from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.admission import Admitted, Refused
-from runtime.gate.limits import Concurrency, Limits, Rate
 from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
 from runtime.transport.base import BatchState
@@ -56,7 +56,7 @@ def entering(
     """`check`, to ride the worker's look at the call (`BatchState.look`'s
     `rider`: one round trip for both); None if the call's limits take nothing."""
     limits = Limits.from_snapshot(message.policy.get("limits"))
-    throttle = getattr(state, "throttle", None)
+    throttle = state.throttle if state is not None else None
     if not (limits.rates or limits.caps) or throttle is None:
         return None
     tool = admission.spec.name

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from runtime.worker.memory_leases import MemoryLeases
+from runtime.transport.memory_leases import MemoryLeases
 
 
 class MemoryCopies(MemoryLeases):

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from runtime.errors import ConfigurationError
+from runtime.flow.budget_reading import read_budgets, read_prices
+from runtime.flow.budgets import Budget, Spending
 from runtime.gate.policy import PolicySources
 from runtime.settings import Settings
-from runtime.usage.budgets import Budget, Spending
-from runtime.usage.reading import read_budgets, read_prices
 
 
 def budgets(*entries: dict) -> tuple[Budget, ...]:

@@ -13,13 +13,13 @@ import logging
 from datetime import UTC, datetime
 
 from runtime.errors import StateUnavailable
+from runtime.flow.budgets import Budget, Spending
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.decision import Decision
 from runtime.ledger.tables import EventKind
 from runtime.results import endings
-from runtime.transport.base import BatchState
+from runtime.transport.base import Budgets
 from runtime.types import ToolResult
-from runtime.usage.budgets import Budget, Spending
 
 log = logging.getLogger("toolrun.budgets")
 
@@ -27,7 +27,7 @@ log = logging.getLogger("toolrun.budgets")
 def hold(
     admissions: list[Admitted | Refused],
     spending: Spending,
-    state: BatchState | None,
+    state: Budgets | None,
     batch_id: str,
     *,
     to_run: bool = False,
@@ -68,7 +68,7 @@ def _refused(
     return Refused(admitted.call, admitted.spec, result, EventKind.decision, decision)
 
 
-def charge(result: ToolResult, spending: Spending, state: BatchState | None, batch_id: str) -> None:
+def charge(result: ToolResult, spending: Spending, state: Budgets | None, batch_id: str) -> None:
     """Add the worker-seconds (and their money) of a call that ran."""
     if state is None or not spending.budgets or result.usage is None:
         return

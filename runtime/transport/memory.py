@@ -3,14 +3,16 @@ own tools and agent loops (as dramatiq's `StubBroker` or httpx's
 `MockTransport`): no Redis, no Celery, no worker processes, and the same batch
 code on top (docs/architecture.md, "The batch's rules on a transport").
 
-It implements both seams (`Queue`, `BatchState`) in memory, and runs the same
-`Worker` the cluster runs on its threads: each message is decoded, checked
-again, claimed and run by the executor against the given ledger, its end
-published, its chain handed on and the batch moved on exactly as a Celery
-worker does; the sweep runs every few hundredths of a second. Reads run side
-by side; every other call runs one at a time, in order, as on the effects queue.
+It implements both seams (`Queue`, `BatchState`) in memory, and hands each
+message to the `Worker` the cluster runs, on its threads: the worker is wired in
+by whoever builds the transport (`runtime/worker/in_memory.py`, as dramatiq's
+test fixture starts a worker on its `StubBroker`), which decodes the message,
+checks it again, claims and runs it against the ledger, publishes its end, hands
+its chain on and moves the batch on exactly as a Celery worker does. Reads run
+side by side; every other call runs one at a time, in order, as on the effects
+queue.
 
-    transport = MemoryTransport(registry=registry, ledger=ledger, settings=settings)
+    transport = memory_transport(registry=registry, ledger=ledger, settings=settings)
     rt = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
 """
 
@@ -23,25 +25,25 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.errors import ConfigurationError
-from runtime.gate.limits import Limits
-from runtime.gate.policy import PolicySources
-from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import Registry
-from runtime.settings import Settings
+from runtime.flow.budgets import Counter
+from runtime.flow.limits import Limits
 from runtime.transport import chain
 from runtime.transport.base import Known, Look, Rider
+from runtime.transport.memory_copies import MemoryCopies
 from runtime.types import CallMessage, ToolResult
-from runtime.usage.budgets import Counter
-from runtime.worker.memory_copies import MemoryCopies
-from runtime.worker.sweeper import start_sweeping
-from runtime.worker.worker import Worker
 
 log = logging.getLogger("toolrun.memory")
 WORKER = "memory"
-SWEEP_SECONDS = 0.05
+
+
+class Runner(Protocol):
+    """What takes a delivered message on the transport's threads: the
+    cluster's `Worker` (runtime/worker/worker.py)."""
+
+    def run(self, raw: dict[str, Any]) -> object: ...
 
 
 class MemoryTransport(MemoryCopies):
@@ -51,27 +53,18 @@ class MemoryTransport(MemoryCopies):
     def __init__(
         self,
         *,
-        registry: Registry,
-        ledger: Ledger,
-        settings: Settings,
+        limits: Limits,
+        worker: Callable[[MemoryTransport], Runner],
         reads: int = 8,
         key: bytes | None = None,
-        sweep: bool = True,
     ) -> None:
-        refuse_flow_control(PolicySources(settings).limits, "the org or user settings")
+        """`limits`: the org's and user's files' (rates, caps and fair share
+        are refused here); `worker` builds what runs each message, given this
+        transport (its queue and its state, with its `key`); `closed` is set
+        by `close`, for the threads beside it (the sweep) to stop on."""
+        refuse_flow_control(limits, "the org or user settings")
         super().__init__()
-        self.registry, self.ledger, self.settings = registry, ledger, settings
         self.key = key or secrets.token_bytes(32)
-        self.worker = Worker(
-            settings=settings,
-            registry=registry,
-            ledger=ledger,
-            key=self.key,
-            queue=self,
-            state=self,
-            name=WORKER,
-        )
-        self.advancer = self.worker.advancer
         self._changed = threading.Condition()
         self._results: dict[str, dict[str, ToolResult]] = defaultdict(dict)
         self._notices: dict[str, dict[str, ToolResult]] = defaultdict(dict)
@@ -84,10 +77,9 @@ class MemoryTransport(MemoryCopies):
         self._arrivals: dict[str, list[Callable[[], None]]] = defaultdict(list)
         self._reads = ThreadPoolExecutor(reads, thread_name_prefix="memory-reads")
         self._effects = ThreadPoolExecutor(1, thread_name_prefix="memory-effects")
-        self._closed = threading.Event()
+        self.closed = threading.Event()
         self.taken: list[CallMessage] = []  # every message a worker took, in order
-        if sweep:
-            start_sweeping(lambda: self.worker, SWEEP_SECONDS, stop=self._closed)
+        self.worker = worker(self)
 
     # The queue.
     def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
@@ -207,7 +199,7 @@ class MemoryTransport(MemoryCopies):
                 self._spent[c.key] += c.amount
 
     def close(self) -> None:
-        self._closed.set()
+        self.closed.set()
         for pool in (self._reads, self._effects):
             pool.shutdown(wait=False, cancel_futures=True)
 

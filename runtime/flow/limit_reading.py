@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from runtime.errors import ConfigurationError
-from runtime.gate.limits import Concurrency, FairShare, Limits, Rate, Size, _Entry
-from runtime.usage.reading import named_entries, problems
+from runtime.flow.budget_reading import named_entries, problems
+from runtime.flow.limits import Concurrency, FairShare, Limits, Rate, Size, _Entry
 
 SECTIONS = {"budget", "rate", "concurrency", "size", "fair_share"}
 
@@ -18,7 +18,7 @@ SECTIONS = {"budget", "rate", "concurrency", "size", "fair_share"}
 def read(data: dict[str, Any], source: str, *, org: bool) -> Limits:
     """The `limits` section of one settings file, checked: a bad entry is a
     `ConfigurationError` naming the file and the entry (its budgets are read
-    by `runtime/usage/reading.py`)."""
+    by `runtime/flow/budget_reading.py`)."""
     section = data.get("limits", {})
     if not isinstance(section, dict):
         raise ConfigurationError(f"{source}: limits must be an object")

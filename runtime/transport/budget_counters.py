@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import redis
 
+from runtime.flow.budgets import Counter
 from runtime.transport.names import budget_key
-from runtime.usage.budgets import Counter
 
 # KEYS: the counters; ARGV: per counter amount, limit, ttl, strict (1/0).
 # Returns {0, ""} when every counter took its amount, else {i, used} of the
@@ -40,7 +40,7 @@ return 0
 """
 
 
-class Allowances:
+class BudgetCounters:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._spend = client.register_script(SPEND)

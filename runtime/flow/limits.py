@@ -1,7 +1,7 @@
 """Rate limits, concurrency caps, size caps and fair share of a policy
 (docs/architecture.md, "Flow control").
 
-The org policy file declares them beside the budgets (runtime/usage/budgets.py):
+The org policy file declares them beside the budgets (runtime/flow/budgets.py):
 
     {"limits": {
         "rate": [{"name": "fetches", "per": "host", "tools": ["http_get"], "limit": "5/second"},

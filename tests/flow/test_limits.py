@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from runtime.errors import ConfigurationError
-from runtime.gate import limits
-from runtime.gate.limits import Concurrency, Limits, Rate
+from runtime.flow import limits
+from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.policy import PolicySources
 from runtime.gate.reached import Reached
 from runtime.settings import Settings

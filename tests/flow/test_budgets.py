@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from runtime.usage.budgets import Budget, Spending
-from runtime.usage.reading import read_budgets, read_prices
+from runtime.flow.budget_reading import read_budgets, read_prices
+from runtime.flow.budgets import Budget, Spending
 
 NOW = datetime(2026, 12, 1, 5, 30, tzinfo=UTC)
 

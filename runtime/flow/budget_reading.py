@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from runtime.errors import ConfigurationError
-from runtime.usage.budgets import Budget, Price
+from runtime.flow.budgets import Budget, Price
 
 Named = TypeVar("Named", bound=BaseModel)  # an entry with a `name`
 
@@ -30,7 +30,7 @@ def named_entries(
     (given its `source`), named apart; else a `ConfigurationError` naming the
     file and the entry (`shape`: what an entry is, said when one is not an
     object). The budgets here and the rates and caps
-    (`runtime/gate/limit_reading.py`) are read with it."""
+    (`runtime/flow/limit_reading.py`) are read with it."""
     if not isinstance(entries, list):
         raise ConfigurationError(f"{source}: limits.{key} must be a list")
     found: list[Named] = []
