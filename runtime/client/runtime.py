@@ -108,6 +108,7 @@ class Runtime(AsyncSubmits):
             lease_seconds=settings.lease_seconds,
             resend_after=settings.resend_after,
             unrecorded_patience=settings.unrecorded_patience,
+            notifiers=self.policies.notifiers,
         )
         self.services = Services(
             registry=self.registry,

@@ -7,7 +7,8 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
     {"permissions": {"allow": [...], "ask": [...], "deny": [...]},
      "trusted_workspaces": ["~/src"],          # org and user files only
      "workspace_roots": ["/srv/agents"],       # org file only
-     "internal_hosts": ["10.2.0.0/16", "db.internal"]}  # org file only
+     "internal_hosts": ["10.2.0.0/16", "db.internal"],  # org file only
+     "notifications": [{"url": "https://..."}]}  # org file only (gate/notifiers.py)
 
 `internal_hosts` names the internal hosts and ranges a network tool may reach
 (runtime/gate/addresses.py); every other internal address is refused.
@@ -31,6 +32,8 @@ from runtime.gate import limit_reading
 from runtime.gate import limits as flow_limits
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
+from runtime.gate.notifiers import Notifier
+from runtime.gate.notifiers import read as read_notifiers
 from runtime.gate.rules import Level, Rule, parse
 from runtime.settings import Settings
 from runtime.usage import budgets as spend
@@ -45,6 +48,7 @@ KEYS = {
         "internal_hosts",
         "limits",
         "prices",
+        "notifications",
     },
     Level.user: {"permissions", "trusted_workspaces", "limits"},
     Level.project: {"permissions", "limits"},
@@ -133,6 +137,8 @@ class PolicySources:
         self._trusted = _roots(self.org) + _roots(self.user)
         # What the submitter checks before anything else: the org's and user's sizes.
         self.limits = limit_reading.merged(self._org_limits, self._user_limits)
+        # Who is told that a call waits for approval ("Approval notifications").
+        self.notifiers: tuple[Notifier, ...] = read_notifiers(self.org, self.org.get("_source", ""))
 
     def rules(self) -> list[Rule]:
         """The org and user files' rules, known from startup."""
@@ -176,6 +182,14 @@ class PolicySources:
         )
 
 
+def org_notifiers(settings: Settings) -> tuple[Notifier, ...]:
+    """The org file's notifiers alone, for a process that reads no other policy (a worker)."""
+    if settings.policy_file is None:
+        return ()
+    org = _read(settings.policy_file, Level.org, required=True)
+    return read_notifiers(org, org["_source"])
+
+
 def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
     if path is None:
         return {}
@@ -214,6 +228,7 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
     reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
     limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
+    read_notifiers(data, str(path))
     return data
 
 

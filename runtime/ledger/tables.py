@@ -23,6 +23,7 @@ class EventKind(StrEnum):
     approval_asked = "approval_asked"
     approval_given = "approval_given"
     approval_refused = "approval_refused"
+    approval_notified = "approval_notified"  # a notifier told (runtime/batch/notifying.py)
     started = "started"
     retried = "retried"
     finished = "finished"
