@@ -34,12 +34,8 @@ def facts(
 ) -> dict[str, Any]:
     planned, batch = plan.calls[call_id], plan.batch.id
     change = changes.lines({"tool": planned.tool, "arguments": arguments})
-    # Quoted for a shell: a call id is the model's text, and people paste these.
-    where = f"{shlex.quote(call_id)} --batch {shlex.quote(batch)}"
-    answer: dict[str, str] = {
-        "approve": f"toolrun approve {where}",
-        "deny": f"toolrun deny {where} --reason 'why, for the model'",
-    }
+    approve, deny = commands(batch, call_id)
+    answer: dict[str, str] = {"approve": approve, "deny": deny}
     if gateway is not None:
         path = f"{gateway}/v1/batches/{quote(batch, safe='')}/calls/{quote(call_id, safe='')}"
         answer |= {"approve_url": f"{path}/approve", "deny_url": f"{path}/deny"}
@@ -57,6 +53,13 @@ def facts(
         "diff": None if change is None else {"path": change[0], "lines": [t for _, t in change[1]]},
         "answer": answer,
     }
+
+
+def commands(batch_id: str, call_id: str) -> tuple[str, str]:
+    """The commands that approve and deny `call_id`, quoted for a shell: a call
+    id is the model's text, and people paste these."""
+    where = f"{shlex.quote(call_id)} --batch {shlex.quote(batch_id)}"
+    return f"toolrun approve {where}", f"toolrun deny {where} --reason 'why, for the model'"
 
 
 def slack(message: dict[str, Any]) -> dict[str, Any]:
