@@ -6,6 +6,7 @@ from runtime.cli import (  # noqa: F401  (registers commands)
     deployment,
     gateway,
     notifications,
+    rules,
     transcripts,
     usage,
 )

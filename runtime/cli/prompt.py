@@ -19,7 +19,12 @@ from runtime.redaction import redact
 from runtime.results import display
 from runtime.types import ApprovalRequested
 
-CHOICES = {"y": "yes", "n": "no", "e": "edit the arguments, then run"}
+CHOICES = {
+    "y": "yes",
+    "n": "no",
+    "e": "edit the arguments, then run",
+    "a": "always: yes, and allow calls like it in this workspace",
+}
 
 
 def interactive(console: Console) -> bool:
@@ -56,6 +61,8 @@ def ask(handle: Any, event: ApprovalRequested, console: Console) -> None:
     if choice == "n":
         reason = Prompt.ask("why (the model reads it)", default="denied at the terminal")
         answered, said = handle.deny(event.call_id, reason, by=by), "denied"
+    elif choice == "a":
+        answered, said = _remembered(handle, event, by, console), "approved"
     else:
         updated = _edited(arguments, console) if choice == "e" else None
         answered = handle.approve(event.call_id, by=by, updated_arguments=updated)
@@ -64,6 +71,32 @@ def ask(handle: Any, event: ApprovalRequested, console: Console) -> None:
         console.print(f"{said} {event.call_id}", markup=False)
     else:
         console.print(f"{event.call_id} is no longer waiting (answered or expired)", markup=False)
+
+
+def _remembered(handle: Any, event: ApprovalRequested, by: str, console: Console) -> bool:
+    """Approve, and remember the call's narrowest rule for the batch's
+    workspace ("Remembered rules"); the terminal's user holds the stack's key,
+    but a wider rule is `toolrun approve --remember --rule`'s to give."""
+    from runtime.client.remembering import approve_and_remember
+    from runtime.gate.remembering import RememberRefused
+
+    try:
+        row = approve_and_remember(
+            handle.services,
+            handle.batch_id,
+            event.call_id,
+            scope="workspace",
+            by=by,
+            may_widen=False,
+        )
+    except RememberRefused as error:
+        console.print(f"cannot remember a rule ({error}); approving this call only", markup=False)
+        return handle.approve(event.call_id, by=by)
+    if row is not None:
+        console.print(
+            f"remembered rule {row.id}: allow {row.rule} for this workspace", markup=False
+        )
+    return row is not None
 
 
 def _edited(arguments: Any, console: Console) -> Any:

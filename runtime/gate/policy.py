@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -144,15 +145,24 @@ class PolicySources:
         """The org and user files' rules, known from startup."""
         return [*self._org_rules, *self._user_rules]
 
-    def policy_for(self, workspace: Path, batch_rules: dict[str, Any] | None = None) -> Policy:
+    def policy_for(
+        self,
+        workspace: Path,
+        batch_rules: dict[str, Any] | None = None,
+        remembered: Callable[[str], list[tuple[str, str]]] | None = None,
+    ) -> Policy:
+        """`remembered(workspace)`: the allow rules people remembered for this
+        workspace or submitter, as (rule, source) ("Remembered rules")."""
         workspace = workspace.resolve()
         trusted = any(workspace == root or workspace.is_relative_to(root) for root in self._trusted)
         project = _read(workspace / PROJECT_FILE, Level.project, required=False)
+        remembered_rules = remembered(str(workspace)) if remembered is not None else []
         rules = [
             *self._org_rules,
             # An untrusted repository may not grant itself anything; it may still restrict.
             *(r for r in _rules(project, Level.project) if trusted or r.effect is not Effect.allow),
             *self._user_rules,
+            *(parse(text, Effect.allow, Level.user, source) for text, source in remembered_rules),
             *_rules({"permissions": batch_rules or {}, "_source": "submit"}, Level.batch),
         ]
         roots = self.org.get("workspace_roots")

@@ -88,14 +88,8 @@ def test_on_a_tty_the_person_is_asked_and_the_answer_is_given(
     stack, user_settings, workspace, tmp_path
 ):
     env = {**stack_env(stack, user_settings), "TERM": "xterm", "COLUMNS": "160", "USER": "tess"}
-    path = batch_file(tmp_path, "asked", "refused")
-    argv = [SCRIPT, "run", str(path), "--mode", "default", "--workspace", str(workspace)]
-    main, other = pty.openpty()
-    running = subprocess.Popen(
-        argv, env=env, cwd=REPO, stdin=other, stdout=other, stderr=other, close_fds=True
-    )
-    os.close(other)
-    screen = Screen(main)
+    running, screen = on_a_pty(batch_file(tmp_path, "asked", "refused"), workspace, env)
+    main = screen.fd
     try:
         screen.expect("run it?")
         assert "w1 bump waits for approval" in screen.text and '"label": "asked"' in screen.text
@@ -121,6 +115,17 @@ def test_on_a_tty_the_person_is_asked_and_the_answer_is_given(
         ("w1", "approval_given", "tess", None),
         ("w2", "approval_refused", "tess", "not on a friday"),
     ]
+
+
+def on_a_pty(path, workspace, env) -> tuple[subprocess.Popen, Screen]:
+    """`toolrun run` with a pty for its terminal, as a person's shell starts it."""
+    argv = [SCRIPT, "run", str(path), "--mode", "default", "--workspace", str(workspace)]
+    main, other = pty.openpty()
+    running = subprocess.Popen(
+        argv, env=env, cwd=REPO, stdin=other, stdout=other, stderr=other, close_fds=True
+    )
+    os.close(other)
+    return running, Screen(main)
 
 
 class Screen:
@@ -157,3 +162,33 @@ class Screen:
             return False
         self.text += chunk.decode(errors="replace")
         return bool(chunk)
+
+
+def test_on_a_tty_always_approves_and_remembers_the_calls_rule_for_its_workspace(
+    stack, user_settings, workspace, tmp_path, runtime
+):
+    env = {**stack_env(stack, user_settings), "TERM": "xterm", "COLUMNS": "160", "USER": "abe"}
+    running, screen = on_a_pty(batch_file(tmp_path, "always"), workspace, env)
+    main = screen.fd
+    try:
+        screen.expect("run it?")
+        screen.type("a\n")
+        screen.expect("remembered rule")
+        screen.expect("allow bump for this workspace")
+        running.wait(timeout=PATIENCE)
+        screen.drain()
+    finally:
+        running.kill()
+        running.wait()
+        os.close(main)
+    later = runtime.submit(
+        [{"id": "w1", "name": "bump", "arguments": {"label": "later"}}],
+        mode="default",
+        workspace=workspace,
+    )
+    assert [r.status.value for r in later.results(timeout=60)] == ["ok"]  # nobody was asked
+    assert [m["label"] for m in marks(workspace, "effects")] == ["always", "later"]
+    listed = toolrun("rules", env=env).stdout
+    assert f"allow bump  for workspace {workspace.resolve()}  added by abe" in listed
+    rule_id = next(line.split()[0] for line in listed.splitlines() if str(workspace) in line)
+    assert toolrun("rules", "revoke", rule_id, env=env).returncode == 0
