@@ -17,15 +17,23 @@ from runtime.gate.remembering import RememberRefused, rule_for
 from runtime.ledger.remembered import SCOPES, RememberedRules
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import RememberedRuleRow
+from runtime.registry.capabilities import CapabilitySpec, Registry
+from runtime.types import Batch, Risk
 
 
-def remembered_for(ledger: Ledger, submitter: str) -> Callable[[str], list[tuple[str, str]]]:
+def remembered_for(
+    ledger: Ledger, registry: Registry, batch: Batch, submitter: str
+) -> Callable[[str], list[tuple[str, str]]] | None:
     """What `PolicySources.policy_for` asks for a batch's workspace: the rules
-    remembered for it or for `submitter`, as (rule, source)."""
+    remembered for it or for `submitter`, as (rule, source). None for a batch
+    of reads alone that nobody is asked about, which an allow rule changes
+    nothing for (every mode runs them): its submit skips the ledger read."""
+    if all(_runs_anyway(registry.get(call.name)) for call in batch.calls):
+        return None
 
     def read(workspace: str) -> list[tuple[str, str]]:
         rows = RememberedRules(ledger).active(workspace, submitter)
-        return [(row.rule, f"remembered #{row.id} by {row.added_by}") for row in rows]
+        return [(rule, f"remembered #{rule_id} by {by}") for rule_id, rule, by in rows]
 
     return read
 
@@ -92,3 +100,9 @@ def approve_and_remember(
         add()
         raise
     return add()
+
+
+def _runs_anyway(spec: CapabilitySpec | None) -> bool:
+    """A call an allow rule cannot change: an unknown tool (refused) or a read
+    that does not require approval."""
+    return spec is None or (spec.risk is Risk.read and not spec.requires_approval)

@@ -191,7 +191,9 @@ class Runtime(AsyncSubmits):
         submitter = submitter or principal()
         cap = check_open(self.policies.limits, self.ledger, submitter)
         policy = self.policies.policy_for(
-            Path(batch.workspace), rules, remembered_for(self.ledger, submitter)
+            Path(batch.workspace),
+            rules,
+            remembered_for(self.ledger, self.registry, batch, submitter),
         ).counted_for(submitter)
         if self.services.transport.throttle is None and (
             held := Limits.from_snapshot(policy.limits).held_in_redis()
