@@ -1,5 +1,6 @@
 """Keys per purpose, derived from the one signing key (docs/architecture.md,
-"Secrets"): task messages, transcripts and approvals are each signed under a
+"Secrets"): task messages, transcripts, approvals and approval notifications
+are each signed under a
 key of their own, `HMAC-SHA256(signing key, "toolrun/v1/<purpose>")`, so a
 signature made for one never verifies as another (a signed task message is no
 transcript, whatever its JSON). Every process that holds the signing key
@@ -18,6 +19,7 @@ class Purpose(StrEnum):
     task_message = "task-message"
     transcript = "transcript"
     approval = "approval"
+    notification = "notification"  # approval webhooks' bodies (runtime/batch/notifying.py)
 
 
 @functools.lru_cache(maxsize=64)

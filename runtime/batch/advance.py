@@ -18,6 +18,7 @@ import time
 
 from runtime.batch import liveness
 from runtime.batch.approving import Approving
+from runtime.batch.notifying import Notifying
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
 from runtime.batch.send_limits import Flow
@@ -25,6 +26,7 @@ from runtime.batch.unrecorded import PATIENCE, UnrecordedEnds
 from runtime.batch.view import Viewer
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.decision import Decision
+from runtime.gate.notifiers import Notifier
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.batches import Progress
 from runtime.ledger.store import Ledger
@@ -51,6 +53,7 @@ class Advancer:
         lease_seconds: float = LEASE_SECONDS,
         resend_after: float = RESEND_AFTER,
         unrecorded_patience: float = PATIENCE,
+        notifiers: tuple[Notifier, ...] = (),
     ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
@@ -64,6 +67,7 @@ class Advancer:
             queue=queue,
             state=state,
             conclude=self.conclude,
+            notifying=Notifying(notifiers, key=key, ledger=ledger) if notifiers else None,
         )
         self.viewer = Viewer(
             ledger=ledger,

@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
+from runtime.batch.notifying import Notifying
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import Answer, End
 from runtime.batch.signer import Signer
@@ -18,6 +20,7 @@ from runtime.gate.admission import Admitted, admit
 from runtime.gate.decision import Decision
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals, sealed
+from runtime.ledger.tables import utc_now
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.transport.base import BatchState, Queue
@@ -36,10 +39,13 @@ class Approving:
         queue: Queue,
         state: BatchState,
         conclude: Callable[[BatchPlan, End, Decision | None], bool],
+        notifying: Notifying | None = None,
     ) -> None:
-        """`conclude`: how an end is written (`Advancer.conclude`)."""
+        """`conclude`: how an end is written (`Advancer.conclude`); `notifying`:
+        who is told when a call starts to wait (None: nobody)."""
         self.approvals, self.registry, self.key = approvals, registry, key
         self.queue, self.state, self.conclude = queue, state, conclude
+        self.notifying = notifying
 
     def answers(self, plan: BatchPlan, now: float) -> dict[str, Answer]:
         if not any(call.effect == "ask" for call in plan.calls.values()):
@@ -70,7 +76,11 @@ class Approving:
             reason=planned.reason,
             timeout=timeout,
         )
-        if stored:
+        if stored:  # this process asked, and no other: it alone tells the notifiers
+            if self.notifying is not None:
+                arguments = self.approvals.ledger.redactor.redact(call.arguments)
+                expires = utc_now() + timedelta(seconds=timeout)
+                self.notifying.tell(plan, call_id, arguments, expires)
             notice = endings.awaiting_approval(call_id, planned.tool, planned.reason)
             self.state.announce(plan.batch.id, notice, reply_to=plan.reply_to)
 

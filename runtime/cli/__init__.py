@@ -5,6 +5,8 @@ from runtime.cli import (  # noqa: F401  (registers commands)
     batches,
     deployment,
     gateway,
+    notifications,
+    rules,
     transcripts,
     usage,
 )

@@ -44,8 +44,19 @@ def approve(
     ] = None,
     by: Annotated[str, typer.Option(help="Who approves.")] = os.environ.get("USER", "cli"),
     arguments: Annotated[str | None, typer.Option(help="Updated arguments, as JSON.")] = None,
+    remember: Annotated[
+        str | None,
+        typer.Option(
+            help="And allow calls like it from now on: for this 'workspace' or 'submitter'."
+        ),
+    ] = None,
+    rule: Annotated[
+        str | None,
+        typer.Option(help="With --remember: the allow rule (default: the narrowest for the call)."),
+    ] = None,
 ) -> None:
-    """Let a waiting call run, optionally with updated arguments."""
+    """Let a waiting call run, optionally with updated arguments, and (--remember)
+    allow calls like it from now on."""
     runtime = runtime_for()
     row = _pending(runtime, call_id, batch)
     updated = None
@@ -55,6 +66,18 @@ def approve(
         except json.JSONDecodeError as error:
             fail(f"--arguments is not valid JSON: {error.msg}")
     said = f"approved {call_id} of batch {row.batch_id}"
+    if remember is not None:
+        from runtime.cli import rules
+
+        answered, kept = rules.remembering(
+            runtime, row.batch_id, call_id, remember, rule, by, updated
+        )
+        _answer(answered, call_id, said)
+        for remembered in kept:
+            out.print(rules.said(remembered), markup=False)
+        return
+    if rule is not None:
+        fail("--rule goes with --remember")
     _answer(
         lambda: runtime.approve(row.batch_id, call_id, by=by, updated_arguments=updated),
         call_id,

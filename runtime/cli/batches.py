@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.live import Live
 
+from runtime.cli import prompt
 from runtime.cli.batch_files import dialects, read_batch, read_message, rules_with
 from runtime.cli.common import (
     app,
@@ -181,8 +182,13 @@ def demo() -> None:
 
 def _follow(handle, *, quiet: bool) -> list:
     """Show results as they finish, and calls waiting for approval (a live table
-    on a TTY), return the results in order."""
+    on a TTY; asked there when someone can answer: runtime/cli/prompt.py), return
+    the results in order. `quiet`: nothing on stdout but what the caller prints
+    after; a waiting call is still said, on stderr."""
     if quiet:
+        for event in handle.stream():
+            if isinstance(event, ApprovalRequested):
+                prompt.say(handle.batch_id, event)
         return handle.results()
     if out.is_terminal:
         seen: dict[str, ToolResult | ApprovalRequested] = {}  # a call's end replaces its notice
@@ -190,16 +196,29 @@ def _follow(handle, *, quiet: bool) -> list:
             for event in handle.stream():
                 seen[event.call_id] = event
                 live.update(_table(seen, handle.batch_id))
+                if isinstance(event, ApprovalRequested):
+                    _waiting(handle, event, live)
     else:
         out.print(f"batch {handle.batch_id}", markup=False)
         for event in handle.stream():
-            out.print(_line(event), markup=False)
+            out.print(_line(event, handle.batch_id), markup=False)
     return handle.results()
 
 
-def _line(event: ToolResult | ApprovalRequested) -> str:
+def _waiting(handle, event: ApprovalRequested, live: Live) -> None:
+    if not prompt.interactive(out):
+        live.console.print(prompt.waiting_line(handle.batch_id, event), markup=False)
+        return
+    live.stop()  # the question and its answer need the terminal to themselves
+    try:
+        prompt.ask(handle, event, out)
+    finally:
+        live.start()
+
+
+def _line(event: ToolResult | ApprovalRequested, batch_id: str) -> str:
     if isinstance(event, ApprovalRequested):
-        return f"{event.call_id}  {'awaiting approval':<17} {event.tool}: {event.reason}"
+        return prompt.waiting_line(batch_id, event)
     return display.result_line(event)
 
 

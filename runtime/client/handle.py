@@ -40,6 +40,11 @@ class BatchHandle:
         """Whether its submit wrote the gateway's owner row with its record."""
         return self._run.owned
 
+    @property
+    def services(self) -> Services:
+        """What the batch's runtime shares (its approvals, registry, transport)."""
+        return self._run.services
+
     def approve(self, call_id: str, *, by: str, updated_arguments: Any = None) -> bool:
         return answer(
             self._run.services,

@@ -38,6 +38,7 @@ from runtime.client.intake import (
     submitted_turn_key,
 )
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
+from runtime.client.remembering import remembered_for
 from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
 from runtime.flow.limits import Limits
@@ -108,6 +109,7 @@ class Runtime(AsyncSubmits):
             lease_seconds=settings.lease_seconds,
             resend_after=settings.resend_after,
             unrecorded_patience=settings.unrecorded_patience,
+            notifiers=self.policies.notifiers,
         )
         self.services = Services(
             registry=self.registry,
@@ -188,7 +190,11 @@ class Runtime(AsyncSubmits):
         check_name("submitter", submitter)
         submitter = submitter or principal()
         cap = check_open(self.policies.limits, self.ledger, submitter)
-        policy = self.policies.policy_for(Path(batch.workspace), rules).counted_for(submitter)
+        policy = self.policies.policy_for(
+            Path(batch.workspace),
+            rules,
+            remembered_for(self.ledger, self.registry, batch, submitter),
+        ).counted_for(submitter)
         if self.services.transport.throttle is None and (
             held := Limits.from_snapshot(policy.limits).held_in_redis()
         ):  # a project file's: the in-process transport refused the others at startup

@@ -7,7 +7,8 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
     {"permissions": {"allow": [...], "ask": [...], "deny": [...]},
      "trusted_workspaces": ["~/src"],          # org and user files only
      "workspace_roots": ["/srv/agents"],       # org file only
-     "internal_hosts": ["10.2.0.0/16", "db.internal"]}  # org file only
+     "internal_hosts": ["10.2.0.0/16", "db.internal"],  # org file only
+     "notifications": [{"url": "https://..."}]}  # org file only (gate/notifiers.py)
 
 `internal_hosts` names the internal hosts and ranges a network tool may reach
 (runtime/gate/addresses.py); every other internal address is refused.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,8 @@ from runtime.flow import limit_reading
 from runtime.flow import limits as flow_limits
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
+from runtime.gate.notifiers import Notifier
+from runtime.gate.notifiers import read as read_notifiers
 from runtime.gate.rules import Level, Rule, parse
 from runtime.settings import Settings
 
@@ -45,6 +49,7 @@ KEYS = {
         "internal_hosts",
         "limits",
         "prices",
+        "notifications",
     },
     Level.user: {"permissions", "trusted_workspaces", "limits"},
     Level.project: {"permissions", "limits"},
@@ -133,20 +138,31 @@ class PolicySources:
         self._trusted = _roots(self.org) + _roots(self.user)
         # What the submitter checks before anything else: the org's and user's sizes.
         self.limits = limit_reading.merged(self._org_limits, self._user_limits)
+        # Who is told that a call waits for approval ("Approval notifications").
+        self.notifiers: tuple[Notifier, ...] = read_notifiers(self.org, self.org.get("_source", ""))
 
     def rules(self) -> list[Rule]:
         """The org and user files' rules, known from startup."""
         return [*self._org_rules, *self._user_rules]
 
-    def policy_for(self, workspace: Path, batch_rules: dict[str, Any] | None = None) -> Policy:
+    def policy_for(
+        self,
+        workspace: Path,
+        batch_rules: dict[str, Any] | None = None,
+        remembered: Callable[[str], list[tuple[str, str]]] | None = None,
+    ) -> Policy:
+        """`remembered(workspace)`: the allow rules people remembered for this
+        workspace or submitter, as (rule, source) ("Remembered rules")."""
         workspace = workspace.resolve()
         trusted = any(workspace == root or workspace.is_relative_to(root) for root in self._trusted)
         project = _read(workspace / PROJECT_FILE, Level.project, required=False)
+        remembered_rules = remembered(str(workspace)) if remembered is not None else []
         rules = [
             *self._org_rules,
             # An untrusted repository may not grant itself anything; it may still restrict.
             *(r for r in _rules(project, Level.project) if trusted or r.effect is not Effect.allow),
             *self._user_rules,
+            *(parse(text, Effect.allow, Level.user, source) for text, source in remembered_rules),
             *_rules({"permissions": batch_rules or {}, "_source": "submit"}, Level.batch),
         ]
         roots = self.org.get("workspace_roots")
@@ -174,6 +190,14 @@ class PolicySources:
             spending,
             limits,
         )
+
+
+def org_notifiers(settings: Settings) -> tuple[Notifier, ...]:
+    """The org file's notifiers alone, for a process that reads no other policy (a worker)."""
+    if settings.policy_file is None:
+        return ()
+    org = _read(settings.policy_file, Level.org, required=True)
+    return read_notifiers(org, org["_source"])
 
 
 def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
@@ -214,6 +238,7 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
     reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
     limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
+    read_notifiers(data, str(path))
     return data
 
 

@@ -5,15 +5,17 @@ name: the bodies have no field for it, and an unknown field is a 422."""
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.client.remembering import approve_and_remember
+from runtime.gate.remembering import BeyondRole, RememberRefused
 from runtime.gateway import access, roles
 from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key, Role
-from runtime.gateway.problems import NotFound, Problem
+from runtime.gateway.problems import Forbidden, NotFound, Problem
 from runtime.redaction import redact
 
 log = logging.getLogger("toolrun.gateway")
@@ -25,6 +27,15 @@ class Approval(BaseModel):
     model_config = ConfigDict(extra="forbid")
     arguments: dict[str, Any] | None = Field(
         None, description="Updated arguments: validated and checked again before the call runs."
+    )
+    remember: Literal["workspace", "submitter"] | None = Field(
+        None,
+        description="And allow calls like it from now on, for the batch's workspace or submitter.",
+    )
+    rule: str | None = Field(
+        None,
+        max_length=1000,
+        description="With remember: the allow rule (an admin's may be wider than the call).",
     )
 
 
@@ -72,10 +83,47 @@ def approve(
     """Let a waiting call run, and carry its batch on from here."""
     gateway = _answerable(request, key, batch_id, call_id)
     arguments = body.arguments if body else None
+    if body is not None and body.remember is not None:
+        return _remembering(gateway, key, batch_id, call_id, body)
+    if body is not None and body.rule is not None:
+        raise Problem(422, "rule without remember", "a rule is remembered only with `remember`")
     if not gateway.runtime.approve(batch_id, call_id, by=key.name, updated_arguments=arguments):
         raise _not_waiting(call_id)
     log.info("call approved by key %s", key.name, extra={"batch_id": batch_id, "call_id": call_id})
     return {"batch_id": batch_id, "call_id": call_id, "answer": "approved", "by": key.name}
+
+
+def _remembering(gateway: Any, key: Key, batch_id: str, call_id: str, body: Approval) -> dict:
+    """Approve and remember, within what the key's role may grant
+    (docs/architecture.md, "Remembered rules"): an admin any rule that covers
+    the call; an approver the narrowest rule only, and for the batch's
+    submitter only if the key is not confined to workspace roots."""
+    admin = key.role is Role.admin
+    if body.remember == "submitter" and not admin and key.roots is not None:
+        raise Forbidden(
+            f"key {key.name!r} is confined to workspace roots: it may remember for a workspace only"
+        )
+    try:
+        row = approve_and_remember(
+            gateway.runtime.services,
+            batch_id,
+            call_id,
+            scope=body.remember,
+            by=key.name,
+            rule=body.rule,
+            may_widen=admin,
+            updated_arguments=body.arguments,
+        )
+    except BeyondRole as error:
+        raise Forbidden(str(error)) from None
+    except RememberRefused as error:
+        raise Problem(422, "cannot remember", str(error)) from None
+    if row is None:
+        raise _not_waiting(call_id)
+    log.info("call approved by key %s", key.name, extra={"batch_id": batch_id, "call_id": call_id})
+    remembered = {"id": row.id, "rule": row.rule, "scope": row.scope, "for": row.scope_value}
+    answer = {"batch_id": batch_id, "call_id": call_id, "answer": "approved", "by": key.name}
+    return {**answer, "remembered": remembered}
 
 
 @router.post("/v1/batches/{batch_id}/calls/{call_id}/deny")

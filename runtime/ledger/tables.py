@@ -23,6 +23,7 @@ class EventKind(StrEnum):
     approval_asked = "approval_asked"
     approval_given = "approval_given"
     approval_refused = "approval_refused"
+    approval_notified = "approval_notified"  # a notifier told (runtime/batch/notifying.py)
     started = "started"
     retried = "retried"
     finished = "finished"
@@ -235,6 +236,25 @@ class UsageRow(SQLModel, table=True):
     reported: Any = _json_column()  # what the tool said it spent ({"usd": 0.01})
 
 
+class RememberedRuleRow(SQLModel, table=True):
+    """An allow rule a person added while answering an approval ("approve and
+    remember", docs/architecture.md, "Remembered rules"): the gate applies it to
+    later batches of its workspace or submitter until it is revoked."""
+
+    __tablename__ = "toolrun_remembered_rule"
+
+    id: int | None = Field(default=None, primary_key=True)
+    rule: str  # `Tool` or `Tool(specifier)`, always an allow rule
+    scope: str  # workspace or submitter
+    scope_value: str = Field(index=True)  # the resolved workspace, or the submitter
+    added_by: str
+    added_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    batch_id: str  # the answered call it came from
+    call_id: str
+    revoked_by: str | None = None
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
 TABLES = [
     BatchRow.__table__,
     CallRow.__table__,
@@ -245,6 +265,7 @@ TABLES = [
     ApiKeyRow.__table__,
     BatchOwnerRow.__table__,
     UsageRow.__table__,
+    RememberedRuleRow.__table__,
 ]
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {

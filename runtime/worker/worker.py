@@ -26,6 +26,7 @@ from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
 from runtime.execution.handover import Previous, settled_after
+from runtime.gate.policy import org_notifiers
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
@@ -65,6 +66,7 @@ class Worker:
             lease_seconds=settings.lease_seconds,
             resend_after=settings.resend_after,
             unrecorded_patience=settings.unrecorded_patience,
+            notifiers=org_notifiers(settings),
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
         ledger.announced_by(self._announced)  # a kept end yields to the one published

@@ -92,3 +92,32 @@ def test_updated_arguments_the_tool_cannot_take_end_the_call_not_the_gateway(gat
     assert state["state"] == "ended"
     assert [r["status"] for r in state["results"]] != ["ok"]
     assert not (space / "w.txt").exists()
+
+
+def test_approve_and_remember_grants_no_more_than_the_keys_role(gateway, keys, space):
+    """An approver remembers the call's narrowest rule only; an admin may widen it."""
+    batch_id = _waiting(gateway, keys["submitter"], space)
+    path = f"/v1/batches/{batch_id}/calls/w/approve"
+    with gateway.client(keys["approver"]) as bob:
+        wider = bob.post(path, json={"remember": "workspace", "rule": "write_file(*.txt)"})
+        assert wider.status_code == 403 and "only an admin" in wider.json()["detail"]
+        assert _listed(bob, batch_id) == [(batch_id, "w")]  # nothing was answered
+        answer = bob.post(path, json={"remember": "workspace"})
+        assert answer.status_code == 200, answer.text
+    exact = f"write_file({(space / 'w.txt').resolve()})"
+    assert answer.json()["remembered"]["rule"] == exact
+    assert answer.json()["remembered"]["for"] == str(space.resolve())
+
+    body = {"calls": [], "workspace": str(space), "mode": "default"}
+    with gateway.client(keys["submitter"]) as alice:
+        again = {"id": "w", "name": "write_file", "arguments": {"path": "w.txt", "content": "2"}}
+        done = alice.post("/v1/batches", params={"wait": 30}, json={**body, "calls": [again]})
+        assert [r["status"] for r in done.json()["results"]] == ["ok"], done.text
+    assert (space / "w.txt").read_text() == "2"  # remembered: nobody was asked
+
+    other = _waiting(gateway, keys["submitter"], space, name="other.txt")  # not that rule's
+    with gateway.client(keys["admin"]) as root:
+        path = f"/v1/batches/{other}/calls/w/approve"
+        answer = root.post(path, json={"remember": "workspace", "rule": "write_file(*.txt)"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["remembered"]["rule"] == "write_file(*.txt)"
