@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from runtime.cli.common import (
-    address,
     app,
     fail,
     out,
 )
 from runtime.cli.gateway import WITHOUT_EXTRA, gateway_installed
 from runtime.settings import get_settings
+from runtime.transport.reachability import address
 
 
 @app.command()
@@ -24,12 +24,17 @@ def up() -> None:
 
     settings = get_settings()
     record = stack.load_record(settings.home)
-    if record is not None:
+    if record is not None and stack.is_running(record):
         out.print(
             f"already up: redis {address(record.redis_url)}; `toolrun down` stops it",
             markup=False,
         )
         return
+    if record is not None:  # killed, or the machine restarted: its record is all that is left
+        out.print(
+            f"the stack recorded in {settings.home} is down; starting a new one", markup=False
+        )
+        stack.stop_stack(settings.home)
     record = stack.start_stack(settings, supervise=True, gateway=gateway_installed())
     out.print(
         f"redis   {address(record.redis_url)} (password in {settings.home / stack.RECORD})",

@@ -39,7 +39,7 @@ from runtime.client.intake import (
 )
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
 from runtime.client.run import BatchRun, Services
-from runtime.errors import InvalidBatch
+from runtime.errors import InvalidBatch, StackError
 from runtime.gate import bindings
 from runtime.gate.limits import Limits
 from runtime.gate.policy import PolicySources
@@ -53,6 +53,7 @@ from runtime.transcript import seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
+from runtime.transport.reachability import require_reachable
 from runtime.transport.redis_client import client_state
 from runtime.types import Batch, Mode, OnError, ToolCall
 
@@ -90,7 +91,12 @@ class Runtime(AsyncSubmits):
             self.app = make_app(settings, redis_url=self.redis_url)
             self.client = client_state(settings, self.redis_url)
             transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
-        key = getattr(transport, "key", None) or config.signing_key(settings)
+        try:
+            key = getattr(transport, "key", None) or config.signing_key(settings)
+        except StackError:
+            if self.redis_url is not None:  # a Redis that does not answer explains it better
+                require_reachable(settings)
+            raise
         self.transport = transport
         self.approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
@@ -121,7 +127,12 @@ class Runtime(AsyncSubmits):
 
     @classmethod
     def from_env(cls) -> Runtime:
-        return cls(get_settings())
+        """The deployment the environment names (`TOOLRUN_*`, else the embedded
+        stack's record), once it answers: StackError within seconds, naming what
+        does not answer, rather than submits that wait for it."""
+        settings = get_settings()
+        require_reachable(settings)
+        return cls(settings)
 
     def submit(
         self,
