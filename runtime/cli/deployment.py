@@ -76,6 +76,13 @@ def down() -> None:
 
 
 @app.command()
+def home() -> None:
+    """Print toolrun's home: the stack record (stack.json), ledger and logs of this
+    user's stack (TOOLRUN_HOME, else $XDG_STATE_HOME/toolrun or ~/.local/state/toolrun)."""
+    print(get_settings().home.resolve())
+
+
+@app.command()
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for workers to answer.")] = 1.0,

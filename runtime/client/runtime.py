@@ -78,16 +78,16 @@ class Runtime(AsyncSubmits):
         """`transport` defaults to Celery and Redis from `settings`; tests pass
         `runtime.worker.memory.MemoryTransport` to run batches in process."""
         self.settings = settings
+        # The deployment first: a client that finds none writes nothing (no ledger file).
+        self.redis_url: str | None = None if transport is not None else config.redis_url(settings)
         tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
         self.ledger = ledger or Ledger.from_settings(settings)
-        self.redis_url: str | None = None  # the Celery app and Redis client, when on Celery
-        self.app: Celery | None = None
+        self.app: Celery | None = None  # the Celery app and Redis client, when on Celery
         self.client: redis.Redis | None = None
-        if transport is None:
-            self.redis_url = config.redis_url(settings)
+        if self.redis_url is not None:
             self.app = make_app(settings, redis_url=self.redis_url)
             self.client = client_state(settings, self.redis_url)
             transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)

@@ -2,12 +2,15 @@
 (its record left behind) and against a Redis URL nothing answers: one line
 naming what does not answer and what to run, a non-zero exit, within seconds
 (the subprocess timeouts below are far under a batch's five minutes); `up`
-starts a new stack over the dead record."""
+starts a new stack over the dead record. A stack `toolrun up` started is found
+from any directory (the user's state directory); finding none writes nothing."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +86,55 @@ def test_up_over_a_dead_record_starts_a_new_stack(dead_home, tmp_path):
     finally:
         toolrun("down", env=env, timeout=60)
         stop_stack(home)  # if `down` failed, what `up` started still stops
+
+
+def user_env(state: Path) -> dict[str, str]:
+    """A user's environment: no TOOLRUN_HOME, the stack in their state directory."""
+    env = toolrun_env(state)
+    del env["TOOLRUN_HOME"]
+    return env | {"XDG_STATE_HOME": str(state)}
+
+
+def from_env(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    script = "from runtime import Runtime\nrt = Runtime.from_env()\nprint(rt.redis_url)\nrt.close()"
+    return subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_stack_started_in_one_directory_is_found_from_another(tmp_path, batch):
+    state, here, there, elsewhere = (tmp_path / name for name in ("state", "a", "b", "c"))
+    for folder in (here, there, elsewhere):
+        folder.mkdir()
+    env = user_env(state)
+    try:
+        assert toolrun("up", env=env, cwd=here, timeout=120).returncode == 0
+        record = load_record(state / "toolrun")
+        assert record is not None
+        status = toolrun("status", env=env, cwd=there, timeout=QUICK)
+        assert status.returncode == 0 and "worker  up" in status.stdout, status
+        ran = toolrun(
+            "run", str(batch), "--mode", "auto", "--workspace", str(there), "--json", env=env,
+            cwd=there, timeout=60,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert [r["status"] for r in json.loads(ran.stdout)["results"]] == ["ok"]
+        client = from_env(env, elsewhere)
+        assert client.stdout.strip() == record.redis_url, client.stderr
+        assert toolrun("home", env=env, cwd=there).stdout.strip() == str(state / "toolrun")
+        assert toolrun("down", env=env, cwd=elsewhere, timeout=60).stdout.strip() == "stopped"
+    finally:
+        stop_stack(state / "toolrun")
+    assert not [path for path in tmp_path.rglob(".toolrun")]
+
+
+def test_a_client_that_finds_no_stack_writes_nothing(tmp_path, batch):
+    state, folder = tmp_path / "state", tmp_path / "somewhere"
+    folder.mkdir()
+    env = user_env(state)
+    for args in (("run", str(batch), "--workspace", str(folder)), ("status",)):
+        done = toolrun(*args, env=env, cwd=folder, timeout=QUICK)
+        assert_one_line_error(done, "no stack is up", str(state / "toolrun"), "run `toolrun up`")
+    client = from_env(env, folder)
+    assert client.returncode != 0 and "no stack is up" in client.stderr
+    assert not state.exists() and list(folder.iterdir()) == []
