@@ -14,13 +14,13 @@ from runtime.cli.common import (
 )
 from runtime.cli.gateway import WITHOUT_EXTRA, gateway_installed
 from runtime.settings import get_settings
-from runtime.transport.reachability import address
 
 
 @app.command()
 def up() -> None:
     """Start a private Redis, a reads and an effects worker, Flower and the HTTP gateway."""
     from runtime.stack import embedded as stack
+    from runtime.transport.reachability import address
 
     settings = get_settings()
     record = stack.load_record(settings.home)
