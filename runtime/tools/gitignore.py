@@ -12,8 +12,10 @@ global excludes file, or `.git/info/exclude`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 IGNORE_FILE = ".gitignore"
 MAX_IGNORE_BYTES = 1024 * 1024  # a larger one is not a list of patterns anyone wrote
@@ -40,6 +42,10 @@ class IgnoreRules:
             lines = path.read_text(errors="replace").splitlines()
         except OSError:
             return
+        # Here, not at import: every client and worker imports the tools, few search
+        # (docs/architecture.md, "Starting fast").
+        from pathspec import GitIgnoreSpec
+
         spec = GitIgnoreSpec.from_lines(lines)
         if spec.patterns:
             self._specs[folder] = spec
