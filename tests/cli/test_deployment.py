@@ -125,6 +125,7 @@ def test_a_stack_started_in_one_directory_is_found_from_another(tmp_path, batch)
         assert toolrun("down", env=env, cwd=elsewhere, timeout=60).stdout.strip() == "stopped"
     finally:
         stop_stack(state / "toolrun")
+        stop_stack(here / ".toolrun")  # where a `toolrun up` without a per-user home put it
     assert not [path for path in tmp_path.rglob(".toolrun")]
 
 
