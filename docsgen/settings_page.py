@@ -31,6 +31,9 @@ def variable(name: str) -> str:
 
 
 def default(field: FieldInfo) -> str:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if "shown_default" in extra:  # a default that depends on the machine (the user's home)
+        return f"`{extra['shown_default']}`"
     if field.default_factory is not None:
         value: Any = field.default_factory()  # type: ignore[call-arg]
     elif field.default is PydanticUndefined:

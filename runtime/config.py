@@ -1,6 +1,7 @@
 """Where a process finds its Redis, its broker and its signing key: the settings
 (`TOOLRUN_REDIS_URL`, `TOOLRUN_BROKER_URL`, `TOOLRUN_SIGNING_KEY`) first, else
-what the embedded stack recorded under `home` (docs/architecture.md, "Configuration").
+what the embedded stack recorded under `home`, the user's one from any directory
+(docs/architecture.md, "Configuration").
 
 Clients, workers and the gateway resolve both here, so they agree on them; the
 embedded stack (`runtime.stack`) writes the record and reads it through here.
@@ -41,7 +42,10 @@ def redis_url(settings: Settings, *, required: bool = True) -> str | None:
     if record is not None:
         return record["redis_url"]
     if required:
-        raise StackError("no Redis: run `toolrun up` or set TOOLRUN_REDIS_URL")
+        where = Path(settings.home).resolve() / STACK_RECORD
+        raise StackError(
+            f"no stack is up (none recorded in {where}): run `toolrun up`, or set TOOLRUN_REDIS_URL"
+        )
     return None
 
 

@@ -26,7 +26,14 @@ RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="forbid", frozen=True)
 
-    home: Path = Field(Path(".toolrun"), description="State directory: ledger, stack record, logs.")
+    home: Path = Field(
+        default_factory=lambda: default_home(),
+        json_schema_extra={"shown_default": "$XDG_STATE_HOME/toolrun"},  # for the reference
+        description=(
+            "State directory: ledger, stack record, logs; one per user, found from any "
+            "directory (`$XDG_STATE_HOME/toolrun`, else `~/.local/state/toolrun`)."
+        ),
+    )
     redis_url: str | None = Field(
         None, description="State and results (by default the broker too); None: the embedded stack."
     )
@@ -188,6 +195,19 @@ class Settings(BaseSettings):
     @property
     def module_names(self) -> list[str]:
         return [name.strip() for name in self.tool_modules.split(",") if name.strip()]
+
+
+def default_home() -> Path:
+    """The user's toolrun home when `TOOLRUN_HOME` names none: `toolrun` in the XDG
+    state directory (`$XDG_STATE_HOME`, else `~/.local/state`), so that one stack per
+    user is found from any working directory (docs/architecture.md, "Configuration")."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not Path(state).is_absolute():  # unset, empty or relative: XDG says ignore it
+        try:
+            state = str(Path.home() / ".local" / "state")
+        except RuntimeError:  # no home directory at all: the working directory, as before
+            return Path(".toolrun").resolve()
+    return Path(state) / "toolrun"
 
 
 @lru_cache(maxsize=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,12 @@ from runtime.stack.record import StackRecord
 from tests.support.fast_tier import sitecustomize as guard
 
 TEST_TOOLS = "tests.support.tools"
+
+# No test reads or writes the real user's toolrun home (runtime.settings.default_home,
+# under $XDG_STATE_HOME): each test process, and every process it starts, has a state
+# directory of its own, removed when the process ends its run.
+STATE_HOME = tempfile.mkdtemp(prefix="toolrun-state-")
+os.environ["XDG_STATE_HOME"] = STATE_HOME
 
 # What makes a test a `server` test: the fixtures that start (or need) the session's
 # stack, and the folders whose tests all run against processes. A module elsewhere
@@ -100,6 +107,10 @@ def pytest_configure(config):
         [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
     guard.install(log)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(STATE_HOME, ignore_errors=True)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -12,11 +12,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Imports inside functions only for optional dependencies (MCP), the CLI's start-up time,
-# the client's lazy `Runtime`, and the Request class Celery loads by name before the
-# tasks module that names it has finished.
+# the client's lazy `Runtime`, PostgreSQL's SQL dialect (on SQLite, never needed), the
+# search's .gitignore matcher (few processes search), and the Request class Celery loads
+# by name before the tasks module that names it has finished.
 LAZY_ALLOWED = {
     "runtime/__init__.py",
     "runtime/cli/",
+    "runtime/ledger/dialects.py",
+    "runtime/tools/gitignore.py",
     "runtime/mcp/servers.py",
     "workers/request.py",
 }

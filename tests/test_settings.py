@@ -21,13 +21,28 @@ def environment(monkeypatch):
 
 def test_every_setting_has_a_default(environment, tmp_path):
     environment.chdir(tmp_path)
+    environment.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     settings = get_settings()
     assert (settings.batch_timeout, settings.approval_timeout, settings.result_max_bytes) == (
         300,
         600,
         32768,
     )
-    assert settings.ledger_url == f"sqlite:///{tmp_path / '.toolrun' / 'ledger.db'}"
+    assert settings.ledger_url == f"sqlite:///{tmp_path / 'state' / 'toolrun' / 'ledger.db'}"
+
+
+@pytest.mark.parametrize("state", ["", "relative/state"])
+def test_the_home_is_in_the_user_s_state_directory_wherever_the_process_runs(
+    environment, tmp_path, state
+):
+    """XDG: an unset, empty or relative $XDG_STATE_HOME means ~/.local/state."""
+    environment.chdir(tmp_path)
+    environment.setenv("HOME", str(tmp_path / "user"))
+    environment.setenv("XDG_STATE_HOME", state)
+    assert get_settings().home == tmp_path / "user" / ".local" / "state" / "toolrun"
+    environment.setenv("TOOLRUN_HOME", str(tmp_path / "named"))
+    get_settings.cache_clear()
+    assert get_settings().home == tmp_path / "named"
 
 
 def test_variables_are_read_once_and_typed(environment):

@@ -25,7 +25,7 @@ from runtime.settings import get_settings
 @app.command()
 def approvals(batch: Annotated[str | None, typer.Option(help="Only this batch.")] = None) -> None:
     """List the calls waiting for approval, from the ledger."""
-    rows = runtime_for().pending_approvals(batch)
+    rows = runtime_for(answering=False).pending_approvals(batch)
     if not rows:
         out.print("no calls are waiting for approval")
     for row in rows:
@@ -57,7 +57,7 @@ def approve(
 ) -> None:
     """Let a waiting call run, optionally with updated arguments, and (--remember)
     allow calls like it from now on."""
-    runtime = runtime_for()
+    runtime = runtime_for(answering=False)  # the answer is the ledger's
     row = _pending(runtime, call_id, batch)
     updated = None
     if arguments is not None:
@@ -95,7 +95,7 @@ def deny(
     by: Annotated[str, typer.Option(help="Who denies.")] = os.environ.get("USER", "cli"),
 ) -> None:
     """Refuse a waiting call; the model gets a denied result with the reason."""
-    runtime = runtime_for()
+    runtime = runtime_for(answering=False)  # the answer is the ledger's
     row = _pending(runtime, call_id, batch)
     said = f"denied {call_id} of batch {row.batch_id}"
     _answer(lambda: runtime.deny(row.batch_id, call_id, reason, by=by), call_id, said)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -120,6 +121,10 @@ def run(
             "results": [r.model_dump(mode="json") for r in results],
         }
         print(json.dumps(payload, indent=2))
+    if results and not any(result.attempts for result in results):  # no worker ran a tool
+        ends = Counter(result.status.value for result in results)
+        said = ", ".join(f"{status} {count}" for status, count in ends.items())
+        fail(f"none of the batch's {len(results)} calls ran ({said})", code=1)
 
 
 @app.command()

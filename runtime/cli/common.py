@@ -73,18 +73,18 @@ def choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def runtime_for(settings=None):
+def runtime_for(settings=None, *, answering: bool = True):
+    """A client of the deployment, once it answers: a dead or mistyped one is one
+    line within seconds (docs/architecture.md, "Failing fast"), not a batch's wait.
+    `answering=False`: for a command whose work is the ledger's (an approval
+    stands while Redis is away)."""
     from runtime.client import Runtime
+    from runtime.transport.reachability import require_reachable
 
-    return Runtime(settings or get_settings())
-
-
-def address(redis_url: str) -> str:
-    """host:port of a Redis URL: its password stays in the stack record, off the screen."""
-    import redis
-
-    address = redis.connection.parse_url(redis_url)
-    return f"{address.get('host', '?')}:{address.get('port', '?')}"
+    settings = settings or get_settings()
+    if answering:
+        require_reachable(settings)
+    return Runtime(settings)
 
 
 def validation_text(error: ValidationError) -> str:

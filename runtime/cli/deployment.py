@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from runtime.cli.common import (
-    address,
     app,
     fail,
     out,
@@ -21,15 +20,21 @@ from runtime.settings import get_settings
 def up() -> None:
     """Start a private Redis, a reads and an effects worker, Flower and the HTTP gateway."""
     from runtime.stack import embedded as stack
+    from runtime.transport.reachability import address
 
     settings = get_settings()
     record = stack.load_record(settings.home)
-    if record is not None:
+    if record is not None and stack.is_running(record):
         out.print(
             f"already up: redis {address(record.redis_url)}; `toolrun down` stops it",
             markup=False,
         )
         return
+    if record is not None:  # killed, or the machine restarted: its record is all that is left
+        out.print(
+            f"the stack recorded in {settings.home} is down; starting a new one", markup=False
+        )
+        stack.stop_stack(settings.home)
     record = stack.start_stack(settings, supervise=True, gateway=gateway_installed())
     out.print(
         f"redis   {address(record.redis_url)} (password in {settings.home / stack.RECORD})",
@@ -68,6 +73,13 @@ def down() -> None:
 
     stopped = stack.stop_stack(get_settings().home)
     out.print("stopped" if stopped else "nothing was running")
+
+
+@app.command()
+def home() -> None:
+    """Print toolrun's home: the stack record (stack.json), ledger and logs of this
+    user's stack (TOOLRUN_HOME, else $XDG_STATE_HOME/toolrun or ~/.local/state/toolrun)."""
+    print(get_settings().home.resolve())
 
 
 @app.command()

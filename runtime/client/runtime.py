@@ -40,7 +40,7 @@ from runtime.client.intake import (
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
 from runtime.client.remembering import remembered_for
 from runtime.client.run import BatchRun, Services
-from runtime.errors import InvalidBatch
+from runtime.errors import InvalidBatch, StackError
 from runtime.flow.limits import Limits
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
@@ -54,6 +54,7 @@ from runtime.transcript import seal
 from runtime.transport.app import make_app
 from runtime.transport.base import Transport
 from runtime.transport.cluster import CeleryTransport
+from runtime.transport.reachability import require_reachable
 from runtime.transport.redis_client import client_state
 from runtime.types import Batch, Mode, OnError, ToolCall
 
@@ -78,20 +79,25 @@ class Runtime(AsyncSubmits):
         """`transport` defaults to Celery and Redis from `settings`; tests pass
         `runtime.worker.in_memory.memory_transport` to run batches in process."""
         self.settings = settings
+        # The deployment first: a client that finds none writes nothing (no ledger file).
+        self.redis_url: str | None = None if transport is not None else config.redis_url(settings)
         tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
         self.ledger = ledger or Ledger.from_settings(settings)
-        self.redis_url: str | None = None  # the Celery app and Redis client, when on Celery
-        self.app: Celery | None = None
+        self.app: Celery | None = None  # the Celery app and Redis client, when on Celery
         self.client: redis.Redis | None = None
-        if transport is None:
-            self.redis_url = config.redis_url(settings)
+        if self.redis_url is not None:
             self.app = make_app(settings, redis_url=self.redis_url)
             self.client = client_state(settings, self.redis_url)
             transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
-        key = getattr(transport, "key", None) or config.signing_key(settings)
+        try:
+            key = getattr(transport, "key", None) or config.signing_key(settings)
+        except StackError:
+            if self.redis_url is not None:  # a Redis that does not answer explains it better
+                require_reachable(settings)
+            raise
         self.transport = transport
         self.approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
@@ -123,7 +129,12 @@ class Runtime(AsyncSubmits):
 
     @classmethod
     def from_env(cls) -> Runtime:
-        return cls(get_settings())
+        """The deployment the environment names (`TOOLRUN_*`, else the embedded
+        stack's record), once it answers: StackError within seconds, naming what
+        does not answer, rather than submits that wait for it."""
+        settings = get_settings()
+        require_reachable(settings)
+        return cls(settings)
 
     def submit(
         self,

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from runtime.errors import PathOutsideWorkspace
+from runtime.settings import default_home
 
 PROJECT_DIR = ".toolrun"
 USER_DIR = Path(".config") / "toolrun"
@@ -44,8 +45,9 @@ def refuse_settings_path(workspace: Path, path: str, resolved: Path) -> None:
 
 def refuse_home_path(workspace: Path, path: str, resolved: Path) -> None:
     """Raise `PathOutsideWorkspace` if `path` (resolved to `resolved`) is in
-    toolrun's own home: a `.toolrun/` directory (the default home, and the
-    project's settings), or the home `TOOLRUN_HOME` names. Its stack record,
+    toolrun's own home: a `.toolrun/` directory (the project's settings, and
+    the home of versions before the per-user one), or the home `TOOLRUN_HOME`
+    names, else the user's state directory. Its stack record,
     ledger and logs hold what no tool may read (docs/architecture.md, "Secrets")."""
     spelt = _workspace_relative(workspace, path)
     if _names_project_dir(spelt) or _names_project_dir(resolved.relative_to(workspace).as_posix()):
@@ -90,18 +92,20 @@ def _guarded(relative: str) -> str | None:
 
 
 def homes() -> list[Path]:
-    """Where toolrun's home really is: `TOOLRUN_HOME`, else `.toolrun` in the
-    working directory, read at call time as `protected_locations` reads its files."""
+    """Where toolrun's home really is: `TOOLRUN_HOME`, else the user's state
+    directory (`runtime.settings.default_home`), read at call time as
+    `protected_locations` reads its files."""
     try:
-        return [Path(os.environ.get("TOOLRUN_HOME") or PROJECT_DIR).expanduser().resolve()]
+        named = os.environ.get("TOOLRUN_HOME")
+        return [(Path(named) if named else default_home()).expanduser().resolve()]
     except (RuntimeError, OSError):
         return []
 
 
 def _home_refusal(path: str) -> str:
     return (
-        f"path {path!r} is in toolrun's own home (.toolrun/: its stack record, ledger, "
-        "logs and settings); no tool reads or writes it. Use a path elsewhere in the workspace."
+        f"path {path!r} is in toolrun's own home (its stack record, ledger, logs and "
+        "settings); no tool reads or writes it. Use a path elsewhere in the workspace."
     )
 
 

@@ -22,11 +22,10 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import exists, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, select
 
 from runtime.keyring import Purpose, derived
+from runtime.ledger.dialects import insert_for
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import EndRow, utc_now
 
@@ -90,7 +89,7 @@ class Approvals:
         }
 
         def work(connection) -> bool:
-            make = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+            make = insert_for(connection.dialect.name)
             statement = (
                 make(APPROVALS)
                 .values(**row)

@@ -5,16 +5,16 @@ call")."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, func, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
 from runtime.ledger.batches import mark_ended
+from runtime.ledger.dialects import insert_for
 from runtime.ledger.prepared import Prepared
 from runtime.ledger.rows import CALLS, ENDS, EVENTS, USAGE, event_fields, lock_batches, scrub, text
 from runtime.ledger.tables import EventKind
@@ -154,8 +154,7 @@ def _pending(connection: Connection | Session, batch_id: str, call_id: str) -> b
 def claim_end(connection: Connection, end: dict[str, Any]) -> bool:
     """Insert a call's end row unless it has one: the one compare-and-set that
     decides which end a call has (docs/architecture.md, "One end per call")."""
-    postgresql = connection.dialect.name == "postgresql"
-    return CLAIM_END[postgresql].first(connection, end) is not None
+    return _claim_end_statement(connection.dialect.name).first(connection, end) is not None
 
 
 def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
@@ -180,12 +179,15 @@ def write_ends(connection: Connection, ends: list[CallEnd]) -> list[bool]:
 # construction and its cache key on every end, about half of a pool process's
 # CPU for a read; and run on the driver's cursor (`runtime.ledger.prepared`)
 # (docs/architecture.md, "Round trips and memory"). The end row's insert by
-# dialect (PostgreSQL: True), with RETURNING, not rowcount: psycopg reports -1
-# for an INSERT ... ON CONFLICT.
-CLAIM_END = {
-    postgresql: Prepared(make(ENDS).on_conflict_do_nothing().returning(ENDS.c.call_id), rows=True)
-    for postgresql, make in ((False, sqlite_insert), (True, postgresql_insert))
-}
+# dialect's name, with RETURNING, not rowcount: psycopg reports -1 for an
+# INSERT ... ON CONFLICT.
+@functools.cache
+def _claim_end_statement(dialect: str) -> Prepared:
+    return Prepared(
+        insert_for(dialect)(ENDS).on_conflict_do_nothing().returning(ENDS.c.call_id), rows=True
+    )
+
+
 INSERT_EVENTS, INSERT_USAGE = Prepared(insert(EVENTS)), Prepared(insert(USAGE))
 # A call's row at its end.
 END_CALL = Prepared(

@@ -13,9 +13,8 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 from sqlalchemy import Connection, Insert, bindparam, func, insert, select, update
 from sqlalchemy import text as sql
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from runtime.ledger.dialects import insert_for
 from runtime.ledger.prepared import Prepared
 from runtime.ledger.tables import (
     EVENT_TEXT,
@@ -55,16 +54,15 @@ def batch_columns(head: dict[str, Any]) -> dict[str, Any]:
 def owner_insert(dialect: str) -> Insert:
     """The gateway's owner row of a batch (`toolrun_batch_owner`), built once
     (each batch binds its values): a row there already stays as it is."""
-    make = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    return make(OWNERS).on_conflict_do_nothing()
+    return insert_for(dialect)(OWNERS).on_conflict_do_nothing()
 
 
 @functools.cache
 def first_insert(dialect: str) -> Prepared:
     """The batch row's insert, the compare-and-set of its id: nothing is
     written and no id returned if it is recorded already."""
-    make = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    return Prepared(make(BATCHES).on_conflict_do_nothing().returning(BATCHES.c.id), rows=True)
+    statement = insert_for(dialect)(BATCHES).on_conflict_do_nothing()
+    return Prepared(statement.returning(BATCHES.c.id), rows=True)
 
 
 class Recorded(IntEnum):

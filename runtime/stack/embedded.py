@@ -58,6 +58,7 @@ __all__ = [
     "WorkerInfo",
     "add_worker",
     "find_redis_server",
+    "is_running",
     "load_record",
     "start_flower",
     "start_redis",
@@ -160,9 +161,9 @@ def start_stack(
         settings = settings.model_copy(update={"signing_key": SecretStr(secrets.token_urlsafe(32))})
     running = load_record(home)
     if running is not None:
-        if any(owns(pid, needles) for pid, needles in _targets(running)):
+        if is_running(running):
             raise StackError(f"a stack is already running under {home}; run `toolrun down`")
-        (home / RECORD).unlink()
+        stop_stack(home)  # a dead stack's: stop what is left of it, remove its record
     schema.upgrade(settings.ledger_url)  # before any worker opens the ledger
     started: list[Target] = []
     try:
@@ -216,6 +217,16 @@ def start_stack(
         if isinstance(error, Exception) and not isinstance(error, StackError):
             raise StackError(f"the embedded stack did not start: {error}") from error
         raise
+
+
+def is_running(record: StackRecord) -> bool:
+    """Whether the recorded stack still runs: its Redis, when it started one, and
+    any other of its processes (a stack whose processes were killed leaves its
+    record behind; without its Redis, what is left of it is of no use)."""
+    targets = _targets(record)
+    if record.redis_pid and not owns(*targets[-1]):
+        return False
+    return any(owns(pid, needles) for pid, needles in targets)
 
 
 def stop_stack(home: Path) -> bool:

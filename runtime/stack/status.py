@@ -16,7 +16,6 @@ from typing import Any
 
 import redis
 
-from runtime import config
 from runtime.errors import LedgerUnavailable
 from runtime.ledger import schema
 from runtime.ledger.approvals import Approvals
@@ -26,6 +25,7 @@ from runtime.stack.record import load_record
 from runtime.transport import broker
 from runtime.transport.app import make_app
 from runtime.transport.names import QUEUES
+from runtime.transport.reachability import require_reachable
 from runtime.transport.redis_client import state_client
 
 
@@ -67,8 +67,9 @@ class Report:
 
 
 def collect(settings: Settings, *, timeout: float = 1.0) -> Report:
-    """Ask the workers (waiting `timeout` seconds for answers), Redis and the ledger."""
-    redis_url = config.redis_url(settings)
+    """Ask the workers (waiting `timeout` seconds for answers), Redis and the ledger;
+    StackError at once if Redis or the broker does not answer."""
+    redis_url = require_reachable(settings)
     record = load_record(settings.home)
     recorded = (
         [w["name"] for w in record.workers] if record and record.redis_url == redis_url else []

@@ -1,7 +1,8 @@
 """`search_files`: a regex search over the workspace's text files.
 
 The walk never leaves the workspace: symlinks (to files or directories) are
-skipped rather than followed, and `.git`, `.toolrun` and toolrun's home are not
+skipped rather than followed, and `.git`, `.toolrun`, toolrun's home and what
+the checkout's `.gitignore` files ignore (`runtime.tools.gitignore`) are not
 entered. Binary files and files too large to search are skipped and counted.
 Each file is searched as read_file shows it, redacted: a pattern can tell
 whether a line holds a marker, never what the marker hides.
@@ -30,6 +31,7 @@ from runtime.gate.protected import refuse_home_path
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.bounds import SNIFF_BYTES, budget, cut_text, is_binary, json_len, redactor_of
+from runtime.tools.gitignore import IgnoreRules
 from runtime.types import Risk
 from runtime.workspace import refuse_hard_link, relative_name
 
@@ -60,7 +62,8 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
 
     Returns matching lines as {path, line, text}, in path order, bounded in count
     and size; when cut, narrow the pattern, the path or the glob. Binary files,
-    symlinks and the .git and .toolrun directories are skipped.
+    symlinks, the .git and .toolrun directories and what .gitignore files ignore
+    are skipped (name an ignored directory as the path to search it).
     """
     regex = compile_pattern(args.pattern)
     root = ctx.resolve(".")
@@ -149,15 +152,23 @@ def _files(start: Path, root: Path, glob: str | None) -> Iterator[Path]:
             yield start
         return
     homes = {str(home) for home in protected.homes() if home.is_relative_to(start)}
+    rules = IgnoreRules(root, start)
     for folder, dirs, names in os.walk(start, followlinks=False):
+        here = Path(folder)
+        rules.enter(here)
         # os.walk lists symlinked directories in `dirs` but, with followlinks=False,
-        # does not enter them; pruning here keeps that true and skips VCS/state dirs.
+        # does not enter them; pruning here keeps that true, skips VCS/state dirs and
+        # what a .gitignore leaves out.
         dirs[:] = sorted(
-            d for d in dirs if d not in SKIP_DIRS and os.path.join(folder, d) not in homes
+            d
+            for d in dirs
+            if d not in SKIP_DIRS
+            and os.path.join(folder, d) not in homes
+            and not rules.ignored(here / d, is_dir=True)
         )
         for name in sorted(names):
-            file = Path(folder, name)
-            if file.is_symlink() or not file.is_file():
+            file = here / name
+            if file.is_symlink() or not file.is_file() or rules.ignored(file, is_dir=False):
                 continue
             if _wanted(file, root, glob):
                 yield file

@@ -257,6 +257,16 @@ def test_a_home_named_otherwise_is_refused_too(tmp_path, monkeypatch):
     assert decide(tmp_path, "rf", "bypass", args={"path": "stateful.txt"}).effect is A
 
 
+def test_the_user_s_state_directory_is_the_home_when_none_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOOLRUN_HOME", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "state" / "toolrun").mkdir(parents=True)
+    for tool_name in ("rf", "wf"):
+        decision = decide(tmp_path, tool_name, "bypass", args={"path": "state/toolrun/stack.json"})
+        assert (decision.effect, decision.rule) == (D, "toolrun-home")
+    assert decide(tmp_path, "rf", "bypass", args={"path": "state/other.txt"}).effect is A
+
+
 def test_org_policy_restricts_workspace_roots(tmp_path):
     inside = tmp_path / "agents" / "ws"
     inside.mkdir(parents=True)

@@ -114,6 +114,27 @@ def test_the_mode_in_the_file_is_used_and_the_option_overrides_it(env, tmp_path,
     assert [r["status"] for r in denied["results"]] == ["denied"]
 
 
+def test_a_batch_none_of_whose_calls_ran_exits_non_zero(env, tmp_path, workspace):
+    path = tmp_path / "none.json"
+    calls = [
+        {"id": "u1", "name": "no_such_tool", "arguments": {}},
+        {"id": "w1", "name": "write_file", "arguments": {"path": "x.txt", "content": "x"}},
+    ]
+    path.write_text(json.dumps({"calls": calls, "mode": "plan"}))
+    done = toolrun("run", str(path), "--workspace", str(workspace), "--json", env=env)
+    assert done.returncode == 1, done
+    statuses = [r["status"] for r in json.loads(done.stdout)["results"]]
+    assert statuses == ["unknown_tool", "disabled"]  # the results are printed all the same
+    assert done.stderr.splitlines() == [
+        "toolrun: none of the batch's 2 calls ran (unknown_tool 1, disabled 1)"
+    ]
+    ran = path.with_name("one.json")
+    ran.write_text(json.dumps({"calls": calls[:1] + BATCH[:1], "mode": "plan"}))
+    (workspace / "hello.txt").write_text("hello\n")
+    done = toolrun("run", str(ran), "--workspace", str(workspace), "--json", env=env)
+    assert done.returncode == 0 and done.stderr == "", done
+
+
 def test_a_workspace_that_is_not_a_directory_is_one_line(env, batch, tmp_path):
     done = toolrun("run", str(batch), "--workspace", str(tmp_path / "absent"), env=env)
     assert done.returncode != 0 and "Traceback" not in done.stderr

@@ -108,6 +108,7 @@ def clones(tmp_path_factory):
             (folder / ".venv").symlink_to(Path(sys.prefix))
             (folder / "home").mkdir()
             env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRUN_")}
+            env.pop("XDG_STATE_HOME", None)  # the stack lives under this HOME, as a user's
             env |= {"HOME": str(folder / "home"), "NO_COLOR": "1"}
             env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env['PATH']}"
             made[document] = folder, env
@@ -115,7 +116,8 @@ def clones(tmp_path_factory):
 
     yield clone
     for folder, _ in made.values():
-        stop_stack(folder / ".toolrun")  # only if a block failed before `toolrun down`
+        # only if a block failed before `toolrun down`
+        stop_stack(folder / "home" / ".local" / "state" / "toolrun")
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=str)
