@@ -190,8 +190,9 @@ class FaultStack:
         """The live workers of `queue`, oldest first."""
         return [w for w in self.record.workers if w["queue"] == queue and is_alive(w["pid"])]
 
-    def add_worker(self, queue: str) -> WorkerInfo:
-        return add_worker(self.record, self.settings, queue, extra_env=self.env)
+    def add_worker(self, queue: str, env: dict[str, str] | None = None) -> WorkerInfo:
+        """One more worker of `queue`; `env`: more of its environment."""
+        return add_worker(self.record, self.settings, queue, extra_env=self.env | (env or {}))
 
     def kill_worker(self, worker: WorkerInfo) -> None:
         """SIGKILL a whole worker: its main process and every pool process (its
