@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from runtime import sessions
 from runtime.batch.plan import BatchPlan
 from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
 from runtime.ledger.batch_record import BatchRecord
@@ -57,6 +58,21 @@ def gone(
     lost = frozenset(c for c in claimed if lapsed(c))
     stalled = frozenset(c for c in taken if c in holds and lapsed(c))
     return lost, stalled
+
+
+def orphans_gone(lost: frozenset[str]) -> bool:
+    """Before calls judged lost end and the batch goes on: the command
+    sessions their dead pool processes left on this host are killed (and
+    waited for), as a worker that starts kills them, so the next step never
+    overlaps them. False if one outlived its SIGKILL. What another host left
+    is killed there, when a worker starts on it (docs/architecture.md,
+    "Leases")."""
+    if not lost:
+        return True
+    gone = sessions.end_orphans()
+    if not gone:
+        log.error("calls %s were judged lost; a session they left is still running", sorted(lost))
+    return gone
 
 
 def lapsed(state: Leases) -> set[tuple[str, str]]:
