@@ -91,7 +91,10 @@ class Advancer:
             return True  # ended (its plan is gone), or never recorded
         plan = BatchPlan.model_validate(body)
         for _ in range(ROUNDS):
-            steps = next_steps(plan, self.viewer.view(plan, expire, found))
+            view = self.viewer.view(plan, expire, found)
+            if not liveness.orphans_gone(view.lost):
+                return False  # nothing is ended or sent while they may run: the next sweep
+            steps = next_steps(plan, view)
             found = None  # the next pass reads again what this one changed
             ended = self._carry_out(plan, steps)
             if steps.finished:  # every call has its end now (those just written included)

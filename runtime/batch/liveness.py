@@ -5,9 +5,9 @@ while the ledger was away. Helpers of `runtime.batch.advance`."""
 from __future__ import annotations
 
 import logging
-import time
-from datetime import datetime
+from collections.abc import Iterable
 
+from runtime import sessions
 from runtime.batch.plan import BatchPlan
 from runtime.errors import LedgerRefused, LedgerUnavailable, StateUnavailable
 from runtime.ledger.batch_record import BatchRecord
@@ -29,41 +29,56 @@ def claims(registry: Registry, plan: BatchPlan, call_id: str) -> bool:
 
 def gone(
     state: Leases,
+    batch_id: str,
     held: Known | None,
-    claimed: dict[str, datetime],
+    claimed: Iterable[str],
     taken: set[str],
     lease_seconds: float,
 ) -> tuple[frozenset[str], frozenset[str]]:
     """The calls whose worker is gone: claimed ones (lost: they end) and
     others a worker took (stalled: they run again). A lease ran out (`held`:
-    the leases the state holds); or a claimed call has none, and neither its
-    claim nor the state's last start is a lease's time old (its holder takes
-    the lease right after the claim, and after a restart of the state renews
-    it). With the state away (`held` None), none."""
+    the leases the state holds, with the seconds each has left); or a claimed
+    call has none and has had none for a lease's time (its holder takes the
+    lease right after the claim, and after a restart of the state renews it).
+    Every time here is the state's: hosts' clocks need not agree
+    (docs/architecture.md, "Leases"). With the state away (`held` None), none."""
     if held is None:
         return frozenset(), frozenset()
-    holds = held.holds
+    holds, claimed = held.holds, list(claimed)
     try:
-        bare = any(call_id not in holds for call_id in claimed)
-        reset = state.reset_at() if bare else 0.0
+        unheld = state.unheld(batch_id, [c for c in claimed if c not in holds])
     except StateUnavailable:
         return frozenset(), frozenset()
-    now = time.time()
 
-    def lapsed(call_id: str, since: float) -> bool:
+    def lapsed(call_id: str) -> bool:
         if call_id in holds:
-            return holds[call_id] <= now
-        return now - max(since, reset) >= lease_seconds
+            return holds[call_id] <= 0
+        return unheld.get(call_id, 0.0) >= lease_seconds
 
-    lost = frozenset(c for c, at in claimed.items() if lapsed(c, at.timestamp()))
-    stalled = frozenset(c for c in taken if c in holds and lapsed(c, now))
+    lost = frozenset(c for c in claimed if lapsed(c))
+    stalled = frozenset(c for c in taken if c in holds and lapsed(c))
     return lost, stalled
+
+
+def orphans_gone(lost: frozenset[str]) -> bool:
+    """Before calls judged lost end and the batch goes on: the command
+    sessions their dead pool processes left on this host are killed (and
+    waited for), as a worker that starts kills them, so the next step never
+    overlaps them. False if one outlived its SIGKILL. What another host left
+    is killed there, when a worker starts on it (docs/architecture.md,
+    "Leases")."""
+    if not lost:
+        return True
+    gone = sessions.end_orphans()
+    if not gone:
+        log.error("calls %s were judged lost; a session they left is still running", sorted(lost))
+    return gone
 
 
 def lapsed(state: Leases) -> set[tuple[str, str]]:
     """(batch id, call id) of every lease run out now; none with the state away."""
     try:
-        return state.lapsed(time.time())
+        return state.lapsed()
     except StateUnavailable:
         return set()
 

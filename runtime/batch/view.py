@@ -84,10 +84,12 @@ class Viewer:
             for call_id in self.unrecorded.look(batch_id, announced):
                 found.ends[call_id] = ends[call_id]  # written now: the batch may be marked ended
         running = found.claimed  # a redelivered read shows running too
-        claimed = {c: at for c, at in running.items() if liveness.claims(self.registry, plan, c)}
+        claimed = {c for c in running if liveness.claims(self.registry, plan, c)}
         started = held.started if held else set()
-        taken = started - claimed.keys() - ends.keys()  # reads and idempotent calls running
-        lost, stalled = liveness.gone(self.state, held, claimed, taken, self.lease_seconds)
+        taken = started - claimed - ends.keys()  # reads and idempotent calls running
+        lost, stalled = liveness.gone(
+            self.state, batch_id, held, claimed, taken, self.lease_seconds
+        )
         return View(
             ends=ends,
             sent=held.sent if held else {},

@@ -63,7 +63,7 @@ class Known:
     started: set[str]  # calls a worker has taken (reads and idempotent calls count here)
     cancelled: bool  # the batch's cancel flag
     ends: dict[str, ToolResult]  # the ends announced so far
-    holds: dict[str, float]  # the asked-for calls' leases: until when (epoch seconds)
+    holds: dict[str, float]  # the asked-for calls' leases: seconds left (none or less: ran out)
 
 
 class Queue(Protocol):
@@ -255,17 +255,21 @@ class Leases(Protocol):
         ...
 
     def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
-        """When the hold of each of `call_ids` that has one runs out (epoch
-        seconds); a call with no hold is left out."""
+        """Seconds left of the hold of each of `call_ids` that has one (none
+        or less: it ran out), on the state's own clock; a call with no hold
+        is left out."""
         ...
 
-    def lapsed(self, now: float) -> set[tuple[str, str]]:
-        """(batch id, call id) of each call whose hold ran out before `now`."""
+    def lapsed(self) -> set[tuple[str, str]]:
+        """(batch id, call id) of each call whose hold has run out, by the
+        state's own clock."""
         ...
 
-    def reset_at(self) -> float:
-        """When the state last started empty (epoch seconds): holds it lost
-        then are given a lease's time to be renewed."""
+    def unheld(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        """How long, by the state's own clock, each of `call_ids` (claimed,
+        with no hold) has been seen with none: since it was first asked for
+        here, or since the state last started empty if that is later (holds
+        lost then are given a lease's time to be renewed)."""
         ...
 
     def hold_sweep(self, holder: str, seconds: float) -> bool:

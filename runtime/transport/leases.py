@@ -1,11 +1,14 @@
 """Leases in Redis (docs/architecture.md, "Leases"): a running call's lease,
 renewed while it runs and released by its end; the sweep's lease, held by one
 process at a time; and the epoch that says whether Redis lost what it held.
-`RedisState` (runtime/transport/redis_state.py) is built on this."""
+`RedisState` (runtime/transport/redis_state.py) is built on this.
+
+Every time a lease is written with or judged by is Redis's own (`TIME` in a
+script, or read in the same round trip), never a host's: hosts whose clocks
+disagree by more than a lease still agree on which leases ran out."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,22 +21,66 @@ from runtime.transport.names import (
     LEASES,
     SERVER_KEY,
     SWEEP_LOCK,
+    TTL_SECONDS,
     call_of_lease,
     lease_member,
     results_key,
+    unheld_key,
 )
 from runtime.types import ToolResult
 
+# Redis's clock, in seconds, as a script's first step (a script may read TIME
+# before it writes). Times are written and go back as text to the microsecond:
+# Redis truncates a Lua number, and Lua's own text of one keeps 14 digits.
+NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local function text(seconds) return string.format('%.6f', seconds) end
+"""
+
+
+def clocked(script: str) -> str:
+    """`script` with `now` (Redis's clock) and `text` (a time as Redis keeps
+    it) defined first."""
+    return NOW + script
+
+
+# A call's lease taken: KEYS = the leases' set, the call's results hash;
+# ARGV = seconds, member, call id. The end published for it, if any.
+HOLD = clocked("""
+redis.call('ZADD', KEYS[1], 'GT', text(now + tonumber(ARGV[1])), ARGV[2])
+return redis.call('HGET', KEYS[2], ARGV[3])
+""")
 # Leases of running calls: KEYS = the leases' set, then each call's results hash;
-# ARGV = the new expiry, then each call's member and id.
-RENEW = """
+# ARGV = seconds, then each call's member and id.
+RENEW = clocked("""
+local expiry = text(now + tonumber(ARGV[1]))
 for i = 2, #KEYS do
   if redis.call('HEXISTS', KEYS[i], ARGV[2 * i - 1]) == 0 then
-    redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2 * i - 2])
+    redis.call('ZADD', KEYS[1], 'GT', expiry, ARGV[2 * i - 2])
   end
 end
 return 0
-"""
+""")
+# The leases run out now: KEYS = the leases' set.
+LAPSED = clocked("""
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', text(now))
+""")
+# How long each claimed call has had no lease: KEYS = the batch's unheld
+# marks, the epoch; ARGV = the marks' TTL, then call ids. A call is marked
+# the first time it is asked for; the time since the epoch caps it (the
+# state started empty: its holders are given a lease's time to renew).
+UNHELD = clocked("""
+local epoch = tonumber(redis.call('GET', KEYS[2])) or now
+local found = {}
+for i = 2, #ARGV do
+  redis.call('HSETNX', KEYS[1], ARGV[i], text(now))
+  local since = tonumber(redis.call('HGET', KEYS[1], ARGV[i])) or now
+  found[i - 1] = text(now - math.max(since, epoch))
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return found
+""")
 # The sweep's lease: taken if free, renewed if this holder has it, in one step.
 HOLD_SWEEP = """
 local held = redis.call('GET', KEYS[1])
@@ -46,16 +93,16 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 # Whether Redis lost what it held, in one step: KEYS = the epoch, the last
-# server's run id; ARGV = now. The epoch is set if missing (emptied); the run
+# server's run id. The epoch is set if missing (emptied); the run
 # id read from INFO (none where INFO is refused) replaces the last one seen.
-EPOCH_LOOK = """
-local emptied = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+EPOCH_LOOK = clocked("""
+local emptied = redis.call('SET', KEYS[1], text(now), 'NX')
 local info = redis.pcall('INFO', 'server')
 local server = type(info) == 'string' and string.match(info, 'run_id:(%w+)') or false
 local before = false
 if server then before = redis.call('SET', KEYS[2], server, 'GET') end
 return {emptied and 1 or 0, before, server}
-"""
+""")
 RELEASE_SWEEP = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -74,18 +121,18 @@ def reaching(what: str) -> Iterator[None]:
 class Leases:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._hold = client.register_script(HOLD)
         self._renew = client.register_script(RENEW)
+        self._lapsed = client.register_script(LAPSED)
+        self._unheld = client.register_script(UNHELD)
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
         self._lost = client.register_script(EPOCH_LOOK)
 
     def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
-        until = time.time() + seconds
+        keys = [LEASES, results_key(batch_id)]
         with reaching(f"cannot take the lease of {call_id}"):
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.zadd(LEASES, {lease_member(batch_id, call_id): until}, gt=True)
-                pipe.hget(results_key(batch_id), call_id)
-                _, stored = pipe.execute()
+            stored = self._hold(keys=keys, args=[seconds, lease_member(batch_id, call_id), call_id])
         return ToolResult.model_validate_json(stored) if stored else None
 
     def renew(self, calls: list[tuple[str, str]], seconds: float) -> None:
@@ -94,7 +141,7 @@ class Leases:
         if not calls:
             return
         keys = [LEASES, *(results_key(b) for b, _ in calls)]
-        args = [time.time() + seconds]
+        args: list = [seconds]
         for batch_id, call_id in calls:
             args += [lease_member(batch_id, call_id), call_id]
         with reaching("cannot renew the leases of running calls"):
@@ -107,22 +154,27 @@ class Leases:
     def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
         if not call_ids:
             return {}
-        with reaching(f"batch {batch_id}: cannot read its leases"):
-            found = self.client.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
-        return {c: until for c, until in zip(call_ids, found, strict=True) if until is not None}
+        with (
+            reaching(f"batch {batch_id}: cannot read its leases"),
+            self.client.pipeline(transaction=False) as pipe,
+        ):
+            pipe.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
+            pipe.time()
+            found, clock = pipe.execute()
+        return left(call_ids, found, clock)
 
-    def lapsed(self, now: float) -> set[tuple[str, str]]:
+    def lapsed(self) -> set[tuple[str, str]]:
         with reaching("cannot read the leases"):
-            members = self.client.zrangebyscore(LEASES, "-inf", now)
+            members = self._lapsed(keys=[LEASES])
         return {call_of_lease(m.decode()) for m in members}
 
-    def reset_at(self) -> float:
-        with reaching("cannot read the epoch"):
-            found = self.client.get(EPOCH_KEY)
-        try:
-            return float(found) if found else time.time()
-        except ValueError:  # an epoch of an older toolrun: it has been a while
-            return 0.0
+    def unheld(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        if not call_ids:
+            return {}
+        keys = [unheld_key(batch_id), EPOCH_KEY]
+        with reaching(f"batch {batch_id}: cannot read its claims' leases"):
+            found = self._unheld(keys=keys, args=[TTL_SECONDS, *call_ids])
+        return {c: float(age) for c, age in zip(call_ids, found, strict=True)}
 
     # The sweep.
     def hold_sweep(self, holder: str, seconds: float) -> bool:
@@ -140,7 +192,12 @@ class Leases:
         writes before it took over: open batches are looked at again then too.
         One round trip: the sweep asks every second."""
         with reaching("cannot read the epoch"):
-            emptied, before, server = self._lost(
-                keys=[EPOCH_KEY, SERVER_KEY], args=[str(time.time())]
-            )
+            emptied, before, server = self._lost(keys=[EPOCH_KEY, SERVER_KEY])
         return bool(emptied) or (server is not None and before not in (None, server))
+
+
+def left(call_ids: list[str], found: list, clock: tuple[int, int]) -> dict[str, float]:
+    """Seconds left of each found lease (none or less: it ran out), on the
+    clock of the Redis that `clock` (its TIME) came from."""
+    now = clock[0] + clock[1] / 1_000_000
+    return {c: until - now for c, until in zip(call_ids, found, strict=True) if until is not None}

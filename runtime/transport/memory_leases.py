@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 
 from runtime.types import ToolResult
 
@@ -16,6 +17,7 @@ class MemoryLeases:
         self._leasing = threading.Lock()
         self._held: set[tuple[str, str]] = set()
         self._sweeper: str | None = None
+        self._unheld: dict[tuple[str, str], float] = {}  # first seen with no hold (monotonic)
 
     def hold_sweep(self, holder: str, seconds: float) -> bool:
         with self._leasing:
@@ -42,13 +44,17 @@ class MemoryLeases:
     def release(self, batch_id: str, call_id: str) -> None:
         with self._leasing:
             self._held.discard((batch_id, call_id))
+            self._unheld.pop((batch_id, call_id), None)
 
     def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
         with self._leasing:
             return {c: math.inf for c in call_ids if (batch_id, c) in self._held}
 
-    def lapsed(self, now: float) -> set[tuple[str, str]]:
+    def lapsed(self) -> set[tuple[str, str]]:
         return set()
 
-    def reset_at(self) -> float:
-        return 0.0
+    def unheld(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
+        """One process, one clock: its monotonic one."""
+        now = time.monotonic()
+        with self._leasing:
+            return {c: now - self._unheld.setdefault((batch_id, c), now) for c in call_ids}

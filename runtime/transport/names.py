@@ -73,6 +73,13 @@ EPOCH_KEY = "toolrun:epoch"  # when Redis started empty; gone after it lost its 
 UNRECORDED = "toolrun:unrecorded"  # hash: batch id -> its first rows, for the sweep to write
 SERVER_KEY = "toolrun:server"  # run id of the Redis server the sweep last saw (failovers)
 LEASES = "toolrun:leases"  # sorted set: "<batch id> <call id>" of a claimed call -> expiry
+# (on Redis's clock: "Leases")
+
+
+def unheld_key(batch_id: str) -> str:
+    """A batch's hash: call id -> when (Redis's clock) its claim was first seen
+    with no lease, which a lease's time later counts the call as lost."""
+    return f"{_BATCH}{batch_id}:unheld"
 
 
 def lease_member(batch_id: str, call_id: str) -> str:

@@ -60,7 +60,24 @@ class Channel(redis.Channel):
         self._kept: Any = None
         self._popping = 0  # the COUNT of the BLMPOP sent, while its reply is awaited
         self._several = True  # False once Redis refused BLMPOP: kombu's BRPOP from then on
+        self._params: dict[bool, dict[str, Any]] = {}  # by `asynchronous`, once known
         super().__init__(*args, **kwargs)
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        """Where Redis is, remembered: a channel closed under a lost connection
+        (Redis restarted) still restores its unacked messages and acks those
+        its worker finishes later, after kombu has cut its channel loose from
+        the connection that knew the address; kombu's own then fails with an
+        AttributeError, which Celery takes for an unrecoverable error and the
+        worker stops, with the calls it runs (docs/architecture.md, "Brokers")."""
+        transport = self.connection
+        if transport is None or transport.client is None:
+            if asynchronous not in self._params:
+                raise redis_py.ConnectionError("the broker channel is closed")
+            return dict(self._params[asynchronous])
+        params = super()._connparams(asynchronous=asynchronous)
+        self._params[asynchronous] = dict(params)
+        return params
 
     @contextmanager
     def conn_or_acquire(self, client: Any = None):

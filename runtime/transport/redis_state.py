@@ -24,7 +24,7 @@ from runtime.transport import riding, state_scripts
 from runtime.transport.base import Inbox, Known, Look, Rider
 from runtime.transport.budget_counters import BudgetCounters
 from runtime.transport.copies import BatchCopies
-from runtime.transport.leases import reaching
+from runtime.transport.leases import left, reaching
 from runtime.transport.listener import Listener
 from runtime.transport.names import (
     CANCEL_NOTICE,
@@ -161,16 +161,16 @@ class RedisState(BatchCopies):
             pipe.hkeys(deliveries_key(batch_id))
             pipe.exists(cancel_key(batch_id))
             pipe.hgetall(results_key(batch_id))
-            if call_ids:
+            if call_ids:  # with Redis's clock: leases are judged on it ("Leases")
                 pipe.zmscore(LEASES, [lease_member(batch_id, c) for c in call_ids])
+                pipe.time()
             sent, started, cancelled, stored, *held = pipe.execute()
-        holds = zip(call_ids, held[0] if held else [], strict=False)
         return Known(
             sent={k.decode(): float(v) for k, v in sent.items()},
             started={key.decode() for key in started},
             cancelled=bool(cancelled),
             ends={k.decode(): ToolResult.model_validate_json(v) for k, v in stored.items()},
-            holds={c: until for c, until in holds if until is not None},
+            holds=left(call_ids, *held) if held else {},
         )
 
     def sent(self, batch_id: str) -> dict[str, float]:

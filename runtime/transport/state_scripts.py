@@ -13,10 +13,10 @@ for its limits was not taken)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from runtime.transport import tallies
+from runtime.transport.leases import clocked
 from runtime.transport.names import (
     CALLS_TALLY,
     LEASES,
@@ -32,23 +32,26 @@ from runtime.transport.names import (
 from runtime.types import ToolResult
 
 # KEYS: cancel flag, deliveries, results, leases. ARGV: call id, TTL, lease
-# member, lease expiry ("" takes none). The cancel flag, the delivery (counted),
-# the end stored (or false).
-LOOK = """
+# member, lease seconds ("" takes none; on Redis's clock). The cancel flag,
+# the delivery (counted), the end stored (or false).
+LOOK = clocked("""
 local cancelled = redis.call('EXISTS', KEYS[1])
 local delivery = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 local stored = redis.call('HGET', KEYS[3], ARGV[1])
-if ARGV[4] ~= '' then redis.call('ZADD', KEYS[4], 'GT', ARGV[4], ARGV[3]) end
+if ARGV[4] ~= '' then
+  redis.call('ZADD', KEYS[4], 'GT', text(now + tonumber(ARGV[4])), ARGV[3])
+end
 return {cancelled, delivery, stored}
-"""
+""")
 
 # KEYS: results, stages, leases, calls tally, seconds tally, plan.
 # ARGV: call id, stored end, channel, announced text, TTL, stage ("": not
 # counted), lease member, calls tally field, seconds bucket field ("": it did
 # not run), seconds sum field, seconds, next step's lease member ("": none) and
-# expiry, "1" to drop the plan's copy. The stage's count of ends (or false).
-PUBLISH = """
+# seconds (on Redis's clock), "1" to drop the plan's copy. The stage's count
+# of ends (or false).
+PUBLISH = clocked("""
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
@@ -63,17 +66,19 @@ if ARGV[9] ~= '' then
   redis.call('HINCRBY', KEYS[5], ARGV[9], 1)
   redis.call('HINCRBYFLOAT', KEYS[5], ARGV[10], ARGV[11])
 end
-if ARGV[12] ~= '' then redis.call('ZADD', KEYS[3], 'GT', ARGV[13], ARGV[12]) end
+if ARGV[12] ~= '' then
+  redis.call('ZADD', KEYS[3], 'GT', text(now + tonumber(ARGV[13])), ARGV[12])
+end
 if ARGV[14] == '1' then redis.call('DEL', KEYS[6]) end
 return done
-"""
+""")
 
 
 def look_call(batch_id: str, call_id: str, hold: float | None) -> tuple[list[str], list]:
     """LOOK's keys and arguments."""
     keys = [cancel_key(batch_id), deliveries_key(batch_id), results_key(batch_id), LEASES]
-    until = "" if hold is None else repr(time.time() + hold)
-    return keys, [call_id, TTL_SECONDS, lease_member(batch_id, call_id), until]
+    seconds = "" if hold is None else repr(hold)
+    return keys, [call_id, TTL_SECONDS, lease_member(batch_id, call_id), seconds]
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ def publish_call(p: Publication) -> tuple[list[str], list]:
         plan_key(batch_id),
     ]
     counted, bucket, total, seconds = tallies.fields(p.result)
-    held = ("", "") if hold is None else (lease_member(batch_id, hold[0]), time.time() + hold[1])
+    held = ("", "") if hold is None else (lease_member(batch_id, hold[0]), hold[1])
     args = [
         p.result.call_id,
         p.payload,

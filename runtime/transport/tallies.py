@@ -7,7 +7,6 @@ under its queue by the batch's plan)."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -85,9 +84,12 @@ class Tallies:
                 for queue in QUEUES:
                     for name in queue_lists(queue):
                         pipe.llen(name)
-                pipe.zrangebyscore(LEASES, time.time(), "+inf")
-                calls, seconds, *lengths, leased = pipe.execute()
-            running = self._running([call_of_lease(_text(m)) for m in leased])
+                pipe.zrange(LEASES, 0, -1, withscores=True)
+                pipe.time()  # leases are live by Redis's clock ("Leases")
+                calls, seconds, *lengths, leases, clock = pipe.execute()
+            now = clock[0] + clock[1] / 1_000_000
+            leased = [call_of_lease(_text(m)) for m, until in leases if until > now]
+            running = self._running(leased)
         except LOST as error:
             raise StateUnavailable(f"cannot read the cluster's figures: {error}") from error
         per_queue = len(queue_lists(READS))

@@ -4,9 +4,6 @@ on the in-memory transport and a real SQLite ledger."""
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from runtime.batch import liveness
@@ -36,21 +33,22 @@ def known(holds: dict[str, float]) -> Known:
 
 
 def test_a_lapsed_lease_loses_a_claimed_call_and_stalls_a_taken_one(state):
-    now, long_ago = time.time(), datetime.now(UTC) - timedelta(hours=1)
-    held = known({"claimed-lapsed": now - 1, "claimed-live": now + 60, "taken-lapsed": now - 1})
-    claimed = {"claimed-lapsed": long_ago, "claimed-live": long_ago}
-    lost, stalled = liveness.gone(state, held, claimed, {"taken-lapsed", "taken-bare"}, LEASE)
+    held = known({"claimed-lapsed": -1.0, "claimed-live": 60.0, "taken-lapsed": 0.0})
+    claimed = ["claimed-lapsed", "claimed-live"]
+    lost, stalled = liveness.gone(state, "b", held, claimed, {"taken-lapsed", "taken-bare"}, LEASE)
     assert lost == {"claimed-lapsed"}
     assert stalled == {"taken-lapsed"}  # a taken call without a lease is left alone
 
 
-def test_a_claim_without_a_lease_is_lost_only_once_a_lease_is_old(state):
-    just_now, long_ago = datetime.now(UTC), datetime.now(UTC) - timedelta(seconds=2 * LEASE)
-    claimed = {"fresh": just_now, "old": long_ago}
-    lost, _ = liveness.gone(state, known({}), claimed, set(), LEASE)
-    assert lost == {"old"}  # the fresh one's holder takes its lease right after the claim
+def test_a_claim_without_a_lease_is_lost_only_once_it_has_had_none_for_a_lease(state):
+    lost, _ = liveness.gone(state, "b", known({}), ["bare"], set(), LEASE)
+    assert lost == set()  # its holder takes its lease right after the claim
+    lost, _ = liveness.gone(state, "b", known({}), ["bare", "new"], set(), LEASE)
+    assert lost == set()
+    # Judged with a lease of no time: each has had none for that long by now.
+    lost, _ = liveness.gone(state, "b", known({}), ["bare", "new"], set(), 0.0)
+    assert lost == {"bare", "new"}
 
 
 def test_with_the_state_away_no_worker_counts_as_gone(state):
-    long_ago = datetime.now(UTC) - timedelta(hours=1)
-    assert liveness.gone(state, None, {"c": long_ago}, {"t"}, LEASE) == (frozenset(), frozenset())
+    assert liveness.gone(state, "b", None, ["c"], {"t"}, 0.0) == (frozenset(), frozenset())

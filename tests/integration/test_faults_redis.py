@@ -12,9 +12,13 @@ from collections import Counter
 
 import pytest
 
+from runtime.settings import Settings
+from runtime.stack.processes import wait_for_workers
+from runtime.transport.app import make_app
 from runtime.types import Status
 from tests.support.faults import FaultStack
 from tests.support.tools import marks
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 ALLOW = {"allow": ["bump", "slow_bump"]}
@@ -80,3 +84,41 @@ def test_a_redis_restart_mid_batch_loses_no_result_and_the_next_batch_runs(redis
         timeout=30,
     )
     assert [r.status for r in after.results(timeout=35)] == [Status.ok, Status.ok]
+
+
+def test_redis_killed_under_a_long_side_effect_leaves_its_worker_and_call_alive(
+    tmp_path, user_settings, workspace
+):
+    """Production's settings (append-only, the default visibility timeout and
+    lease, the stack's supervisor): Redis SIGKILLed a few seconds into a 20 s
+    side effect and started again 1.5 s later. The effects worker's broker
+    channel closes under it; its recovery must not take the worker down (the
+    supervisor would then replace it and kill the call with it)."""
+    defaults = Settings.model_fields
+    with FaultStack(
+        tmp_path / "home",
+        user_settings=user_settings,
+        appendonly=True,
+        supervise=True,
+        visibility_timeout=defaults["visibility_timeout"].default,
+        ledger_retry_seconds=defaults["ledger_retry_seconds"].default,
+        kill_grace=defaults["kill_grace"].default,
+    ) as stack:
+        [effects] = stack.workers("effects")
+        with stack.client() as runtime:
+            handle = runtime.submit(
+                [call("long", "slow_bump", label="long", seconds=20.0)],
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                timeout=120,
+            )
+            wait_for(lambda: marks(workspace, "effects"), timeout=30, what="the side effect began")
+            time.sleep(3.0)  # a few seconds into it, as the fault was seen
+            stack.restart_redis(down=1.5, crash=True)
+
+            [result] = handle.results(timeout=90)
+            assert result.status == Status.ok, (result.status, result.model_message)
+            assert [m["label"] for m in marks(workspace, "effects_done")] == ["long"]
+            assert stack.workers("effects") == [effects], "the effects worker was replaced"
+            wait_for_workers(make_app(stack.settings), [effects], timeout=30)

@@ -18,8 +18,9 @@ import pytest
 import redis
 
 from runtime.stack.embedded import stop_worker
-from runtime.transport.names import EFFECTS, SWEEP_LOCK, sent_key
+from runtime.transport.names import EFFECTS, LEASES, SWEEP_LOCK, lease_member, results_key, sent_key
 from runtime.types import Status
+from tests.support import clock_skew
 from tests.support.faults import FaultStack
 from tests.support.tools import marks, release
 from tests.support.waiting import wait_for
@@ -165,3 +166,57 @@ def test_a_warm_shutdown_hands_the_sweep_on_at_once(leased):
     stack.add_worker(leaving["queue"])
     taken = wait_for(lambda: state.get(SWEEP_LOCK), what="a new sweep holder").decode()
     assert taken != holder
+
+
+SKEW = 10 * LEASE  # far more than a lease, either way
+
+
+@pytest.mark.parametrize(
+    ("skewed", "seconds"),
+    [("effects", -SKEW), ("reads", SKEW)],
+    ids=["runner-behind", "judge-ahead"],
+)
+def test_a_clock_skewed_by_more_than_a_lease_ends_no_live_call(
+    skewed, seconds, tmp_path, user_settings, workspace, request
+):
+    """One worker's clock is off by ten leases: the runner's behind (its
+    renewals, on its own clock, would lapse at once) or the sweeping worker's
+    ahead (on its own clock, every other lease lapsed long ago). Leases are
+    written and judged on Redis's clock, so the call runs to its end."""
+    request.addfinalizer(lambda: release(workspace, "x"))
+    with FaultStack(
+        tmp_path / "home",
+        user_settings=user_settings,
+        visibility_timeout=3600,
+        lease_seconds=LEASE,
+        reads_workers=0,
+        effects_workers=0,
+    ) as stack:
+        skew = {clock_skew.SKEW: str(seconds)}
+        judge = stack.add_worker("reads", env=skew if skewed == "reads" else None)
+        state = redis.Redis.from_url(stack.redis_url)
+        wait_for(lambda: (stack.sweep_holder() or ("", None))[1] == judge, what="the sweep held")
+        stack.add_worker("effects", env=skew if skewed == "effects" else None)
+        with stack.client() as runtime:
+            handle = runtime.submit(
+                [call("x", "held_write", label="x")],
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                timeout=90,
+            )
+            member = lease_member(handle.batch_id, "x")
+            renewals: set[float] = set()
+
+            def lived_or_ended() -> bool:
+                if state.hexists(results_key(handle.batch_id), "x"):
+                    return True
+                if (score := state.zscore(LEASES, member)) is not None:
+                    renewals.add(score)
+                return len(renewals) > 8  # two leases' worth of renewals, sweeps between
+
+            wait_for(lived_or_ended, timeout=60, what="x renewed past two leases", every=0.05)
+            release(workspace, "x")
+            [result] = handle.results(timeout=30)
+        assert result.status == Status.ok, (result.status, result.model_message)
+        assert stack.sweep_holder()[1] == judge, "another worker judged the leases"

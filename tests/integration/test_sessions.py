@@ -162,3 +162,44 @@ def test_a_lost_pool_process_takes_its_mcp_stdio_server_with_it(sessions_stack, 
     assert first.status is Status.outcome_unknown, first.model_message
     assert "running this call was lost" in first.model_message, first.model_message
     assert second.ok and len(lost.ends) == 1
+
+
+def test_a_lost_workers_shell_session_dies_with_the_judgement_before_the_next_step(
+    tmp_path, user_settings, workspace, request
+):
+    """Two effects workers and no supervisor: the one running the first step
+    is SIGKILLed whole, its bash (a session of its own) left running. No
+    worker starts again to clear it up; the lease lapses, the first step is
+    judged lost and the second goes to the other worker, which must find the
+    first's bash gone (docs/architecture.md, "Leases")."""
+    batch = [
+        {"id": "first", "name": "shell", "arguments": {"command": FIRST}},
+        {"id": "second", "name": "shell", "arguments": {"command": SECOND}},
+    ]
+    slots = {"effects_workers": 2, "effects_concurrency": 1, "kill_grace": KILL_GRACE}
+    with (
+        FaultStack(
+            tmp_path / "home",
+            user_settings=user_settings,
+            visibility_timeout=3600,
+            lease_seconds=3.0,
+            **slots,
+        ) as stack,
+        stack.client() as runtime,
+    ):
+        handle = runtime.submit(
+            batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=90
+        )
+        group = int(first_session(stack, workspace))
+        request.addfinalizer(lambda: [os.kill(p, signal.SIGKILL) for p in group_members(group)])
+        pool = int(stat(group)[1])
+        [running] = [w for w in stack.workers("effects") if pool in stack.pool_processes(w)]
+        stack.kill_worker(running)
+        assert group_members(group), "the bash went with its worker: nothing to judge"
+
+        first, second = handle.results(timeout=60)
+        log = (workspace / "steps.log").read_text().split()
+    assert log == ["first:gone"], log  # the second step started after the bash was gone
+    assert first.status is Status.outcome_unknown, first.model_message
+    assert "running this call was lost" in first.model_message, first.model_message
+    assert second.ok, second.model_message

@@ -24,7 +24,10 @@ from runtime import sessions
 from runtime.registry.capabilities import ToolContext, ToolInput, ToolOutput, tool
 from runtime.tools.shell import shell
 from runtime.types import Risk
+from tests.support.clock_skew import skew_from_environment
 from tests.support.tools import _mark
+
+skew_from_environment()  # a worker a test started with a wrong clock
 
 FAULT_TOOLS = "tests.support.tools,tests.support.fault_tools"
 TIMEOUT = 0.5  # the misbehaving tools' own timeout, seconds

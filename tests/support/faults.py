@@ -68,14 +68,17 @@ class FaultStack:
         batch_timeout: float = 60.0,
         kill_grace: float = 1.0,
         redis_url: str | None = None,
+        supervise: bool = False,
         **more: Any,
     ) -> None:
         """`relay`: the TCP relay `database_url` goes through (PostgreSQL), which
         `ledger_cut` cuts; without one the ledger is SQLite and its file is locked.
-        `redis_url`: a Redis the test runs (a Sentinel group); None: one of the stack's."""
+        `redis_url`: a Redis the test runs (a Sentinel group); None: one of the stack's.
+        `supervise`: with the stack's supervisor, which replaces a worker that
+        stops answering pings (`runtime.stack.supervisor`)."""
         self.home = Path(home)
         self.relay = relay
-        self.appendonly = appendonly
+        self.appendonly, self.supervise = appendonly, supervise
         self.settings = Settings(
             home=self.home,
             redis_url=None,
@@ -115,6 +118,7 @@ class FaultStack:
                 reads_workers=self.counts["reads"],
                 effects_workers=self.counts["effects"],
                 extra_env=self.env,
+                supervise=self.supervise,
             )
         except BaseException:
             self._stop_redis()
@@ -186,8 +190,9 @@ class FaultStack:
         """The live workers of `queue`, oldest first."""
         return [w for w in self.record.workers if w["queue"] == queue and is_alive(w["pid"])]
 
-    def add_worker(self, queue: str) -> WorkerInfo:
-        return add_worker(self.record, self.settings, queue, extra_env=self.env)
+    def add_worker(self, queue: str, env: dict[str, str] | None = None) -> WorkerInfo:
+        """One more worker of `queue`; `env`: more of its environment."""
+        return add_worker(self.record, self.settings, queue, extra_env=self.env | (env or {}))
 
     def kill_worker(self, worker: WorkerInfo) -> None:
         """SIGKILL a whole worker: its main process and every pool process (its
@@ -226,19 +231,21 @@ class FaultStack:
 
     # Redis
 
-    def restart_redis(self, down: float = 0.5) -> None:
-        """Stop Redis (SIGTERM: with append-only on it writes its file first),
-        leave it down for `down` seconds, start it again on the same config."""
-        with self.redis_down():
+    def restart_redis(self, down: float = 0.5, *, crash: bool = False) -> None:
+        """Stop Redis (SIGTERM: with append-only on it writes its file first;
+        `crash`: SIGKILL), leave it down for `down` seconds, start it again on
+        the same config."""
+        with self.redis_down(crash=crash):
             time.sleep(down)
 
     @contextmanager
-    def redis_down(self) -> Iterator[None]:
+    def redis_down(self, *, crash: bool = False) -> Iterator[None]:
         """Redis stopped (as `restart_redis` stops it) until the block ends,
         then started again on the same config: a test does what it must while
         Redis is away, and every process of the stack finds it back."""
         needles = redis_needles(self.redis_url)
-        assert stop_process(self.redis_pid, needles=needles, timeout=10), "Redis did not stop"
+        stopped = stop_process(self.redis_pid, needles=needles, timeout=10, graceful=not crash)
+        assert stopped, "Redis did not stop"
         try:
             yield
         finally:

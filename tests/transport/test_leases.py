@@ -6,6 +6,7 @@ from the append-only file, which may miss the last writes). Real redis-server.""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import redis
@@ -14,6 +15,7 @@ from runtime.settings import Settings
 from runtime.stack.processes import spawn, stop_process, wait_for_redis
 from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
 from runtime.transport.leases import Leases
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.server
 
@@ -55,3 +57,45 @@ def test_the_look_at_the_epoch_is_one_round_trip(tmp_path):
         assert len(sent) == 1 and sent[0].startswith("EVALSHA"), sent
     finally:
         stop_process(pid, needles=redis_needles(url))
+
+
+@pytest.fixture
+def leases(tmp_path):
+    url, pid = start_redis(Settings(home=tmp_path))
+    try:
+        yield Leases(redis.Redis.from_url(url))
+    finally:
+        stop_process(pid, needles=redis_needles(url))
+
+
+def test_leases_are_written_and_judged_on_redis_s_clock_not_the_host_s(leases, monkeypatch):
+    """This process's clock an hour off either way changes nothing: a lease
+    taken or renewed for 60 s has about 60 s left, and has not lapsed."""
+    real = time.time
+    for skew in (-3600.0, 3600.0):
+        monkeypatch.setattr(time, "time", lambda skew=skew: real() + skew)
+        leases.hold("b", "held", 60)
+        leases.renew([("b", "renewed")], 60)
+        left = leases.holds("b", ["held", "renewed", "none"])
+        assert set(left) == {"held", "renewed"}
+        assert all(55 < seconds <= 60 for seconds in left.values()), left
+        assert leases.lapsed() == set()
+        leases.release("b", "held")
+        leases.release("b", "renewed")
+    leases.hold("b", "short", 0.001)
+    wait_for(lambda: leases.lapsed() == {("b", "short")}, what="the short lease lapsed")
+    assert leases.holds("b", ["short"])["short"] <= 0
+
+
+def test_a_claim_without_a_lease_is_timed_from_its_first_look_or_the_epoch(leases):
+    """`unheld`: how long each claimed call has been seen without a lease, on
+    Redis's clock, from the first time it was asked for, or from the epoch
+    (the state started empty) if that is later."""
+    leases.lost("me")  # the epoch: now
+    first = leases.unheld("b", ["c"])
+    assert 0 <= first["c"] < 5
+    later = wait_for(lambda: (found := leases.unheld("b", ["c", "d"]))["c"] > first["c"] and found)
+    assert later["d"] < later["c"]  # d is timed from its own first look
+    leases.client.delete("toolrun:epoch")
+    leases.lost("me")  # started empty again: every claim is given a fresh lease's time
+    assert leases.unheld("b", ["c"])["c"] < later["c"]

@@ -3,8 +3,6 @@ cost in Redis (a pipeline is one). Real redis-server."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from runtime.results.formatter import failure
@@ -47,7 +45,7 @@ def test_what_an_advance_reads_of_the_state_comes_in_one_round_trip(state):
     assert known.started == {"c1", "c2"}
     assert known.cancelled
     assert known.ends == {"c2": ended}
-    assert set(known.holds) == {"c1"} and known.holds["c1"] > time.time() + 30
+    assert set(known.holds) == {"c1"} and 30 < known.holds["c1"] <= 60  # seconds left
     nothing, trips = round_trips(lambda: state.known("rs-none", []))
     assert trips == 1
     assert (nothing.sent, nothing.started, nothing.cancelled, nothing.ends, nothing.holds) == (
