@@ -3,7 +3,11 @@
 `Authorization: Basic ...`.
 
 A name is secret when its last part is a secret noun, or its last two parts
-are. The nouns are detect-secrets' keyword denylist (`api_?key`, `db_?pass`,
+are, or when a strong secret noun (`password`, `secret`, `token`, `api_key`...)
+is followed by words that qualify the secret rather than describe something
+about it: `SECRET_KEY_BASE`, `API_KEY_PROD`, `JWT_SIGNING` are secret,
+`PASSWORD_MIN_LENGTH`, `token_count`, `secret_file` are not (`DESCRIBING`).
+The nouns are detect-secrets' keyword denylist (`api_?key`, `db_?pass`,
 `password`, ...) and toolrun's additions (token, credentials, authorization,
 cookie, access key...). Parts split at `_`, `-`, `.` and camelCase, so
 `AWS_SECRET_ACCESS_KEY`, `githubToken`, `client-secret` and `db_pass` are
@@ -47,10 +51,33 @@ _OWN = [
     ("shared", "key"),
     ("storage", "key"),
     ("iam", "key"),
+    ("signing",),
 ]
 NOUNS = {parts for parts in _LIBRARY + _OWN}
 SINGLE = {parts[0] for parts in NOUNS if len(parts) == 1} | {"".join(p) for p in NOUNS}
 PAIRS = {parts for parts in NOUNS if len(parts) == 2}
+
+# Nouns that make a name secret wherever they stand in it (`API_KEY_PROD`), unless
+# a word after them describes the secret rather than being one (`DESCRIBING`);
+# weak ones (`pass`, `pw`, `cookie`, a bare `key`) count only at a name's end.
+ANYWHERE = {
+    parts
+    for parts in NOUNS
+    if len(parts) == 2 or parts[0] not in {"pass", "pw", "pwd", "cookie", "authorization"}
+} | {("".join(parts),) for parts in NOUNS if len(parts) == 2}
+DESCRIBING = set(
+    """file files path paths dir dirs directory folder name names id ids type types kind
+    length len count size min max minimum maximum limit limits ttl timeout expiry expires
+    expire expiration expired lifetime age duration interval algorithm alg algo header
+    headers field fields param params env var vars variable policy policies rotation
+    rotate enabled enable disabled disable required require reset url urls uri endpoint
+    host port prefix suffix format mode version provider providers source sources command
+    cmd helper rounds pattern regex hint label prompt manager class store backend location
+    hash hashed digest refresh issuer audience scope scopes budget usage used cache ref
+    refs arn reader writer loader parser schema validator validation strength complexity
+    changed set missing present exists error errors msg message check checker input
+    output seen shown count counts tokens total per rate""".split()
+)
 
 # The whole rest of the line is the secret after these (`Authorization: Basic x`).
 LINE_NOUNS = {"authorization", "cookie"}
@@ -128,12 +155,16 @@ LAST_WORDS = [
     "authorization",
     "cookie",
     "contrase(?:ña|na|xa)",
+    "signing",
 ]
 _OPERATOR = (
     r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
     r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
 )
-ASSIGNMENTS = [re.compile(f"(?P<noun>{word}){_OPERATOR}") for word in LAST_WORDS]
+# A name may go on after its noun (`SECRET_KEY_BASE=`): `rest` is read with it.
+ASSIGNMENTS = [
+    re.compile(f"(?P<noun>{word})(?P<rest>[a-z0-9_.\\-]*){_OPERATOR}") for word in LAST_WORDS
+]
 assert all(any(re.fullmatch(f".*{w}", "".join(n)) for w in LAST_WORDS) for n in NOUNS)
 FLAG = re.compile(r"--(?P<name>[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)(?:=|[ \t]+)(?=[^\s-])")
 VALUE = re.compile(r"(?P<q>\\?[\"'`])(?P<quoted>.*?)(?P=q)|(?P<bare>[^\s\"'`,;&<>()\[\]{}]+)")
@@ -154,7 +185,16 @@ _END_OF_LINE = re.compile(r"[ \t]*(?:#[^\n]*)?\r?\n")
 def is_secret_name(name: str) -> bool:
     """Whether `name` (a key, a variable, a header, a flag) names a secret."""
     parts = [part.lower() for part in _PARTS.findall(name)]
-    return bool(parts) and (parts[-1] in SINGLE or tuple(parts[-2:]) in PAIRS)
+    if not parts:
+        return False
+    if parts[-1] in SINGLE or tuple(parts[-2:]) in PAIRS:
+        return True
+    for at in range(len(parts) - 1):
+        for size in (2, 1):
+            noun = tuple(parts[at : at + size])
+            if noun in ANYWHERE and not DESCRIBING.intersection(parts[at + size :]):
+                return True
+    return False
 
 
 def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
@@ -163,9 +203,7 @@ def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
     if "=" not in lowered and ":" not in lowered and "--" not in lowered:
         return  # no assignment, no flag
     for match in (m for pattern in ASSIGNMENTS for m in pattern.finditer(lowered)):
-        noun_end = match.end("noun")
-        if noun_end < len(text) and (text[noun_end].isalnum() or text[noun_end] in "_.-"):
-            continue  # the name goes on (`password_file`)
+        noun_end = match.end("rest")
         start, limit = match.start("noun"), max(0, noun_end - 80)
         while start > limit and text[start - 1] in _NAME_CHARS:
             start -= 1
@@ -203,7 +241,7 @@ def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str]
     kind = name.strip("-_.")
     if match.group("quoted") is not None:
         start, end = match.span("quoted")
-        if not _is_data(match.group("quoted"), name, quoted=True):
+        if not is_data(match.group("quoted"), name, quoted=True):
             return None
         return start, end, snake(kind)
     start, end = match.span("bare")
@@ -214,7 +252,7 @@ def _value(text: str, at: int, name: str, *, line: bool) -> tuple[int, int, str]
             end -= 1
     elif end < len(text) and text[end] in "([.":  # a call or an attribute
         return None
-    if not _is_data(value, name, quoted=False) or not _is_data(text[start:end], name, quoted=True):
+    if not is_data(value, name, quoted=False) or not is_data(text[start:end], name, quoted=True):
         return None
     return start, end, snake(kind)
 
@@ -262,11 +300,11 @@ def _is_plain_datum(body: str, name: str) -> bool:
     if token is None or body.endswith(":") or body.startswith("-"):
         return False
     if token.group("quoted") is not None:
-        return _is_data(token.group("quoted"), name, quoted=True)
-    return _is_data(body, name, quoted=False)
+        return is_data(token.group("quoted"), name, quoted=True)
+    return is_data(body, name, quoted=False)
 
 
-def _is_data(value: str, name: str, *, quoted: bool) -> bool:
+def is_data(value: str, name: str, *, quoted: bool) -> bool:
     """Whether `value` reads as a secret's value rather than as code, a reference,
     a placeholder (`change-me`, `...`, `<token>`) or a version (`^0.7.1`)."""
     value = _SCHEME.sub("", value, count=1)

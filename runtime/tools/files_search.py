@@ -193,7 +193,7 @@ def _text_lines(file: Path, redactor: Redactor) -> list[str] | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    text = redactor.redact_text(text)
+    text = redactor.redact_text(text, str(file))
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # no phantom empty line after the final newline

@@ -64,6 +64,11 @@ def test_a_value_under_a_secret_name_is_redacted(line):
         "sessionKey",
         "SIGNING_SECRET",
         "keyPassphrase",
+        # a strong noun anywhere, qualified rather than described (issue 40)
+        "SECRET_KEY_BASE",
+        "API_KEY_PROD",
+        "JWT_SIGNING",
+        "client-key-data",
     ],
 )
 def test_names_are_matched_by_their_parts(name):
@@ -84,6 +89,13 @@ def test_names_are_matched_by_their_parts(name):
         "keyboard",
         "passenger",
         "compass",
+        "PASSWORD_MIN_LENGTH",
+        "token_count",
+        "secret_file_path",
+        "SIGNING_ALGORITHM",
+        "cookie_domain",
+        "pass_through",
+        "api_key_header",
     ],
 )
 def test_names_that_only_contain_a_noun_are_not_secret(name):

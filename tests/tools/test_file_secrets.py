@@ -294,3 +294,14 @@ def test_no_piece_of_a_corpus_secret_is_found_by_a_search(tmp_path: Path, name: 
         for piece in {secret[i : i + 8] for i in range(0, max(1, len(secret) - 7), 3)}:
             found = run("search_files", tmp_path, 1 << 20, pattern=re.escape(piece), path=name)
             assert bool(found.content["matches"]) == (piece in shows), (name, piece)
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_read_file_shows_no_piece_of_a_corpus_secret(tmp_path: Path, name: str) -> None:
+    """Each corpus file where it lives (`.pgpass`, `config/master.key`: some kinds
+    are known by the file's name), read whole: no 12 characters of a secret."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / name).write_text((CORPUS / name).read_text())
+    out = run("read_file", tmp_path, 1 << 20, path=f"config/{name}")
+    for _, secret in MANIFEST[name]:
+        assert_hidden(out, secret, 12)
