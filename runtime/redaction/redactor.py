@@ -15,6 +15,8 @@ there. Secrets are found these ways (docs/architecture.md, "Secrets"):
   mapping's value under a secret name is replaced whole;
 - by the kind of file they are in, when the caller names the file
   (`runtime/redaction/file_kinds.py`: `.pgpass`, `.netrc`, `master.key`);
+- in a unified diff, as each of the two texts it compares would be
+  (`runtime/redaction/diffs.py`).
 
 A deployment's patterns come with the `Settings` a runtime, worker or gateway
 is built from, as a `Redactor` handed to what writes (the formatter, the
@@ -28,7 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.redaction import declarations, detectors, file_kinds, secret_names
+from runtime.redaction import declarations, detectors, diffs, file_kinds, secret_names
 
 MARK = "[REDACTED:{}]"
 CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call
@@ -141,6 +143,10 @@ def _secrets(
     names = [*secret_names.spans(text, lowered), *declarations.spans(text, lowered)]
     if file_kind is not None:
         names += file_kinds.spans(text, lowered, file_kind)
+    if diffs.HUNK in text:
+        names += diffs.spans(
+            text, lambda side, name: _secrets(side, found, file_kinds.kind_of(name))
+        )
     spans = detectors.find(found, scan, lowered)
     spans += [(start, end, len(found.items), kind) for start, end, kind in names]
     if not spans:

@@ -305,3 +305,41 @@ def test_read_file_shows_no_piece_of_a_corpus_secret(tmp_path: Path, name: str) 
     out = run("read_file", tmp_path, 1 << 20, path=f"config/{name}")
     for _, secret in MANIFEST[name]:
         assert_hidden(out, secret, 12)
+
+
+# --- a diff shows no more than read_file (issue 40) ----------------------------
+
+YAML_OLD = "db:\n  host: db.internal\n  password:\n    Zq8vN3xLp0Rt7YwK2mBs\n"
+YAML_NEW = "db:\n  host: db2.internal\n  password:\n    Hx4tR9wQm2Lk7VbN5pZs\n"
+
+
+def test_write_and_edit_file_diffs_hide_a_yaml_value_below_its_name(ws: Path) -> None:
+    (ws / "config.yaml").write_text(YAML_OLD)
+    assert "Zq8vN3xLp0Rt7YwK2mBs" not in shown(run("read_file", ws, path="config.yaml"))
+    out = run("write_file", ws, path="config.yaml", content=YAML_NEW)
+    assert "-  host: db.internal" in out.content["diff"]
+    assert_hidden(out, "Zq8vN3xLp0Rt7YwK2mBs")
+    assert_hidden(out, "Hx4tR9wQm2Lk7VbN5pZs")
+    out = run("edit_file", ws, path="config.yaml", old_string="db2", new_string="db3")
+    assert "+  host: db3.internal" in out.content["diff"]
+    assert_hidden(out, "Hx4tR9wQm2Lk7VbN5pZs")
+
+
+def test_a_diff_of_a_file_kind_hides_what_read_file_hides(ws: Path) -> None:
+    (ws / ".pgpass").write_text("db:5432:app:app:Hj4kLm9PqR2s\n")
+    out = run("write_file", ws, path=".pgpass", content="db:5432:app:app:Wq7zXc3VbN8m\n")
+    assert_hidden(out, "Hj4kLm9PqR2s")
+    assert_hidden(out, "Wq7zXc3VbN8m")
+
+
+def test_git_diff_in_a_shell_hides_a_yaml_value_below_its_name(ws: Path) -> None:
+    """The same through `git diff --no-index`, a real git: the shell's output
+    is redacted hunk by hunk, each side as the file its header names."""
+    (ws / "old.yaml").write_text(YAML_OLD)
+    (ws / "new.yaml").write_text(YAML_NEW)
+    (ws / ".pgpass").write_text("db:5432:app:app:Hj4kLm9PqR2s\nx:1:y:z:Wq7zXc3VbN8m\n")
+    command = "git diff --no-index old.yaml new.yaml; git diff --no-index /dev/null .pgpass"
+    out = run("shell", ws, command=command)
+    assert "+  host: db2.internal" in out.content["stdout"]
+    for secret in ("Zq8vN3xLp0Rt7YwK2mBs", "Hx4tR9wQm2Lk7VbN5pZs", "Hj4kLm9PqR2s", "Wq7zXc3VbN8m"):
+        assert_hidden(out, secret)
