@@ -10,11 +10,20 @@ import string
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import runtime.tools  # noqa: F401  (registers the built-ins)
 from runtime.errors import PathOutsideWorkspace
+from runtime.execution.executor import execute
+from runtime.ledger.store import Ledger
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolOutput, registry
+from runtime.settings import Settings
+from runtime.tools.loading import load_tools
+from runtime.types import CallMessage, Mode, Status
+from tests.support.messages import KEY as SIGNING_KEY
+from tests.support.messages import message
 
 KEY = "AKIAZ3MHQ7WJXK4PLR2D"  # a made-up AWS access key id (AKIA + 16 of A-Z2-7)
 PEM = (
@@ -343,3 +352,69 @@ def test_git_diff_in_a_shell_hides_a_yaml_value_below_its_name(ws: Path) -> None
     assert "+  host: db2.internal" in out.content["stdout"]
     for secret in ("Zq8vN3xLp0Rt7YwK2mBs", "Hx4tR9wQm2Lk7VbN5pZs", "Hj4kLm9PqR2s", "Wq7zXc3VbN8m"):
         assert_hidden(out, secret)
+
+
+# --- deny rules bind inside a search (issue 40) --------------------------------
+
+FILES = [".env", "app.txt", "secrets/a.txt", "secrets/deep/b.txt", "sub/.env", "sub/c.txt"]
+DENY_SETS = [
+    ["read_file(.env)", "search_files(.env)", "search_files(secrets/**)"],
+    ["read_file(.env)"],
+    ["read_file(secrets/**)"],
+    ["search_files(secrets)"],
+    ["read_file(*.txt)"],
+    ["read_file(sub/*)", "search_files(/**/deep/**)"],
+    ["read_file"],
+    [],
+]
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    base = tmp_path_factory.mktemp("denied")
+    root = base / "ws"
+    for index, name in enumerate(FILES):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"head\nLINE-{index}-{name}\n")
+    ledger = Ledger(f"sqlite:///{base / 'ledger.db'}")
+    world = {"ws": root, "registry": load_tools(), "settings": Settings(home=base)}
+
+    def call(tool: str, arguments: dict, deny: list[str]):
+        raw = message("c", tool, arguments, workspace=root, mode=Mode.bypass, rules={"deny": deny})
+        outcome = execute(
+            CallMessage.from_wire(raw),
+            registry=world["registry"],
+            ledger=ledger,
+            settings=world["settings"],
+            key=SIGNING_KEY,
+        )
+        return outcome.result
+
+    yield call
+    ledger.close()
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    deny=st.sampled_from(DENY_SETS),
+    path=st.sampled_from(
+        [".", "secrets", "secrets/deep", "sub", ".env", "sub/.env", "secrets/a.txt"]
+    ),
+    glob=st.sampled_from([None, ".env", "*", "*.txt", "secrets/**", "**/*.txt", "sub/*"]),
+    pattern=st.sampled_from(["LINE", "^L", "-", ".", "txt$", "env"]),
+)
+def test_no_search_shows_a_line_read_file_is_denied(searched, deny, path, glob, pattern):
+    """The oracle property with deny rules: whatever the start path, glob and
+    pattern, a search shows no line of a file the rules keep from read_file, or
+    from a search of that file alone."""
+    arguments = {"pattern": pattern, "path": path, **({"glob": glob} if glob else {})}
+    shown = searched("search_files", arguments, deny).model_dump_json()
+    for index, name in enumerate(FILES):
+        alone = {"pattern": "LINE", "path": name}
+        if (
+            searched("read_file", {"path": name}, deny).status is Status.denied
+            or searched("search_files", alone, deny).status is Status.denied
+        ):
+            assert f"LINE-{index}-" not in shown, (deny, arguments, name)
