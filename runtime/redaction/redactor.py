@@ -9,8 +9,8 @@ there. Secrets are found these ways (docs/architecture.md, "Secrets"):
   deployment's `TOOLRUN_REDACTION_PATTERNS` (`runtime/redaction/detectors.py`); the kind
   is the detector's (`github_token`, `aws_access_key`, `url_password`, ...);
 - by the name they are assigned to, in env, shell, INI, TOML, YAML, JSON,
-  connection strings, headers and command-line flags (`runtime/redaction/secret_names.py`),
-  XML elements and PHP constants (`runtime/redaction/declarations.py`); the kind
+  connection strings, headers, command-line flags, XML elements and PHP
+  constants (`runtime/redaction/secret_names.py`); the kind
   is the name (`AWS_SECRET_ACCESS_KEY=...` -> `aws_secret_access_key`). A
   mapping's value under a secret name is replaced whole;
 - by the kind of file they are in, when the caller names the file
@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.redaction import declarations, detectors, diffs, file_kinds, secret_names
+from runtime.redaction import detectors, diffs, file_kinds, secret_names
 
 MARK = "[REDACTED:{}]"
 CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call
@@ -140,7 +140,7 @@ def _secrets(
     # character reads `x` there, a token character, at the same position.
     scan = text if text.isascii() else _NON_ASCII.sub("x", text)
     lowered = scan.lower()
-    names = [*secret_names.spans(text, lowered), *declarations.spans(text, lowered)]
+    names = list(secret_names.spans(text, lowered))
     if file_kind is not None:
         names += file_kinds.spans(text, lowered, file_kind)
     if diffs.HUNK in text:

@@ -159,7 +159,7 @@ LAST_WORDS = [
 ]
 _OPERATOR = (
     r"(?P<close>\\?[\"'])?\]?[ \t]*"  # a JSON key's closing quote, a ["key"] bracket
-    r"(?P<op>:=|=>|=(?![=>~])|:(?![:/]))[ \t]*"
+    r"(?P<op>:=|=>|=(?![=>~])|:(?![:/])|>|,)[ \t]*"  # `<password>`, `define('X', ...)`
 )
 # A name may go on after its noun (`SECRET_KEY_BASE=`): `rest` is read with it.
 ASSIGNMENTS = [
@@ -178,6 +178,7 @@ _REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
 # What follows `name:` when the value is below it: a block scalar's indicator
 # (`|`, `>-`, `|2+`) or nothing, each with an optional comment, to the line's end.
 _BLOCK = re.compile(r"[|>][-+1-9]{0,2}[ \t]*(?:#[^\n]*)?\r?\n")
+_ELEMENT = re.compile(r"(?P<value>[^<>\n]*[^<>\s])[ \t]*</(?P<name>[A-Za-z_][\w.:-]*)>")
 _END_OF_LINE = re.compile(r"[ \t]*(?:#[^\n]*)?\r?\n")
 
 
@@ -201,16 +202,22 @@ def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
     """(start, end, kind) of every value assigned to a secret name in `text`;
     `lowered` is `text` lowered, non-ASCII characters read as `x` (same length)."""
     if "=" not in lowered and ":" not in lowered and "--" not in lowered:
-        return  # no assignment, no flag
+        if "</" not in lowered and "define(" not in lowered:
+            return  # no assignment, no flag, no element, no constant
     for match in (m for pattern in ASSIGNMENTS for m in pattern.finditer(lowered)):
         noun_end = match.end("rest")
         start, limit = match.start("noun"), max(0, noun_end - 80)
         while start > limit and text[start - 1] in _NAME_CHARS:
             start -= 1
-        name = text[start:noun_end]
+        name, op = text[start:noun_end], match.group("op")
+        if op in (">", ",") and not _declared(text, start, op, match.group("close")):
+            continue
         if not is_secret_name(name) or not _whole_key(text, start, match.group("close")):
             continue
-        found = _value(text, match.end(), name, line=True)
+        if op == ">":
+            found = _element(text, match.end(), name)
+        else:
+            found = _value(text, match.end(), name, line=op != ",")
         if found is None and match.group("op") == ":":
             found = _below(text, start, match.end(), name)
         if found is not None:
@@ -223,6 +230,24 @@ def spans(text: str, lowered: str) -> Iterable[tuple[int, int, str]]:
             found = _value(text, match.end(), match.group("name"), line=False)
             if found is not None:
                 yield found
+
+
+def _declared(text: str, start: int, op: str, close: str | None) -> bool:
+    """Whether a name before `>` opens an XML element (`<password>` in Maven's
+    settings.xml), or one before `,` is a PHP constant's (`define('DB_PASSWORD',`
+    in wp-config.php)."""
+    if op == ">":
+        return start > 0 and text[start - 1] == "<"
+    before = text[max(0, start - 12) : start - 1].rstrip(" \t")
+    return close is not None and before.lower().endswith("define(")
+
+
+def _element(text: str, at: int, name: str) -> tuple[int, int, str] | None:
+    """The text of an element named `name` up to its closing tag."""
+    found = _ELEMENT.match(text, at)
+    if found is None or found["name"] != name or not is_data(found["value"], name, quoted=True):
+        return None
+    return *found.span("value"), snake(name.strip("-_."))
 
 
 def _whole_key(text: str, start: int, close: str | None) -> bool:
