@@ -16,7 +16,7 @@ secret, while `password_file`, `max_tokens`, `tokenizer` and `bypass` are not.
 A value is left alone when it reads as code rather than data: a type
 (`password: str`), a reference (`$DB_PASSWORD`, `settings.password`, a
 snake_case variable, a call), a literal (None, true), a marker already, or a
-word of prose that opens a clause (`... every pass: the tests ...`).
+word of prose that opens a clause (`... every pass: the tests ...`): `values.py`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from functools import lru_cache
 from detect_secrets.plugins.keyword import DENYLIST
 
 from runtime.redaction.detectors import snake
+from runtime.redaction.values import is_data
 
 # `api_?key` -> ("api", "key"); `password` -> ("password",)
 _LIBRARY = [tuple(entry.split("_?")) for entry in DENYLIST]
@@ -82,65 +83,6 @@ DESCRIBING = set(
 # The whole rest of the line is the secret after these (`Authorization: Basic x`).
 LINE_NOUNS = {"authorization", "cookie"}
 
-CODE_WORDS = {
-    "none",
-    "null",
-    "nil",
-    "true",
-    "false",
-    "undefined",
-    "str",
-    "string",
-    "int",
-    "bool",
-    "bytes",
-    "float",
-    "dict",
-    "list",
-    "any",
-    "optional",
-    "secretstr",
-    "required",
-    "self",
-    "password",
-    "secret",
-    "token",
-    "object",
-    "number",
-    "boolean",
-    "void",
-    "char",
-}
-# English words that open a clause ("... failing every pass: the tests' ..."):
-# prose, not a value. A password that is one of them is no secret either.
-PROSE_WORDS = {
-    "the",
-    "a",
-    "an",
-    "and",
-    "or",
-    "but",
-    "it",
-    "its",
-    "this",
-    "that",
-    "these",
-    "those",
-    "each",
-    "every",
-    "all",
-    "one",
-    "no",
-    "not",
-    "is",
-    "was",
-    "we",
-    "you",
-    "they",
-    "then",
-}
-NOT_VALUES = CODE_WORDS | PROSE_WORDS
-
 # Where a secret noun ends a name and an assignment follows, looked for in the
 # lowered text: one pattern a last word, each starting with a literal that the
 # regex engine looks for as fast as str.find; the name is then read backwards in
@@ -170,10 +112,6 @@ FLAG = re.compile(r"--(?P<name>[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*)(?:=|[ \t]+)(?=
 VALUE = re.compile(r"(?P<q>\\?[\"'`])(?P<quoted>.*?)(?P=q)|(?P<bare>[^\s\"'`,;&<>()\[\]{}]+)")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z\u00f1]+|[0-9]+")
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
-_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|bot|digest)[ \t]+")
-_PLACEHOLDER = re.compile(r"(?i)change[-_ ]?me|your[-_ ]|x{4,}|\*{3,}|\.\.\.|<")
-_VERSION = re.compile(r"[~^<>=v]*\d+(?:\.[\dx*]+)+(?:[-+.][\w.]+)*")
 _REST_OF_LINE = re.compile(r"[^\r\n\"'`]*")
 # What follows `name:` when the value is below it: a block scalar's indicator
 # (`|`, `>-`, `|2+`) or nothing, each with an optional comment, to the line's end.
@@ -327,23 +265,3 @@ def _is_plain_datum(body: str, name: str) -> bool:
     if token.group("quoted") is not None:
         return is_data(token.group("quoted"), name, quoted=True)
     return is_data(body, name, quoted=False)
-
-
-def is_data(value: str, name: str, *, quoted: bool) -> bool:
-    """Whether `value` reads as a secret's value rather than as code, a reference,
-    a placeholder (`change-me`, `...`, `<token>`) or a version (`^0.7.1`)."""
-    value = _SCHEME.sub("", value, count=1)
-    if len(value) < 3 or value.startswith(("$", "%(", "{{", "[REDACTED")):
-        return False
-    if (
-        not any(c.isalnum() for c in value)
-        or _PLACEHOLDER.match(value)
-        or _VERSION.fullmatch(value)
-    ):
-        return False
-    if quoted:
-        return True
-    bare = value.strip(":")
-    if bare.lower() in NOT_VALUES or snake(bare) == snake(name):
-        return False
-    return not _DOTTED.fullmatch(bare)
