@@ -40,6 +40,21 @@ def check_name(what: str, value: str | None) -> None:
         isinstance(value, str) and 0 < len(value) <= MAX_CALL_ID and "\0" not in value
     ):
         raise InvalidBatch(f"{what} must be a non-empty string of at most {MAX_CALL_ID} characters")
+    check_text(what, value)
+
+
+def check_text(what: str, value: object) -> None:
+    """A string a submit gives must be Unicode that UTF-8 can carry: a lone
+    surrogate (`"\\ud800"`, which JSON can spell) cannot be signed, stored or
+    sent back, so the batch is refused saying which value holds one."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidBatch(
+                f"{what} holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which "
+                "is not valid Unicode; send the text itself, or escape both halves of the pair"
+            ) from None
 
 
 @functools.cache
@@ -82,6 +97,8 @@ def call_from(index: int, call: ToolCall | dict[str, Any]) -> ToolCall:
             f"call {index} of the batch has an id longer than {MAX_CALL_ID} characters "
             "or holding a NUL character; providers send short ids"
         )
+    check_text(f"the id of call {index}", call.id)
+    check_text(f"the tool name of call {index}", call.name)
     return call
 
 
@@ -104,6 +121,7 @@ def batch_from(calls, *, mode, workspace, on_error) -> Batch:
     duplicates = sorted(i for i, n in counts.items() if n > 1)
     if duplicates:
         raise InvalidBatch(f"duplicate call ids in batch: {', '.join(duplicates)}")
+    check_text("the workspace", batch.workspace)
     root = Path(batch.workspace)
     try:
         usable = root.is_dir()
@@ -112,6 +130,14 @@ def batch_from(calls, *, mode, workspace, on_error) -> Batch:
     if not usable:
         raise InvalidBatch(f"workspace {batch.workspace[:300]!r} is not a directory")
     return batch.model_copy(update={"workspace": str(root.resolve())})
+
+
+def check_submission(key: str | None, rules: dict[str, Any] | None) -> None:
+    """A submit's key and rules, as Unicode UTF-8 can carry (`check_text`)."""
+    check_text("the submit key", key)
+    for effect, texts in (rules or {}).items():
+        for text in texts if isinstance(texts, list) else ():
+            check_text(f"a {effect} rule", text)
 
 
 def check_size(limits: Limits, batch: Batch) -> None:

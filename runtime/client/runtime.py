@@ -32,6 +32,7 @@ from runtime.client.intake import (
     check_name,
     check_open,
     check_size,
+    check_submission,
     keyed_id,
     link,
     principal,
@@ -199,6 +200,7 @@ class Runtime(AsyncSubmits):
         check_size(self.policies.limits, batch)
         check_name("conversation", conversation)
         check_name("submitter", submitter)
+        check_submission(key, rules)
         submitter = submitter or principal()
         cap = check_open(self.policies.limits, self.ledger, submitter)
         policy = self.policies.policy_for(

@@ -46,7 +46,9 @@ from runtime import sessions
 from runtime.errors import CallTimedOut, ToolError
 from runtime.execution import time_limits
 from runtime.flow.budgets import Spending
+from runtime.gate import rules
 from runtime.gate.admission import Admitted
+from runtime.gate.policy import Policy
 from runtime.redaction import redactor_for
 from runtime.registry.capabilities import CapabilitySpec, ToolContext, ToolOutput
 from runtime.results import formatter as results
@@ -76,6 +78,7 @@ def invoke(
         max_bytes=settings.result_max_bytes,
         redactor=redactor,
         internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
+        reading_denied=reading_denied(message),
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1, "cpu_total": 0.0}
@@ -191,6 +194,25 @@ def _cpu_seconds(who: int) -> float:
     of tools running alongside that ended meanwhile."""
     own, children = resource.getrusage(who), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def reading_denied(message: CallMessage) -> Callable[[Path], str | None]:
+    """What a search asks of each file it opens: the text of the batch's deny
+    rule for a reading tool that covers it (`runtime.gate.rules.reading_denials`,
+    from the signed policy snapshot), or None."""
+    workspace = Path(os.path.realpath(message.workspace))
+    found: list[tuple[rules.Rule, ...]] = []  # parsed at the first look, once
+
+    def denied(path: Path) -> str | None:
+        if not found:
+            snapshot = message.policy
+            found.append(
+                rules.reading_denials(Policy.from_snapshot(snapshot).rules) if snapshot else ()
+            )
+        rule = rules.denying_reading(found[0], str(path), workspace)
+        return rule.text if rule is not None else None
+
+    return denied
 
 
 def _queue_wait_ms(sent_at: float | None) -> float | None:

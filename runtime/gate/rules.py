@@ -96,6 +96,29 @@ def matching(
     return out
 
 
+# The tools that show a file's text: a deny rule for one binds every file any of
+# them opens, a search's walk included (docs/architecture.md, "The permission gate").
+READING_TOOLS = ("read_file", "search_files")
+
+
+def reading_denials(rules: Iterable[Rule]) -> tuple[Rule, ...]:
+    """The deny rules that name a reading tool (`READING_TOOLS`)."""
+    return tuple(
+        rule
+        for rule in rules
+        if rule.effect is Effect.deny and any(rule.names(tool) for tool in READING_TOOLS)
+    )
+
+
+def denying_reading(denials: Iterable[Rule], path: str, workspace: Path) -> Rule | None:
+    """The first of `denials` (`reading_denials`) that denies reading `path`, as
+    it would deny `read_file` of it; None if none does."""
+    for rule in denials:
+        if rule.specifier is None or _path_match(rule.specifier, path, workspace):
+            return rule
+    return None
+
+
 def _covers(rule: Rule, kind: str | None, subjects: list[str], workspace: Path) -> bool:
     if rule.specifier is None:
         return True

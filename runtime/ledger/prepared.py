@@ -22,6 +22,7 @@ parameter), statements go through `Connection.execute`.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from sqlalchemy import Connection, exc
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, every one is unpaired: UTF-8 has none
 
 
 @dataclass(frozen=True)
@@ -135,12 +138,26 @@ class Prepared:
         return _Form(compiled.string, compiled, order, convert, compiled.escaped_bind_names)
 
 
+def storable(value: Any) -> Any:
+    """`value`, with a string no database can store made storable: a lone
+    surrogate (`"\\ud800"`, which JSON can spell and UTF-8 cannot) becomes
+    U+FFFD, so that no string a client sends makes the ledger raise
+    (docs/architecture.md, "The ledger"). Other values are returned as they are."""
+    if type(value) is str and not value.isascii():
+        return _SURROGATE.sub("\ufffd", value)
+    return value
+
+
 def _bound(form: _Form, values: dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
-    """The driver's parameters: every bind's value, converted as SQLAlchemy would."""
+    """The driver's parameters: every bind's value, converted as SQLAlchemy
+    would, and `storable`."""
     found = form.compiled.construct_params(values, escape_names=False)
     for name, convert in form.convert.items():
         if name in found:
             found[name] = convert(found[name])
+    for name, value in found.items():
+        if type(value) is str and not value.isascii():
+            found[name] = storable(value)
     if form.order is not None:
         return [found[name] for name in form.order]
     if form.names:

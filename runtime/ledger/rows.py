@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Insert, bindparam, func, insert, select, upda
 from sqlalchemy import text as sql
 
 from runtime.ledger.dialects import insert_for
-from runtime.ledger.prepared import Prepared
+from runtime.ledger.prepared import Prepared, storable
 from runtime.ledger.tables import (
     EVENT_TEXT,
     BatchOwnerRow,
@@ -80,9 +80,7 @@ def text(value: Any, redactor: Redactor = BUILT_IN) -> str | None:
     if value is None:
         return None
     found = redactor.redact_text(value.value if isinstance(value, Enum) else str(value))
-    if not found.isascii():  # a lone surrogate has no UTF-8: no database stores it
-        found = found.encode("utf-8", "replace").decode("utf-8")
-    return found.replace("\0", "\ufffd")
+    return storable(found).replace("\0", "\ufffd")  # a lone surrogate has no UTF-8
 
 
 def scrub(value: Any, redactor: Redactor = BUILT_IN) -> Any:
@@ -110,7 +108,7 @@ def event_fields(
     }
     return row | {
         "batch_id": batch_id,
-        "call_id": call_id,
+        "call_id": storable(call_id),
         "kind": EventKind(text(kind)).value,
         "at": fields.get("at") or utc_now(),
         "attempt": fields.get("attempt"),

@@ -20,6 +20,7 @@ from runtime.ledger.buffer import LedgerBuffer
 from runtime.ledger.claims import Begun
 from runtime.ledger.ends import CallEnd, write_ends
 from runtime.ledger.group import CommitGroup
+from runtime.ledger.prepared import storable
 from runtime.ledger.reads import LedgerReads
 from runtime.ledger.rows import (
     EVENTS,
@@ -117,7 +118,8 @@ class Ledger(LedgerReads):
             if open_cap is not None:
                 open_batches.check(connection, head.get("submitter"), open_cap)
             if owner is not None:
-                row = owner | {"batch_id": batch.id, "format": head.get("format"), "at": utc_now()}
+                row = {k: storable(v) for k, v in owner.items()}
+                row |= {"batch_id": batch.id, "format": head.get("format"), "at": utc_now()}
                 connection.execute(owner_insert(connection.dialect.name), row)
             INSERT_CALLS.execute_many(connection, calls)
             if plan is not None:

@@ -9,6 +9,7 @@ by the names they are assigned to are `runtime/redaction/secret_names.py`'s part
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +65,9 @@ OWN: dict[str, list[str]] = {
         # the whole block, not only the header line the plugin looks for
         rf"(?s)-----BEGIN (?:{_PRIVATE_KEY_HEADERS})-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)",
         r"(?s)PuTTY-User-Key-File-\d+:.*?Private-MAC: *[0-9a-f]+",
+        # in base64 (kubeconfig's `client-key-data`), told from a certificate by
+        # what it decodes to (`_private_key`)
+        r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{16,}={0,2}",
     ],
     "anthropic_key": [r"sk-ant-[A-Za-z0-9_\-]{16,}"],
     "openai_key": [r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{20,}"],
@@ -75,9 +79,36 @@ OWN: dict[str, list[str]] = {
     # the plugin's URL shape wants a user name; `redis://:pw@host` has none
     "url_password": [r"://:([^{}\s@/]+)@"],
     "bearer_token": [r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/\-]{8,}=*)"],
+    # a registry login in `.docker/config.json`: base64 of `user:password`
+    "docker_auth": [r'"auth"[ \t]*:[ \t]*"([A-Za-z0-9+/]{8,}={0,2})"'],
+    # `.npmrc`'s `_auth` (base64 of `user:password`, `_login`), bare or scoped to a
+    # registry; each starts with a literal, which the engine finds as fast as `find`
+    "npm_auth": [r"_auth[ \t]*=[ \t]*([A-Za-z0-9+/]{8,}={0,2})"],
+    # a `.netrc` entry on one line, wherever it is shown (by name of file: file_kinds.py)
+    "netrc_password": [r"machine[ \t]+\S+[ \t]+(?:login[ \t]+\S+[ \t]+)?password[ \t]+(\S+)"],
     # toolrun's own gateway keys (runtime/gateway/keys.py), should one reach a log or a result
     "toolrun_api_key": [r"\btrk_[0-9a-f]{12}_[A-Za-z0-9_\-]{32,}"],
 }
+
+
+def _decoded(text: str) -> bytes:
+    try:
+        return base64.b64decode(text[: len(text) // 4 * 4], validate=True)
+    except ValueError:
+        return b""
+
+
+def _login(text: str) -> bool:
+    """base64 of `user:password`, as docker's `auth` holds."""
+    return b":" in _decoded(text)
+
+
+def _private_key(text: str) -> bool:
+    return not text.startswith("LS0t") or b"PRIVATE KEY" in _decoded(text[:64])
+
+
+# The own detectors' checks of a match (the plugins bring their own).
+OWN_VALID = {"docker_auth": _login, "npm_auth": _login, "private_key": _private_key}
 
 # A match ends where its token does: a key longer than the plugin's fixed length
 # must not leave a readable tail.
@@ -241,7 +272,9 @@ def library() -> tuple[Detector, ...]:
             )
         )
     own = [
-        _detector(kind, compiled, captures=any(p.groups for p in compiled))
+        _detector(
+            kind, compiled, captures=any(p.groups for p in compiled), valid=OWN_VALID.get(kind)
+        )
         for kind, pats in OWN.items()
         for compiled in [[re.compile(p) for p in pats]]
     ]

@@ -3,15 +3,20 @@ task arguments as Flower shows them.
 
 `redact` walks JSON-shaped data and replaces every secret with a marker that
 names its kind, `[REDACTED:<kind>]`, so the model still knows something was
-there. Secrets are found two ways (docs/architecture.md, "Secrets"):
+there. Secrets are found these ways (docs/architecture.md, "Secrets"):
 
 - by their shape: detect-secrets' regex plugins, toolrun's own detectors and a
   deployment's `TOOLRUN_REDACTION_PATTERNS` (`runtime/redaction/detectors.py`); the kind
   is the detector's (`github_token`, `aws_access_key`, `url_password`, ...);
 - by the name they are assigned to, in env, shell, INI, TOML, YAML, JSON,
-  connection strings, headers and command-line flags (`runtime/redaction/secret_names.py`);
-  the kind is the name (`AWS_SECRET_ACCESS_KEY=...` -> `aws_secret_access_key`).
-  A mapping's value under a secret name is replaced whole.
+  connection strings, headers, command-line flags, XML elements and PHP
+  constants (`runtime/redaction/secret_names.py`); the kind
+  is the name (`AWS_SECRET_ACCESS_KEY=...` -> `aws_secret_access_key`). A
+  mapping's value under a secret name is replaced whole;
+- by the kind of file they are in, when the caller names the file
+  (`runtime/redaction/file_kinds.py`: `.pgpass`, `.netrc`, `master.key`);
+- in a unified diff, as each of the two texts it compares would be
+  (`runtime/redaction/diffs.py`).
 
 A deployment's patterns come with the `Settings` a runtime, worker or gateway
 is built from, as a `Redactor` handed to what writes (the formatter, the
@@ -25,7 +30,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.redaction import detectors, secret_names
+from runtime.redaction import detectors, diffs, file_kinds, secret_names
 
 MARK = "[REDACTED:{}]"
 CACHED_CHARS = 256  # short texts (modes, tool names, rules, statuses) repeat on every call
@@ -46,16 +51,18 @@ class Redactor:
         """Built on first use: the library's detectors take a while to build."""
         return detectors.detectors(self.patterns)
 
-    def redact_text(self, text: str) -> str:
-        """`text` with every secret replaced by its marker."""
+    def redact_text(self, text: str, name: str | None = None) -> str:
+        """`text` with every secret replaced by its marker; `name`: the path of
+        the file `text` is (part of), when known (`file_kinds`)."""
+        kind = file_kinds.kind_of(name)
         if len(text) <= CACHED_CHARS:
-            return _redact_short(text, self.found)
-        return _redact(text, self.found)
+            return _redact_short(text, self.found, kind)
+        return _redact(text, self.found, kind)
 
-    def secrets(self, text: str) -> list[tuple[int, int, str]]:
+    def secrets(self, text: str, name: str | None = None) -> list[tuple[int, int, str]]:
         """Where `redact_text` puts its markers: (start, end, kind) of each
         secret, in order (edit_file matches only outside them)."""
-        return _secrets(text, self.found)
+        return _secrets(text, self.found, file_kinds.kind_of(name))
 
     def redact(self, value: Any) -> Any:
         """A copy of JSON-shaped `value` with every secret replaced."""
@@ -95,10 +102,11 @@ def _redactor(patterns: tuple[tuple[str, str], ...]) -> Redactor:
 BUILT_IN = Redactor()  # the built-in detectors only: for text no deployment's settings reach
 
 
-def redact_text(text: str) -> str:
-    """`text` redacted by the built-in detectors (`BUILT_IN`); what a runtime,
-    worker or gateway writes goes through its own `Redactor` instead."""
-    return BUILT_IN.redact_text(text)
+def redact_text(text: str, name: str | None = None) -> str:
+    """`text` (the file `name`, when known) redacted by the built-in detectors
+    (`BUILT_IN`); what a runtime, worker or gateway writes goes through its own
+    `Redactor` instead."""
+    return BUILT_IN.redact_text(text, name)
 
 
 def redact(value: Any) -> Any:
@@ -107,12 +115,12 @@ def redact(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _redact_short(text: str, found: detectors.DetectorSet) -> str:
-    return _redact(text, found)
+def _redact_short(text: str, found: detectors.DetectorSet, kind: file_kinds.Kind) -> str:
+    return _redact(text, found, kind)
 
 
-def _redact(text: str, found: detectors.DetectorSet) -> str:
-    merged = _secrets(text, found)
+def _redact(text: str, found: detectors.DetectorSet, kind: file_kinds.Kind = None) -> str:
+    merged = _secrets(text, found, kind)
     if not merged:
         return text
     pieces, at = [], 0
@@ -123,14 +131,22 @@ def _redact(text: str, found: detectors.DetectorSet) -> str:
     return "".join(pieces)
 
 
-def _secrets(text: str, found: detectors.DetectorSet) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of each secret in `text`, in order; overlapping finds
-    are one secret, of the first detector's kind."""
+def _secrets(
+    text: str, found: detectors.DetectorSet, file_kind: file_kinds.Kind = None
+) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each secret in `text` (a file of `kind`), in order;
+    overlapping finds are one secret, of the first detector's kind."""
     # Detectors scan a one-byte copy (twice as fast to search): each non-ASCII
     # character reads `x` there, a token character, at the same position.
     scan = text if text.isascii() else _NON_ASCII.sub("x", text)
     lowered = scan.lower()
-    names = secret_names.spans(text, lowered)
+    names = list(secret_names.spans(text, lowered))
+    if file_kind is not None:
+        names += file_kinds.spans(text, lowered, file_kind)
+    if diffs.HUNK in text:
+        names += diffs.spans(
+            text, lambda side, name: _secrets(side, found, file_kinds.kind_of(name))
+        )
     spans = detectors.find(found, scan, lowered)
     spans += [(start, end, len(found.items), kind) for start, end, kind in names]
     if not spans:

@@ -63,6 +63,11 @@ class ToolContext:
     # Internal hosts and ranges the org policy lets a network tool reach
     # (docs/architecture.md, "Internal addresses"); none by default.
     internal_hosts: tuple[str, ...] = ()
+    # Which reading tool's deny rule of the batch forbids showing a file (its
+    # absolute path): the rule's text, or None. A search checks every file it
+    # opens, as read_file of it would be (docs/architecture.md, "The permission
+    # gate"); the default denies nothing.
+    reading_denied: Callable[[Path], str | None] = field(default=lambda path: None)
     # What the tool has reported spending so far (`spend`), kept in its usage
     # record even if it then fails (docs/architecture.md, "Usage and budgets").
     spent: dict[str, float] = field(default_factory=dict)

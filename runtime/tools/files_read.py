@@ -72,7 +72,7 @@ def read_file(args: ReadFileInput, ctx: ToolContext) -> ToolOutput:
             if is_binary(head, complete=size <= SNIFF_BYTES):
                 return _binary(target, rel, size, head)
             stream.seek(0)
-            page = _page(stream, args.offset, args.limit, room, redactor_of(ctx))
+            page = _page(stream, args.offset, args.limit, room, redactor_of(ctx), rel)
     except UnicodeDecodeError:
         return _binary(target, rel, size, head)
     except PermissionError as error:
@@ -157,13 +157,16 @@ class _Page:
         self.long_line: tuple[int, int] | None = None  # (line number, its full size)
 
 
-def _page(stream: BinaryIO, offset: int, limit: int | None, room: int, redactor: Redactor) -> _Page:
+def _page(
+    stream: BinaryIO, offset: int, limit: int | None, room: int, redactor: Redactor, name: str
+) -> _Page:
     """Walk every line (to count them), keeping the window asked for with up to
     `CONTEXT_BYTES` of lines on each side; redact them together, then keep the
     window's lines that fit `room`. So a window inside a private key or a
     multi-line value hides its every line, and no bound cuts a secret before
     the redactor has seen it whole (docs/architecture.md, "Secrets"). A bad
-    UTF-8 sequence in the window raises UnicodeDecodeError."""
+    UTF-8 sequence in the window raises UnicodeDecodeError. `name`: the file's
+    path, for the secrets its kind holds (`runtime/redaction/file_kinds.py`)."""
     page = _Page()
     before: deque[tuple[bytes, int]] = deque()
     kept: list[tuple[bytes, int]] = []
@@ -184,7 +187,7 @@ def _page(stream: BinaryIO, offset: int, limit: int | None, room: int, redactor:
     context = "".join(_decode(head, size, strict=False) for head, size in before)
     window = "".join(_decode(head, size, strict=True) for head, size in kept)
     # Redaction keeps every newline (a secret's lines become one marker each).
-    shown = _split(redactor.redact_text(context + window))[len(before) :]
+    shown = _split(redactor.redact_text(context + window, name))[len(before) :]
     used = 0
     for number, (line, (head, size)) in enumerate(zip(shown, kept, strict=True), start=offset):
         cost = json_len(line)

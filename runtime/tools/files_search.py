@@ -3,7 +3,9 @@
 The walk never leaves the workspace: symlinks (to files or directories) are
 skipped rather than followed, and `.git`, `.toolrun`, toolrun's home and what
 the checkout's `.gitignore` files ignore (`runtime.tools.gitignore`) are not
-entered. Binary files and files too large to search are skipped and counted.
+entered. Binary files and files too large to search are skipped and counted,
+and so are the files the batch's deny rules for a reading tool cover
+(`_denied_by_rules`): a search shows no line read_file may not.
 Each file is searched as read_file shows it, redacted: a pattern can tell
 whether a line holds a marker, never what the marker hides.
 
@@ -75,10 +77,13 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
     if start.is_file():
         refuse_hard_link(start.stat(), rel_start)
     matches: list[dict] = []
-    searched = skipped = used = 0
+    searched = skipped = denied = used = 0
     room = budget(ctx.max_bytes) - json_len(args.pattern) - json_len(rel_start)
     truncated = False
     for file in _files(start, root, args.glob):
+        if _denied_by_rules(file, ctx):
+            denied += 1
+            continue
         lines = _text_lines(file, redactor_of(ctx))
         if lines is None:
             skipped += 1
@@ -103,12 +108,14 @@ def search_files(args: SearchFilesInput, ctx: ToolContext) -> ToolOutput:
         "matches": matches,
         "files_searched": searched,
         "files_skipped": skipped,
+        "files_denied": denied,
         "truncated": truncated,
     }
     shown_pattern = redactor_of(ctx).redact_text(args.pattern)  # redacted, then cut
     return ToolOutput(
         content=content,
-        message=_message(args, rel_start, matches, searched, skipped, truncated),
+        message=_message(args, rel_start, matches, searched, skipped, truncated)
+        + _denied_note(denied),
         summary=f"searched {rel_start} for /{cut_text(shown_pattern, 60)}/: "
         f"{len(matches)}{'+' if truncated else ''} matches",
     )
@@ -174,6 +181,17 @@ def _files(start: Path, root: Path, glob: str | None) -> Iterator[Path]:
                 yield file
 
 
+def _denied_by_rules(file: Path, ctx: ToolContext) -> bool:
+    """Whether a deny rule of the batch for a reading tool covers `file`, as it
+    would deny read_file of it: a search must not show what read_file may not
+    (docs/architecture.md, "The permission gate")."""
+    return ctx.reading_denied(file) is not None
+
+
+def _denied_note(denied: int) -> str:
+    return f"\n[{denied} files skipped by deny rules]" if denied else ""
+
+
 def _wanted(file: Path, root: Path, glob: str | None) -> bool:
     if not glob:
         return True
@@ -204,7 +222,7 @@ def _text_lines(file: Path, redactor: Redactor) -> list[str] | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    text = redactor.redact_text(text)
+    text = redactor.redact_text(text, str(file))
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # no phantom empty line after the final newline

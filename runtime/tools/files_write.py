@@ -74,7 +74,7 @@ def write_file(args: WriteFileInput, ctx: ToolContext) -> ToolOutput:
         raise ToolError(f"cannot create the directories for {rel}: a parent is a file") from error
     data = args.content.encode("utf-8")
     _atomic_write(target, data)
-    diff, cut = _diff(old, args.content, rel, ctx.max_bytes)
+    diff, cut = _diff(old, args.content, rel, ctx)
     verb = "created" if created else "modified"
     return ToolOutput(
         content={"path": rel, "created": created, "bytes": len(data), "diff": diff},
@@ -106,7 +106,7 @@ def edit_file(args: EditFileInput, ctx: ToolContext) -> ToolOutput:
             f"old_string includes a redaction marker ({MARKER}...); a redacted secret cannot "
             "be matched. Edit the text around it, or write the whole file with write_file"
         )
-    found = _shown_occurrences(old, args.old_string, redactor_of(ctx).secrets(old))
+    found = _shown_occurrences(old, args.old_string, redactor_of(ctx).secrets(old, rel))
     count = len(found)
     if count == 0:
         raise ToolError(
@@ -121,7 +121,7 @@ def edit_file(args: EditFileInput, ctx: ToolContext) -> ToolOutput:
     new = _replaced(old, found, len(args.old_string), args.new_string)
     data = new.encode("utf-8")
     _atomic_write(target, data)
-    diff, cut = _diff(old, new, rel, ctx.max_bytes)
+    diff, cut = _diff(old, new, rel, ctx)
     noun = "replacement" if count == 1 else "replacements"
     return ToolOutput(
         content={"path": rel, "replacements": count, "bytes": len(data), "diff": diff},
@@ -205,8 +205,14 @@ def _atomic_write(target: Path, data: bytes) -> None:
         raise
 
 
-def _diff(old: str, new: str, rel: str, max_bytes: int) -> tuple[str, bool]:
-    return bounded_diff(old, new, rel, budget(max_bytes) - 2 * len(rel))
+def _diff(old: str, new: str, rel: str, ctx: ToolContext) -> tuple[str, bool]:
+    """The diff of the two texts as read_file would show each, redacted as the
+    file they are: a diff line's `-`/`+` would hide a YAML value's indentation
+    from the redactor, and a bound must cut only redacted text
+    (docs/architecture.md, "Secrets")."""
+    redactor = redactor_of(ctx)
+    shown_old, shown_new = redactor.redact_text(old, rel), redactor.redact_text(new, rel)
+    return bounded_diff(shown_old, shown_new, rel, budget(ctx.max_bytes) - 2 * len(rel))
 
 
 def _diff_note(cut: bool, rel: str) -> str:

@@ -41,15 +41,23 @@ def _lines(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def parse(text: str) -> dict[str, Any]:
-    """A transcript written as JSON or JSON Lines, as one document."""
+    """A transcript written as JSON or JSON Lines, as one document. A key given
+    twice in one object, or in two lines that make one document, is refused:
+    a reader keeps one of them and a person may read the other, so a forged
+    `calls` before the sealed one would pass `verify` (docs/architecture.md,
+    "Transcripts")."""
     try:
-        whole = json.loads(text)
+        whole = json.loads(text, object_pairs_hook=_unique)
     except json.JSONDecodeError:
         whole = None
     if isinstance(whole, dict) and whole.get("record") is None:
         return whole
     try:
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        lines = [
+            json.loads(line, object_pairs_hook=_unique)
+            for line in text.splitlines()
+            if line.strip()
+        ]
     except json.JSONDecodeError as error:
         raise InvalidBatch(
             f"not a JSON or JSON Lines transcript: {error.msg} (line {error.lineno})"
@@ -60,4 +68,15 @@ def parse(text: str) -> dict[str, Any]:
     if records[0] != "head" or records[-1] != "end" or set(records[1:-1]) - {"call"}:
         raise InvalidBatch("a JSON Lines transcript is a head line, one line per call, an end line")
     strip = lambda line: {k: v for k, v in line.items() if k != "record"}  # noqa: E731
-    return strip(lines[0]) | {"calls": [strip(line) for line in lines[1:-1]]} | strip(lines[-1])
+    parts = [strip(lines[0]).items(), [("calls", [strip(line) for line in lines[1:-1]])]]
+    return _unique([*parts[0], *parts[1], *strip(lines[-1]).items()])
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict; a key given twice is an InvalidBatch."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise InvalidBatch(f"not a transcript: the key {twice!r} is given twice in one object")
+    return found

@@ -58,3 +58,17 @@ def test_a_turn_key_names_its_scope_and_nothing_else_of_the_caller(tmp_path):
     assert turn_key(turn, tmp_path, "gateway key a") != turn_key(
         turn, tmp_path / "a", "gateway key a"
     )
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        ({"id": "a\ud800", "name": "x"}, "the id of call 0"),
+        ({"id": "a", "name": "x\udfff"}, "the tool name of call 0"),
+    ],
+)
+def test_a_lone_surrogate_in_an_id_or_a_name_is_refused(tmp_path, call, said):
+    with pytest.raises(InvalidBatch, match=f"{said} holds a lone surrogate"):
+        batch_from([call], mode=None, workspace=tmp_path, on_error=None)
+    with pytest.raises(InvalidBatch, match="the workspace holds a lone surrogate"):
+        batch_from([{"id": "a", "name": "x"}], mode=None, workspace="/tmp/\ud800", on_error=None)

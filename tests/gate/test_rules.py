@@ -7,7 +7,7 @@ import pytest
 
 from runtime.errors import ConfigurationError
 from runtime.gate.decision import Effect
-from runtime.gate.rules import Level, matching, parse
+from runtime.gate.rules import Level, denying_reading, matching, parse, reading_denials
 
 
 def rule(text: str, effect: Effect = Effect.allow):
@@ -72,3 +72,19 @@ def test_a_rule_without_specifier_covers_every_call_of_its_tool(tmp_path):
     bare = rule("write_file")
     assert matching([bare], "write_file", "path", ["anything"], tmp_path) == [bare]
     assert matching([bare], "edit_file", "path", ["anything"], tmp_path) == []
+
+
+def test_the_deny_rules_of_the_reading_tools_bind_any_file_a_reading_tool_opens(tmp_path):
+    (tmp_path / "secrets").mkdir()
+    rules = [
+        rule("read_file(.env)", Effect.deny),
+        rule("search_files(secrets/**)", Effect.deny),
+        rule("write_file(app.py)", Effect.deny),
+        rule("read_file(*.md)", Effect.allow),
+    ]
+    denials = reading_denials(rules)
+    assert [r.text for r in denials] == ["read_file(.env)", "search_files(secrets/**)"]
+    assert denying_reading(denials, "sub/.env", tmp_path).text == "read_file(.env)"
+    assert denying_reading(denials, str(tmp_path / "secrets" / "a"), tmp_path) is denials[1]
+    assert denying_reading(denials, "app.py", tmp_path) is None
+    assert denying_reading(reading_denials([rule("read_file", Effect.deny)]), "x", tmp_path)

@@ -4,6 +4,7 @@ usable for the next request."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -190,3 +191,36 @@ def test_a_revoked_keys_streams_and_long_polls_end(gateway, keys, space):
         state = admin.get(f"/v1/batches/{batch_id}").json()
         assert state["state"] == "running" and state["awaiting_approval"]
         assert admin.post(f"/v1/batches/{batch_id}/cancel").status_code == 202
+
+
+LONE = "\ud800"  # a lone surrogate: JSON can spell it (`"\ud800"`), UTF-8 cannot
+
+
+def test_a_lone_surrogate_is_a_4xx_or_a_result_never_a_500(gateway, keys, space):
+    """Issue 40: in a call id it was a 500, in a tool name the connection
+    dropped (the ledger could not encode it). Now each string a client can
+    send is a 4xx problem or a result the model can read, and the gateway
+    goes on serving on the same connection."""
+    (space / "p.txt").write_text("p")
+    cases = {
+        "id": {"id": f"c{LONE}", "name": "read_file", "arguments": {"path": "p.txt"}},
+        "name": {"id": "n", "name": f"read{LONE}", "arguments": {"path": "p.txt"}},
+        "arguments": {"id": "a", "name": "read_file", "arguments": {"path": f"p{LONE}.txt"}},
+        "a key": {"id": "k", "name": "read_file", "arguments": {f"p{LONE}": "x"}},
+    }
+    with gateway.client(keys["submitter"]) as alice:
+        for what, call in cases.items():
+            body = {"calls": [call], "workspace": str(space)}
+            sent = json.dumps(body).encode()  # ASCII: the surrogate as `\ud800`
+            headers = {"content-type": "application/json"}
+            response = alice.post("/v1/batches", content=sent, headers=headers, params={"wait": 30})
+            assert response.status_code < 500, (what, response.text)
+            if response.status_code >= 400:
+                assert response.headers["content-type"] == "application/problem+json", what
+            else:
+                state = response.json()
+                assert state["state"] == "ended", (what, state)
+                result = state["results"][0]
+                assert result["status"] in {"invalid_arguments", "unknown_tool", "error"}, result
+                assert result["model_message"], result
+            assert alice.get("/healthz").status_code == 200  # on the same connection

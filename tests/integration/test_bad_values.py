@@ -54,3 +54,33 @@ def test_each_bad_value_ends_only_its_own_call(runtime, workspace):
 
 def expected_note(result) -> str:
     return result.model_message.split("invalid arguments: ", 1)[1]
+
+
+LONE = "\ud800"
+
+
+def test_a_lone_surrogate_anywhere_else_in_a_submit_is_refused_before_anything_is_written(
+    runtime, workspace
+):
+    """Issue 40, through the Python client on real workers: a lone surrogate in
+    a call id or a tool name (which signing and the ledger cannot encode), a
+    submit key, a conversation or a rule is an `InvalidBatch` naming what holds
+    it, and the runtime goes on submitting."""
+    import pytest
+
+    from runtime.errors import InvalidBatch
+
+    read = {"id": "r", "name": "read_file", "arguments": {"path": "a.txt"}}
+    (workspace / "a.txt").write_text("hello\n")
+    cases = [
+        ("the id of call 0", [{**read, "id": f"r{LONE}"}], {}),
+        ("the tool name of call 0", [{**read, "name": f"read{LONE}"}], {}),
+        ("the submit key", [read], {"key": f"k{LONE}"}),
+        ("conversation", [read], {"conversation": f"c{LONE}"}),
+        ("a deny rule", [read], {"rules": {"deny": [f"read_file({LONE})"]}}),
+    ]
+    for said, calls, extra in cases:
+        with pytest.raises(InvalidBatch, match=f"{said} holds a lone surrogate"):
+            runtime.submit(calls, mode="auto", workspace=workspace, **extra)
+    handle = runtime.submit([read], mode="auto", workspace=workspace)
+    assert handle.results(timeout=30)[0].ok

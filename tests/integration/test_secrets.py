@@ -56,3 +56,38 @@ def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspa
         assert not [v for v in held if ARG_SECRET.encode() in v]
     finally:
         client.close()
+
+
+ENV_LINE = "DATABASE_HOST=db.denied.example"
+DENY = {"deny": ["read_file(.env)", "search_files(.env)", "search_files(secrets/**)"]}
+
+
+def test_a_search_shows_no_line_of_a_file_a_deny_rule_keeps_from_read_file(runtime, workspace):
+    """Issue 40's repro on real workers: search_files from `.`, with glob `.env`,
+    or from `secrets` returns none of the denied files' lines, and says how many
+    files the rules skipped."""
+    (workspace / ".env").write_text(ENV_LINE + "\n")
+    (workspace / "secrets").mkdir()
+    (workspace / "secrets" / "notes.txt").write_text("DATABASE_HOST=db.notes.example\n")
+    (workspace / "app.txt").write_text("DATABASE_HOST=db.app.example\n")
+    batch = [
+        {"id": "all", "name": "search_files", "arguments": {"pattern": "DATABASE", "path": "."}},
+        {
+            "id": "glob",
+            "name": "search_files",
+            "arguments": {"pattern": "DATABASE", "path": ".", "glob": ".env"},
+        },
+        {"id": "dir", "name": "search_files", "arguments": {"pattern": "D", "path": "secrets"}},
+        {"id": "read", "name": "read_file", "arguments": {"path": ".env"}},
+    ]
+    handle = runtime.submit(batch, mode="auto", workspace=workspace, rules=DENY)
+    found = {r.call_id: r for r in handle.results(timeout=60)}
+    assert found["read"].status.value == "denied"
+    assert [m["path"] for m in found["all"].content["matches"]] == ["app.txt"]
+    assert found["all"].content["files_denied"] == 2
+    assert "[2 files skipped by deny rules]" in found["all"].model_message
+    for call in ("all", "glob", "dir"):
+        dumped = found[call].model_dump_json()
+        assert found[call].status.value in ("ok", "denied"), dumped
+        assert "db.denied.example" not in dumped and "db.notes.example" not in dumped
+    assert "files skipped by deny rules" in found["glob"].model_dump_json()

@@ -567,3 +567,24 @@ def test_a_record_landing_after_every_call_ended_ends_the_batch_with_it(ledger):
     ledger.record_end(CallEnd(still.id, _result("a")))
     assert ledger.record_batch(still, plan={"p": 1}) is Recorded.new
     assert ledger.batch(still.id).ended_at is None and ledger.plan(still.id) == {"p": 1}
+
+
+def test_the_ledger_never_raises_on_a_string_no_database_can_store(ledger):
+    """Issue 40: a lone surrogate (which JSON can spell and UTF-8 cannot) in a
+    workspace, a tool name, a call id, a submitter, an owner's name or an
+    event: each is stored with U+FFFD in its place, nothing raises."""
+    lone = "\ud800"
+    batch = Batch(
+        id="surrogates-batch",
+        calls=[ToolCall(id=f"c{lone}", name=f"tool{lone}", arguments={f"k{lone}": f"v{lone}"})],
+        workspace=f"/tmp/w{lone}",
+    )
+    assert ledger.record_batch(
+        batch,
+        columns={"submitter": f"s{lone}", "conversation": f"c{lone}"},
+        owner={"key_id": f"id{lone}", "key_name": f"n{lone}"},
+    )
+    ledger.record_event(batch.id, f"c{lone}", EventKind.decision, reason=f"r{lone}")
+    row = ledger.batch(batch.id)
+    assert row.workspace == "/tmp/w\ufffd" and row.submitter == "s\ufffd"
+    assert [call.tool for call in ledger.calls(batch.id)] == ["tool\ufffd"]

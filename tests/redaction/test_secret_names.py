@@ -64,6 +64,11 @@ def test_a_value_under_a_secret_name_is_redacted(line):
         "sessionKey",
         "SIGNING_SECRET",
         "keyPassphrase",
+        # a strong noun anywhere, qualified rather than described (issue 40)
+        "SECRET_KEY_BASE",
+        "API_KEY_PROD",
+        "JWT_SIGNING",
+        "client-key-data",
     ],
 )
 def test_names_are_matched_by_their_parts(name):
@@ -84,6 +89,13 @@ def test_names_are_matched_by_their_parts(name):
         "keyboard",
         "passenger",
         "compass",
+        "PASSWORD_MIN_LENGTH",
+        "token_count",
+        "secret_file_path",
+        "SIGNING_ALGORITHM",
+        "cookie_domain",
+        "pass_through",
+        "api_key_header",
     ],
 )
 def test_names_that_only_contain_a_noun_are_not_secret(name):
@@ -149,3 +161,42 @@ def test_the_plugins_assignment_shapes_are_names_this_rule_covers(line):
     text = line.format(**values)
     out = redact_text(text)
     assert not any(value in out for value in values.values()), out
+
+
+# --- XML elements and PHP constants (issue 40: settings.xml, wp-config.php) ---
+
+DECLARED = "Tn5vX8qLm2Zr"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<server><id>r</id><password>{v}</password></server>",
+        "<privateKey>{v}</privateKey>",
+        "define( 'DB_PASSWORD', '{v}' );",
+        'define("AUTH_KEY", "{v}");',
+        "define('SECURE_AUTH_KEY', '{v}');",
+    ],
+)
+def test_a_value_a_secret_name_declares_is_redacted(text):
+    out = redact_text(text.format(v=DECLARED))
+    assert DECLARED not in out and "[REDACTED:" in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<server><id>releases</id><username>deploy</username></server>",
+        "<p>Reset your password</p><password></password>",
+        "define( 'DB_NAME', 'wordpress' );",
+        "define('NONCE_SALT', 'abcdefghij');",  # a salt needs wp-config.php (file_kinds)
+    ],
+)
+def test_other_elements_and_constants_are_kept(text):
+    assert redact_text(text) == text
+
+
+def test_wordpress_salts_are_redacted_in_its_configuration():
+    text = "define('NONCE_SALT', 'k#2P!x9@Lm$7qZ&w');\ndefine('WP_DEBUG', false);\n"
+    out = redact_text(text, "site/wp-config.php")
+    assert out == "define('NONCE_SALT', '[REDACTED:wordpress_key]');\ndefine('WP_DEBUG', false);\n"

@@ -10,11 +10,20 @@ import string
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import runtime.tools  # noqa: F401  (registers the built-ins)
 from runtime.errors import PathOutsideWorkspace
+from runtime.execution.executor import execute
+from runtime.ledger.store import Ledger
 from runtime.redaction import Redactor
 from runtime.registry.capabilities import ToolContext, ToolOutput, registry
+from runtime.settings import Settings
+from runtime.tools.loading import load_tools
+from runtime.types import CallMessage, Mode, Status
+from tests.support.messages import KEY as SIGNING_KEY
+from tests.support.messages import message
 
 KEY = "AKIAZ3MHQ7WJXK4PLR2D"  # a made-up AWS access key id (AKIA + 16 of A-Z2-7)
 PEM = (
@@ -294,3 +303,118 @@ def test_no_piece_of_a_corpus_secret_is_found_by_a_search(tmp_path: Path, name: 
         for piece in {secret[i : i + 8] for i in range(0, max(1, len(secret) - 7), 3)}:
             found = run("search_files", tmp_path, 1 << 20, pattern=re.escape(piece), path=name)
             assert bool(found.content["matches"]) == (piece in shows), (name, piece)
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_read_file_shows_no_piece_of_a_corpus_secret(tmp_path: Path, name: str) -> None:
+    """Each corpus file where it lives (`.pgpass`, `config/master.key`: some kinds
+    are known by the file's name), read whole: no 12 characters of a secret."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / name).write_text((CORPUS / name).read_text())
+    out = run("read_file", tmp_path, 1 << 20, path=f"config/{name}")
+    for _, secret in MANIFEST[name]:
+        assert_hidden(out, secret, 12)
+
+
+# --- a diff shows no more than read_file (issue 40) ----------------------------
+
+YAML_OLD = "db:\n  host: db.internal\n  password:\n    Zq8vN3xLp0Rt7YwK2mBs\n"
+YAML_NEW = "db:\n  host: db2.internal\n  password:\n    Hx4tR9wQm2Lk7VbN5pZs\n"
+
+
+def test_write_and_edit_file_diffs_hide_a_yaml_value_below_its_name(ws: Path) -> None:
+    (ws / "config.yaml").write_text(YAML_OLD)
+    assert "Zq8vN3xLp0Rt7YwK2mBs" not in shown(run("read_file", ws, path="config.yaml"))
+    out = run("write_file", ws, path="config.yaml", content=YAML_NEW)
+    assert "-  host: db.internal" in out.content["diff"]
+    assert_hidden(out, "Zq8vN3xLp0Rt7YwK2mBs")
+    assert_hidden(out, "Hx4tR9wQm2Lk7VbN5pZs")
+    out = run("edit_file", ws, path="config.yaml", old_string="db2", new_string="db3")
+    assert "+  host: db3.internal" in out.content["diff"]
+    assert_hidden(out, "Hx4tR9wQm2Lk7VbN5pZs")
+
+
+def test_a_diff_of_a_file_kind_hides_what_read_file_hides(ws: Path) -> None:
+    (ws / ".pgpass").write_text("db:5432:app:app:Hj4kLm9PqR2s\n")
+    out = run("write_file", ws, path=".pgpass", content="db:5432:app:app:Wq7zXc3VbN8m\n")
+    assert_hidden(out, "Hj4kLm9PqR2s")
+    assert_hidden(out, "Wq7zXc3VbN8m")
+
+
+def test_git_diff_in_a_shell_hides_a_yaml_value_below_its_name(ws: Path) -> None:
+    """The same through `git diff --no-index`, a real git: the shell's output
+    is redacted hunk by hunk, each side as the file its header names."""
+    (ws / "old.yaml").write_text(YAML_OLD)
+    (ws / "new.yaml").write_text(YAML_NEW)
+    (ws / ".pgpass").write_text("db:5432:app:app:Hj4kLm9PqR2s\nx:1:y:z:Wq7zXc3VbN8m\n")
+    command = "git diff --no-index old.yaml new.yaml; git diff --no-index /dev/null .pgpass"
+    out = run("shell", ws, command=command)
+    assert "+  host: db2.internal" in out.content["stdout"]
+    for secret in ("Zq8vN3xLp0Rt7YwK2mBs", "Hx4tR9wQm2Lk7VbN5pZs", "Hj4kLm9PqR2s", "Wq7zXc3VbN8m"):
+        assert_hidden(out, secret)
+
+
+# --- deny rules bind inside a search (issue 40) --------------------------------
+
+FILES = [".env", "app.txt", "secrets/a.txt", "secrets/deep/b.txt", "sub/.env", "sub/c.txt"]
+DENY_SETS = [
+    ["read_file(.env)", "search_files(.env)", "search_files(secrets/**)"],
+    ["read_file(.env)"],
+    ["read_file(secrets/**)"],
+    ["search_files(secrets)"],
+    ["read_file(*.txt)"],
+    ["read_file(sub/*)", "search_files(/**/deep/**)"],
+    ["read_file"],
+    [],
+]
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    base = tmp_path_factory.mktemp("denied")
+    root = base / "ws"
+    for index, name in enumerate(FILES):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"head\nLINE-{index}-{name}\n")
+    ledger = Ledger(f"sqlite:///{base / 'ledger.db'}")
+    world = {"ws": root, "registry": load_tools(), "settings": Settings(home=base)}
+
+    def call(tool: str, arguments: dict, deny: list[str]):
+        raw = message("c", tool, arguments, workspace=root, mode=Mode.bypass, rules={"deny": deny})
+        outcome = execute(
+            CallMessage.from_wire(raw),
+            registry=world["registry"],
+            ledger=ledger,
+            settings=world["settings"],
+            key=SIGNING_KEY,
+        )
+        return outcome.result
+
+    yield call
+    ledger.close()
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    deny=st.sampled_from(DENY_SETS),
+    path=st.sampled_from(
+        [".", "secrets", "secrets/deep", "sub", ".env", "sub/.env", "secrets/a.txt"]
+    ),
+    glob=st.sampled_from([None, ".env", "*", "*.txt", "secrets/**", "**/*.txt", "sub/*"]),
+    pattern=st.sampled_from(["LINE", "^L", "-", ".", "txt$", "env"]),
+)
+def test_no_search_shows_a_line_read_file_is_denied(searched, deny, path, glob, pattern):
+    """The oracle property with deny rules: whatever the start path, glob and
+    pattern, a search shows no line of a file the rules keep from read_file, or
+    from a search of that file alone."""
+    arguments = {"pattern": pattern, "path": path, **({"glob": glob} if glob else {})}
+    shown = searched("search_files", arguments, deny).model_dump_json()
+    for index, name in enumerate(FILES):
+        alone = {"pattern": "LINE", "path": name}
+        if (
+            searched("read_file", {"path": name}, deny).status is Status.denied
+            or searched("search_files", alone, deny).status is Status.denied
+        ):
+            assert f"LINE-{index}-" not in shown, (deny, arguments, name)

@@ -98,3 +98,18 @@ def test_markdown_and_html_show_each_attempt_s_queue_wait_and_cpu_time(sealed):
     shown = f"(queued {attempt['queue_wait_ms']:.0f} ms, {attempt['cpu_ms']:.0f} ms CPU)"
     for format in ("md", "html"):
         assert shown in transcript.render(sealed, format), format
+
+
+def test_a_key_given_twice_is_refused_in_json_and_json_lines(sealed):
+    """Issue 40: a reader keeps one of two `calls` and a person may read the
+    other; nested objects are held to it too."""
+    text = transcript.render(sealed, "json")
+    with pytest.raises(InvalidBatch, match="'calls' is given twice"):
+        transcript.parse('{"calls": [],' + text.lstrip()[1:])
+    with pytest.raises(InvalidBatch, match="'id' is given twice"):
+        transcript.parse(text.replace('"id": ', '"id": "x", "id": ', 1))
+    lines = transcript.render(sealed, "jsonl").splitlines()
+    head = json.loads(lines[0]) | {"totals": {}}  # the end line gives totals too
+    with pytest.raises(InvalidBatch, match="'totals' is given twice"):
+        transcript.parse("\n".join([json.dumps(head), *lines[1:]]))
+    assert transcript.parse(text) == transcript.parse("\n".join(lines))

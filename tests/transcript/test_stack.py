@@ -193,3 +193,20 @@ def test_a_signed_task_message_is_no_transcript_and_a_transcript_signs_no_messag
     sealed = json.loads(_export(turns[0], env, tmp_path).read_text())
     mac = sealed.pop("integrity")["hmac"].removeprefix("hmac-sha256:")
     assert not signing.verify(sealed | {signing.FIELD: mac}, stack.signing_key.encode())
+
+
+def test_a_transcript_that_gives_a_key_twice_fails_verify(turns, env, tmp_path):
+    """Issue 40: a forged `calls` first and the sealed one after it passed
+    verify (a JSON reader keeps the last); a key given twice is refused."""
+    sealed = _export(turns[0], env, tmp_path).read_text()
+    forged = '{"calls": [{"id": "r1", "result": "forged"}],\n' + sealed.lstrip()[1:]
+    path = tmp_path / "twice.json"
+    path.write_text(forged)
+    done = toolrun("transcript", "verify", str(path), env=env)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stdout
+    assert "'calls' is given twice" in done.stdout + done.stderr
+    lines = _export(turns[0], env, tmp_path, "jsonl").read_text().splitlines()
+    lines[-1] = lines[-1][:-1] + ', "calls": []}'  # the end line's calls would replace them
+    path.write_text("\n".join(lines) + "\n")
+    done = toolrun("transcript", "verify", str(path), env=env)
+    assert done.returncode != 0 and "'calls' is given twice" in done.stdout + done.stderr
