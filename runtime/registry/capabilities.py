@@ -63,6 +63,12 @@ class ToolContext:
     # Internal hosts and ranges the org policy lets a network tool reach
     # (docs/architecture.md, "Internal addresses"); none by default.
     internal_hosts: tuple[str, ...] = ()
+    # Whether the processes the call starts run in the sandbox (docs/architecture.md,
+    # "The sandbox"): false only where the org policy or the worker's settings turned
+    # it off; each process then started is noted in `unconfined`, and the call's
+    # summary says so.
+    confined: bool = True
+    unconfined: list[str] = field(default_factory=list)
     # What the tool has reported spending so far (`spend`), kept in its usage
     # record even if it then fails (docs/architecture.md, "Usage and budgets").
     spent: dict[str, float] = field(default_factory=dict)

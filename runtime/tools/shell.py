@@ -10,6 +10,11 @@ What it promises, beyond what the permission gate decided:
 - The command runs as `bash -c` in the workspace, in a session of its own, with
   no stdin and an environment built from an allowlist (PATH, HOME, locale): no
   `TOOLRUN_*`, keys, tokens or passwords reach it.
+- It runs in the sandbox (`runtime.sandbox`, docs/architecture.md "The sandbox"):
+  only the workspace writable, no other workspace, no toolrun home, no `/proc` of
+  the worker, no network, as `nobody`. Where the sandbox cannot be had, nothing runs
+  and the call ends with an error that says why; only an explicit org (or worker)
+  setting runs it unconfined, and the call's summary then says so.
 - On timeout, and also after a normal exit, the whole process group is ended
   (SIGTERM, then SIGKILL after a grace period): background jobs do not outlive
   the call. On a worker the session is recorded (`runtime.sessions`), so it is
@@ -37,7 +42,7 @@ from typing import IO
 
 from pydantic import Field
 
-from runtime import sessions
+from runtime import sandbox, sessions
 from runtime.errors import PathOutsideWorkspace, ToolError
 from runtime.gate.shell import (
     commands,  # a module import: runtime.commands imports runtime.tools too
@@ -108,7 +113,7 @@ def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
     _refuse(args.command, root)
     guard = SettingsGuard(root)
     try:
-        run = _run(args.command, root, args.timeout, limit=budget(ctx.max_bytes))
+        run = _run(args.command, root, args.timeout, limit=budget(ctx.max_bytes), ctx=ctx)
     finally:
         changed = guard.put_back()
     if changed:
@@ -184,11 +189,14 @@ class _Run:
     stderr: _Capture
 
 
-def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
+def _run(command: str, root: Path, timeout: float, *, limit: int, ctx: ToolContext) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
+    argv = sandbox.confine(
+        [bash, "-c", command], confined=ctx.confined, workspace=root, env=env, noted=ctx.unconfined
+    )
     process = subprocess.Popen(
-        sessions.wrapped([bash, "-c", command]),
+        sessions.wrapped(argv),
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,

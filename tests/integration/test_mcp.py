@@ -44,6 +44,8 @@ def mcp_stack(tmp_path_factory, user_settings):
                         "command": COMMAND,
                         "trusted": True,
                         "env": {"NOTES_REFUSE_IF": str(flag)},
+                        # the sandbox shows the server the flag's folder
+                        "read_only": [str(flag.parent)],
                     },
                 }
             }

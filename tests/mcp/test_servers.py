@@ -57,7 +57,13 @@ def served(tmp_path_factory):
         {
             "notes": {"command": COMMAND, "trusted": True, "timeout": 3},
             "stranger": {"command": COMMAND},
-            "flaky": {"command": COMMAND, "trusted": True, "env": {"NOTES_REFUSE_IF": str(flag)}},
+            "flaky": {
+                "command": COMMAND,
+                "trusted": True,
+                "env": {"NOTES_REFUSE_IF": str(flag)},
+                # the sandbox shows the server the flag's folder
+                "read_only": [str(flag.parent)],
+            },
         },
     )
     registry = Registry()
