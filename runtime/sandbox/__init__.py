@@ -15,8 +15,9 @@ from pathlib import Path
 from runtime.errors import SandboxUnavailable
 from runtime.sandbox.availability import Availability, availability, unavailable_message
 from runtime.sandbox.command import command
+from runtime.settings import Settings, get_settings
 
-__all__ = ["UNCONFINED", "Availability", "availability", "confine", "enabled_by"]
+__all__ = ["UNCONFINED", "Availability", "availability", "confine", "enabled_by", "state"]
 UNCONFINED = "unconfined"  # the mark on the summary of a call that ran a process unconfined
 
 
@@ -37,7 +38,7 @@ def confine(
         if noted is not None:
             noted.append(argv[0])
         return argv
-    state = availability()
+    state = availability(get_settings().bwrap)
     if not state.ok or state.bwrap is None:
         raise SandboxUnavailable(unavailable_message(state.reason or "no bubblewrap"))
     return command(state.bwrap, argv, workspace=workspace, cwd=cwd, env=env, read_only=read_only)
@@ -47,3 +48,10 @@ def enabled_by(policy: Mapping) -> bool:
     """Whether a batch's policy (its signed snapshot) leaves the sandbox on: only
     the org policy's `"sandbox": {"enabled": false}` turns it off."""
     return (policy.get("sandbox") or {}).get("enabled", True) is not False
+
+
+def state(settings: Settings) -> str:
+    """The sandbox on this machine in one line (a worker's start, `toolrun status`)."""
+    if not settings.sandbox:
+        return "off (TOOLRUN_SANDBOX=false): the processes tools start run unconfined, marked"
+    return availability(settings.bwrap).describe()

