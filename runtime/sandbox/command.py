@@ -21,6 +21,11 @@ from runtime.sandbox import view
 NOBODY = "65534"
 ISOLATION = (
     "--unshare-all",
+    # The command is the pid namespace's first process, bubblewrap's direct child:
+    # bubblewrap reaps it, so its CPU time reaches the call's (bubblewrap's own
+    # init would exit unwaited-for, and the time with it), and its end ends the
+    # namespace, background jobs and all.
+    "--as-pid-1",
     "--die-with-parent",
     "--new-session",
     "--cap-drop",

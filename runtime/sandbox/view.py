@@ -80,11 +80,12 @@ def _system(path: str) -> list[str]:
 
 
 def _masked(path: Path) -> list[str]:
-    """`path` hidden: an empty directory (a read-only tmpfs) or an empty file."""
+    """`path` hidden: an empty directory (a tmpfs of the sandbox's own: what is
+    written there is gone with it) or an empty file."""
     if path.is_symlink() or not path.exists():
         return []
     if path.is_dir():
-        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+        return ["--tmpfs", str(path)]
     return ["--ro-bind", "/dev/null", str(path)]
 
 

@@ -11,7 +11,9 @@ come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 `BENCH_REPEATS=3`), else the issue's sizes.
 
 F1 and L1 (`limits.py`) are flow control's: fair share, and the CPU the
-limits' checks add per call (`--only F1`, `--only L1`).
+limits' checks add per call (`--only F1`, `--only L1`). S1 (`sandbox.py`) is what
+the sandbox adds to a one-call shell batch, against the same batch unconfined
+(`--only S1`).
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
@@ -51,13 +53,14 @@ from tests.benchmarks import (
     open_batches,
     redaction_time,
     report,
+    sandbox,
 )
 from tests.benchmarks.harness import harness
 from tests.benchmarks.report import Figure
 from tests.support import otlp
 
 # What `--only` measures without the rest.
-ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "P7", "F1", "L1")
+ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "P7", "F1", "L1", "S1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -80,6 +83,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "f1_samples": (15, 2, "F1: key B's one-call batches per repetition (their median)"),
     "l1_calls": (1000, 20, "L1: one-call batches the checks alone are measured over (limits_cost)"),
     "f1_share": (4, 2, "F1: fair share's reads in flight per key"),
+    "s1_samples": (50, 5, "S1: one-call shell batches per repetition, each side"),
 }
 
 
@@ -165,6 +169,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found += gateway.measure(options, bench, console)
         found += open_batches.figures(options, bench, console)
         found += [limits.f1(options, bench, console), *limits.l1(options, bench, console)]
+        found.append(sandbox.s1(options, bench, console))
         return found, _meta(options, bench, otel)
 
 
@@ -177,6 +182,8 @@ def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
         return [limits.f1(options, bench, console)]
     if options.only == "L1":
         return limits.l1(options, bench, console)
+    if options.only == "S1":
+        return [sandbox.s1(options, bench, console)]
     if options.only == "P6":
         return [compare.memory(options, bench, console)]
     if options.only == "P5":

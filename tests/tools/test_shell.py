@@ -293,9 +293,8 @@ def test_reading_settings_is_fine_unconfined(ws: Path) -> None:
 
 def test_the_sandbox_hides_the_workspaces_toolrun_folder(ws: Path) -> None:
     script = "open('.tool' + 'run/settings.json', 'w').write('{}')"
-    out = run(ws, f'ls -A .toolrun; python3 -c "{script}"')
-    assert out.content["stdout"] == ""
-    assert "Read-only file system" in out.content["stderr"]
+    out = run(ws, f'ls -A .toolrun; python3 -c "{script}"; cat .toolrun/settings.json')
+    assert out.content["stdout"] == "{}"  # written in the sandbox's own folder, gone with it
     assert (ws / ".toolrun" / "settings.json").read_text() == SETTINGS
 
 
