@@ -19,7 +19,8 @@ What it promises, beyond what the permission gate decided:
   (SIGTERM, then SIGKILL after a grace period): background jobs do not outlive
   the call. On a worker the session is recorded (`runtime.sessions`), so it is
   killed too when the pool process running the call is killed or lost. A
-  process that leaves the session on purpose (`setsid`) escapes this.
+  process that leaves the session on purpose (`setsid`) escapes this only
+  unconfined: in the sandbox, the command's pid namespace ends with it.
 - A non-zero exit code is a result, not an error: status `ok`, the message
   says "exited with N". `grep` and `diff` exit 1 as an answer, and the model
   needs the output of a failing build; a batch that must stop on failure can

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from runtime.sandbox import view
 from runtime.types import Status
 from tests.conftest import embedded_stack, runtime_on
 
@@ -97,7 +99,7 @@ def test_a_build_does_its_work_in_the_workspace_and_nothing_else(
         "-grep -l TOOLRUN_ /proc/[0-9]*/environ > environ.txt",
         f'-python3 -c "{connect}"',
         f"-echo escaped > {outside}",
-        "-touch ~/.bashrc.planted $(HOME)/planted",
+        "-echo $$HOME > home.txt",
     ]
     (workspace / "Makefile").write_text("test:\n" + "".join(f"\t{line}\n" for line in recipe))
     _, made = shell(runtime, workspace, "make test", "shell(make test)")
@@ -107,7 +109,7 @@ def test_a_build_does_its_work_in_the_workspace_and_nothing_else(
     assert (workspace / "environ.txt").read_text() == ""
     assert not (workspace / "redis.txt").exists()
     assert not outside.exists()
-    assert not (Path.home() / "planted").exists() and not (Path.home() / ".bashrc.planted").exists()
+    assert (workspace / "home.txt").read_text() == f"{view.HOME}\n"  # not the worker's
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +150,71 @@ def test_the_org_setting_runs_commands_unconfined_and_says_so(
     assert result.summary.startswith("[unconfined] ")
     assert rows[0].summary.startswith("[unconfined] ")
     assert "[unconfined]" in json.dumps(transcript)
+
+
+def test_a_worker_says_at_its_start_whether_it_can_confine(stack, unboxed_stack):
+    confined = Path(stack.workers[0]["log"]).read_text()
+    assert "sandbox: on: every process a tool starts is confined" in confined
+    unboxed = Path(unboxed_stack.workers[0]["log"]).read_text()
+    assert "sandbox: UNAVAILABLE: /bin/false failed its check" in unboxed
+
+
+@pytest.fixture(scope="module")
+def fault_stack(tmp_path_factory, user_settings):
+    from tests.support.faults import FaultStack
+
+    home = tmp_path_factory.mktemp("sandbox-faults")
+    stack = FaultStack(
+        home, user_settings=user_settings, visibility_timeout=120, effects_concurrency=1
+    )
+    with stack, stack.client() as runtime:
+        yield stack, runtime
+
+
+def marked(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if entry.name.isdigit() and marker.encode() in line and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        try:
+            pid = int((Path(f"/proc/{pid}/stat")).read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            break
+        chain.append(pid)
+    return chain
+
+
+def test_a_lost_pool_process_takes_its_sandboxed_command_with_it(fault_stack, workspace):
+    """The recorded session is bubblewrap's: killing it empties the command's pid
+    namespace, a job that left the command's session (`setsid`) included."""
+    stack, runtime = fault_stack
+    command = "setsid sleep 300.4242 & sleep 300.4242"
+    batch = [{"id": "s", "name": "shell", "arguments": {"command": command}}]
+    handle = runtime.submit(
+        batch,
+        mode="auto",
+        workspace=workspace,
+        rules={"allow": ["shell(setsid *)", "shell(sleep *)"]},
+    )
+    deadline = time.monotonic() + 30
+    while len(marked("300.4242")) < 2:
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.02)
+    pools = stack.pool_processes(stack.workers("effects")[0])
+    pool = next(pid for pid in ancestors(marked("300.4242")[0]) if pid in pools)
+    stack.kill_pool_process(pool)
+    [result] = handle.results(timeout=60)
+    assert result.status is Status.outcome_unknown, result.model_message
+    assert marked("300.4242") == []

@@ -9,7 +9,7 @@ A stack of its own with one effects slot and a long visibility timeout: the
 call must be ended by the worker that lost its process, not by a redelivery.
 Its workers run commands unconfined (`sandbox=False`): the steps read each other's
 pids in the host's /proc, which a sandboxed command has its own of;
-tests/sandbox/test_stack.py kills a pool process under a sandboxed command."""
+tests/integration/test_sandbox.py kills a pool process under a sandboxed command."""
 
 from __future__ import annotations
 
