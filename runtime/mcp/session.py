@@ -230,6 +230,7 @@ def _confined(
         env=env,
         cwd=cwd,
         read_only=[*read_only, *([cwd] if cwd else [])],
+        places=programs.places(argv),
         noted=ctx.unconfined if ctx is not None else None,
     )
 

@@ -29,6 +29,7 @@ def confine(
     env: Mapping[str, str],
     cwd: Path | None = None,
     read_only: Iterable[Path] = (),
+    places: Iterable[Path] = (),
     noted: list[str] | None = None,
 ) -> list[str]:
     """`argv` as it must be started. `confined` False (an explicit org or worker
@@ -41,7 +42,9 @@ def confine(
     state = availability(get_settings().bwrap)
     if not state.ok or state.bwrap is None:
         raise SandboxUnavailable(unavailable_message(state.reason or "no bubblewrap"))
-    return command(state.bwrap, argv, workspace=workspace, cwd=cwd, env=env, read_only=read_only)
+    return command(
+        state.bwrap, argv, workspace=workspace, cwd=cwd, env=env, read_only=read_only, places=places
+    )
 
 
 def enabled_by(policy: Mapping) -> bool:

@@ -47,10 +47,11 @@ def command(
     cwd: Path | None = None,
     env: Mapping[str, str],
     read_only: Iterable[Path] = (),
+    places: Iterable[Path] = (),
 ) -> list[str]:
     """`argv` wrapped to run confined to `workspace` (read-write), started in
     `cwd` (the workspace by default)."""
     environment = {**env, "HOME": view.HOME, "TMPDIR": "/tmp"}
     settings = [item for name, value in environment.items() for item in ("--setenv", name, value)]
-    mounts = view.options(workspace, cwd or workspace, read_only)
+    mounts = view.options(workspace, cwd or workspace, read_only, places)
     return [str(bwrap), *ISOLATION, *mounts, "--clearenv", *settings, "--", *argv]

@@ -8,6 +8,8 @@ sandbox, beyond the system directories: read-only, and nothing else.
   the same installations for it; not the folder it is in, which may be a home.
 
 An operator whose server needs more lists it (the servers file's `read_only`).
+A directory its arguments name (a filesystem server's allowed root) exists in the
+sandbox, empty but for the workspace if that lies in it (`places`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def needed(argv: list[str], path: str | None = None) -> list[Path]:
         if candidate.is_absolute() and candidate.is_file():
             found += _installation(candidate)
     return _outermost(found)
+
+
+def places(argv: list[str]) -> list[Path]:
+    """The host directories `argv`'s arguments name: made, empty, in the sandbox,
+    so that a server which checks them at its start finds them."""
+    return [Path(a) for a in argv[1:] if Path(a).is_absolute() and Path(a).is_dir()]
 
 
 def _installation(program: Path) -> list[Path]:

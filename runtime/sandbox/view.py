@@ -49,10 +49,12 @@ RUNS_CODE = (
 )
 
 
-def options(workspace: Path, cwd: Path, read_only: Iterable[Path] = ()) -> list[str]:
+def options(
+    workspace: Path, cwd: Path, read_only: Iterable[Path] = (), places: Iterable[Path] = ()
+) -> list[str]:
     """bubblewrap's mount options for a process of the call in `workspace`,
     started in `cwd`; `read_only`: more host paths it may read (an MCP server's
-    own files)."""
+    own files); `places`: directories that must exist, empty (its arguments')."""
     view = ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--dir", HOME]
     for system in SYSTEM:
         view += _system(system)
@@ -61,12 +63,14 @@ def options(workspace: Path, cwd: Path, read_only: Iterable[Path] = ()) -> list[
     read_only = [path for path in read_only if path.exists()]
     for path in read_only:
         view += ["--ro-bind", str(path), str(path)]
+    for place in places:
+        view += ["--dir", str(place)]
     view += ["--bind", str(workspace), str(workspace)]
     for hidden in _toolrun_state(workspace, read_only):
         view += _masked(hidden)
     for name in RUNS_CODE:
-        path = workspace / name
-        if path.exists() and not path.is_symlink():
+        path = (workspace / name).resolve()  # a link's target in the workspace, if one
+        if path.exists() and path.is_relative_to(workspace):
             view += ["--ro-bind", str(path), str(path)]
     return [*view, "--chdir", str(cwd)]
 

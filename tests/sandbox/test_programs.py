@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runtime.sandbox.programs import needed
+from runtime.sandbox.programs import needed, places
 
 
 def test_a_venv_interpreter_brings_its_venv_and_base_and_the_script_itself(tmp_path):
@@ -29,3 +29,10 @@ def test_nested_paths_are_mounted_once(tmp_path):
     found = needed(["/usr/bin/env", str(tmp_path / "a")])
     assert len(found) == len(set(found))
     assert not any(p != q and p.is_relative_to(q) for p in found for q in found)
+
+
+def test_a_directory_an_argument_names_is_a_place_not_a_mount(tmp_path):
+    (tmp_path / "f").write_text("")
+    argv = ["/usr/bin/env", str(tmp_path), str(tmp_path / "f"), "relative"]
+    assert places(argv) == [tmp_path]
+    assert tmp_path not in needed(argv)

@@ -56,6 +56,13 @@ def test_files_that_run_code_are_read_only_when_they_exist(tmp_path):
     assert str(tmp_path / ".gitmodules") not in read_only
 
 
+def test_a_linked_config_is_read_only_where_it_leads_in_the_workspace(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "cfg").write_text("[core]\n")
+    (tmp_path / ".git" / "config").symlink_to(tmp_path / "cfg")
+    assert str(tmp_path / "cfg") in pairs(view.options(tmp_path, tmp_path), "--ro-bind")
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="bubblewrap is Linux's")
 def test_inside_the_hooks_and_config_cannot_be_changed_and_secrets_are_hidden(tmp_path):
     (tmp_path / ".git" / "hooks").mkdir(parents=True)
