@@ -218,3 +218,13 @@ def test_a_lost_pool_process_takes_its_sandboxed_command_with_it(fault_stack, wo
     [result] = handle.results(timeout=60)
     assert result.status is Status.outcome_unknown, result.model_message
     assert marked("300.4242") == []
+
+
+def test_toolrun_status_says_whether_this_machine_can_confine(runtime):
+    from runtime.stack import status
+
+    found = status.collect(runtime.settings, timeout=1.0)
+    assert found.sandbox.startswith("on: every process a tool starts is confined")
+    assert f"sandbox {found.sandbox}" in status.lines(found)
+    unboxed = runtime.settings.model_copy(update={"bwrap": Path("/bin/false")})
+    assert status.collect(unboxed, timeout=1.0).sandbox.startswith("UNAVAILABLE")
