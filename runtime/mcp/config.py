@@ -33,7 +33,7 @@ from runtime.errors import ConfigurationError
 log = logging.getLogger("toolrun.mcp")
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 TRANSPORTS = ("stdio", "http", "streamable-http")
-EXPANDED = ("command", "args", "env", "url", "headers", "cwd")
+EXPANDED = ("command", "args", "env", "url", "headers", "cwd", "read_only")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -46,6 +46,11 @@ class ServerConfig(BaseModel):
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    read_only: tuple[str, ...] = Field(
+        (),
+        description="Host paths a stdio server may read in the sandbox, beyond its own program "
+        'files (docs/architecture.md, "The sandbox").',
+    )
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     type: Literal["stdio", "http", "streamable-http"] | None = None

@@ -9,6 +9,9 @@ wedged server never poisons the next one). Start-up is bounded by the server's
 server afterwards takes at most a few more seconds (the SDK closes stdin, then
 terminates, then kills). On a worker the server's session is recorded
 (`runtime.sessions`), so it dies with a pool process that is killed mid-call.
+A stdio server runs in the sandbox (`runtime.sandbox`), as a shell command does:
+the call's workspace writable, its own program files (and the servers file's
+`read_only` paths) readable, no network, no `/proc` of the worker.
 
 The `mcp` package is imported here only, so the runtime works without it.
 """
@@ -26,12 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from runtime import sessions
+from runtime import sandbox, sessions
 from runtime.errors import ConfigurationError, ToolError
 from runtime.mcp.config import ServerConfig
 from runtime.mcp.output import output
 from runtime.mcp.schema import arguments_of
 from runtime.registry.capabilities import ToolContext, ToolOutput
+from runtime.sandbox import programs
+from runtime.settings import get_settings
 from runtime.types import Status
 
 STOP_GRACE = 8.0  # seconds the SDK may take to stop a stdio server after a timeout
@@ -155,7 +160,7 @@ def run(
                 # scope may not end inside the transport's task group.
                 with anyio.move_on_after(config.startup_timeout) as limit:
                     roots = _roots(workspace, roots_given)
-                    async with _connect(config, ctx, errlog, roots) as client:
+                    async with _connect(config, ctx, workspace, errlog, roots) as client:
                         if roots_first:
                             await roots_given.wait()
                             # Round trips after the answer, so that a server which
@@ -178,10 +183,14 @@ def run(
 
 @asynccontextmanager
 async def _connect(
-    config: ServerConfig, ctx: ToolContext | None, errlog: IO, roots: dict[str, Any]
+    config: ServerConfig,
+    ctx: ToolContext | None,
+    workspace: Path | None,
+    errlog: IO,
+    roots: dict[str, Any],
 ) -> AsyncIterator:
     from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp.client.stdio import get_default_environment, stdio_client
 
     if config.url is not None:
         import httpx2
@@ -193,10 +202,37 @@ async def _connect(
                 yield client
         return
     cwd = config.cwd or (str(ctx.workspace) if ctx is not None else None)
-    argv = _recorded(config.argv, config.env)
-    parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=config.env, cwd=cwd)
+    env = {**get_default_environment(), **config.env}
+    argv = _recorded(_confined(config, ctx, workspace, env), config.env)
+    parameters = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
     async with Client(stdio_client(parameters, errlog=errlog), **roots) as client:
         yield client
+
+
+def _confined(
+    config: ServerConfig, ctx: ToolContext | None, workspace: Path | None, env: dict[str, str]
+) -> list[str]:
+    """The server's command in the sandbox, with the call's workspace (or, for a
+    listing, an empty one) writable and its own program files readable. A call
+    follows its batch's policy; a listing, the process's settings. A command
+    that cannot be found is left as it is: starting it fails as before."""
+    argv = config.argv
+    program = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
+    if program is None or workspace is None or not os.path.exists(program):
+        return list(argv)
+    argv = [program, *argv[1:]]
+    cwd = Path(config.cwd).expanduser().resolve() if config.cwd else None
+    read_only = [*programs.needed(argv), *(Path(p).expanduser() for p in config.read_only)]
+    return sandbox.confine(
+        argv,
+        confined=ctx.confined if ctx is not None else get_settings().sandbox,
+        workspace=Path(os.path.realpath(workspace)),
+        env=env,
+        cwd=cwd,
+        read_only=[*read_only, *([cwd] if cwd else [])],
+        places=programs.places(argv),
+        noted=ctx.unconfined if ctx is not None else None,
+    )
 
 
 def _recorded(argv: list[str], env: dict[str, str] | None) -> list[str]:

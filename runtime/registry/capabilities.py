@@ -68,6 +68,12 @@ class ToolContext:
     # opens, as read_file of it would be (docs/architecture.md, "The permission
     # gate"); the default denies nothing.
     reading_denied: Callable[[Path], str | None] = field(default=lambda path: None)
+    # Whether the processes the call starts run in the sandbox (docs/architecture.md,
+    # "The sandbox"): false only where the org policy or the worker's settings turned
+    # it off; each process then started is noted in `unconfined`, and the call's
+    # summary says so.
+    confined: bool = True
+    unconfined: list[str] = field(default_factory=list)
     # What the tool has reported spending so far (`spend`), kept in its usage
     # record even if it then fails (docs/architecture.md, "Usage and budgets").
     spent: dict[str, float] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from runtime import sandbox
 from runtime.errors import LedgerUnavailable
 from runtime.ledger import schema
 from runtime.ledger.approvals import Approvals
@@ -61,6 +62,7 @@ class Report:
     schema_revision: str | None
     schema_head: str | None
     problems: list[str] = field(default_factory=list)
+    sandbox: str = ""  # on this machine (docs/architecture.md, "The sandbox")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,7 +87,7 @@ def collect(settings: Settings, *, timeout: float = 1.0) -> Report:
         app.close()
         client.close()
     revision, head = _schema(settings, problems)
-    return Report(workers, queues, approvals, revision, head, problems)
+    return Report(workers, queues, approvals, revision, head, problems, sandbox.state(settings))
 
 
 def lines(report: Report) -> list[str]:
@@ -114,6 +116,7 @@ def lines(report: Report) -> list[str]:
             f"ledger  schema at revision {report.schema_revision}, newest is "
             f"{report.schema_head}: run `toolrun db upgrade`"
         )
+    out.append(f"sandbox {report.sandbox}")
     out.extend(f"problem {problem}" for problem in report.problems)
     return out
 

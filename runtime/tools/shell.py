@@ -10,11 +10,17 @@ What it promises, beyond what the permission gate decided:
 - The command runs as `bash -c` in the workspace, in a session of its own, with
   no stdin and an environment built from an allowlist (PATH, HOME, locale): no
   `TOOLRUN_*`, keys, tokens or passwords reach it.
+- It runs in the sandbox (`runtime.sandbox`, docs/architecture.md "The sandbox"):
+  only the workspace writable, no other workspace, no toolrun home, no `/proc` of
+  the worker, no network, as `nobody`. Where the sandbox cannot be had, nothing runs
+  and the call ends with an error that says why; only an explicit org (or worker)
+  setting runs it unconfined, and the call's summary then says so.
 - On timeout, and also after a normal exit, the whole process group is ended
   (SIGTERM, then SIGKILL after a grace period): background jobs do not outlive
   the call. On a worker the session is recorded (`runtime.sessions`), so it is
   killed too when the pool process running the call is killed or lost. A
-  process that leaves the session on purpose (`setsid`) escapes this.
+  process that leaves the session on purpose (`setsid`) escapes this only
+  unconfined: in the sandbox, the command's pid namespace ends with it.
 - A non-zero exit code is a result, not an error: status `ok`, the message
   says "exited with N". `grep` and `diff` exit 1 as an answer, and the model
   needs the output of a failing build; a batch that must stop on failure can
@@ -26,6 +32,7 @@ What it promises, beyond what the permission gate decided:
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -37,7 +44,7 @@ from typing import IO
 
 from pydantic import Field
 
-from runtime import sessions
+from runtime import sandbox, sessions
 from runtime.errors import PathOutsideWorkspace, ToolError
 from runtime.gate.shell import (
     commands,  # a module import: runtime.commands imports runtime.tools too
@@ -108,7 +115,7 @@ def shell(args: ShellInput, ctx: ToolContext) -> ToolOutput:
     _refuse(args.command, root)
     guard = SettingsGuard(root)
     try:
-        run = _run(args.command, root, args.timeout, limit=budget(ctx.max_bytes))
+        run = _run(args.command, root, args.timeout, limit=budget(ctx.max_bytes), ctx=ctx)
     finally:
         changed = guard.put_back()
     if changed:
@@ -184,11 +191,14 @@ class _Run:
     stderr: _Capture
 
 
-def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
+def _run(command: str, root: Path, timeout: float, *, limit: int, ctx: ToolContext) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
+    argv = sandbox.confine(
+        [bash, "-c", command], confined=ctx.confined, workspace=root, env=env, noted=ctx.unconfined
+    )
     process = subprocess.Popen(
-        sessions.wrapped([bash, "-c", command]),
+        sessions.wrapped(argv),
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -201,7 +211,7 @@ def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
     stdout.start()
     stderr.start()
     try:
-        code: int | None = process.wait(timeout)
+        code: int | None = _wait(process, timeout)
     except subprocess.TimeoutExpired:
         code = None
     finally:
@@ -209,6 +219,23 @@ def _run(command: str, root: Path, timeout: float, *, limit: int) -> _Run:
     stdout.join(GRACE)
     stderr.join(GRACE)
     return _Run(code, stdout, stderr)
+
+
+def _wait(process: subprocess.Popen, timeout: float) -> int:
+    """The exit code, as soon as the process exits: `Popen.wait(timeout)` polls
+    with sleeps that double up to 50 ms, which would add up to half again to a
+    command of 10 ms (a sandboxed one's start on a busy machine). A pidfd
+    wakes the wait at the exit (Linux 5.3); elsewhere, Popen's polling."""
+    try:
+        handle = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return process.wait(timeout)
+    try:
+        if not select.select([handle], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(process.args, timeout)
+    finally:
+        os.close(handle)
+    return process.wait()
 
 
 def _end_group(process: subprocess.Popen) -> None:

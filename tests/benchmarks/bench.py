@@ -13,6 +13,8 @@ come from flags, else `BENCH_<FLAG>` variables (`BENCH_QUICK=1`,
 F1 and L1 (`limits.py`) are flow control's: fair share, and the CPU the
 limits' checks add per call (`--only F1`, `--only L1`). I1 (`startup.py`) is how
 long a fresh process takes to import the client, and to run `toolrun --help`.
+S1 (`sandbox.py`) is what the sandbox adds to a one-call shell batch, against the
+same batch unconfined (`--only S1`).
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
@@ -52,6 +54,7 @@ from tests.benchmarks import (
     open_batches,
     redaction_time,
     report,
+    sandbox,
     startup,
 )
 from tests.benchmarks.harness import harness
@@ -59,7 +62,7 @@ from tests.benchmarks.report import Figure
 from tests.support import otlp
 
 # What `--only` measures without the rest.
-ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "P7", "F1", "L1", "I1")
+ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "P7", "F1", "L1", "I1", "S1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -83,6 +86,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "l1_calls": (1000, 20, "L1: one-call batches the checks alone are measured over (limits_cost)"),
     "f1_share": (4, 2, "F1: fair share's reads in flight per key"),
     "i1_samples": (10, 2, "I1: fresh processes started per repetition (their median)"),
+    "s1_samples": (50, 5, "S1: one-call shell batches per repetition, each side"),
 }
 
 
@@ -170,6 +174,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found += [limits.f1(options, bench, console), *limits.l1(options, bench, console)]
         console.log("I1: fresh processes importing the client and running toolrun --help")
         found += startup.figures(options)
+        found.append(sandbox.s1(options, bench, console))
         return found, _meta(options, bench, otel)
 
 
@@ -184,6 +189,8 @@ def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
         return limits.l1(options, bench, console)
     if options.only == "I1":
         return startup.figures(options)
+    if options.only == "S1":
+        return [sandbox.s1(options, bench, console)]
     if options.only == "P6":
         return [compare.memory(options, bench, console)]
     if options.only == "P5":

@@ -5,6 +5,7 @@ effects workers (ledger on, SQLite) with a client, and bare Celery workers for
 from __future__ import annotations
 
 import json
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,13 @@ class Harness:
         )
         self.bare.append(worker)
         baseline.wait_for(baseline.app, [worker])
+
+    def client_under(self, policy: dict) -> Runtime:
+        """A client of the stack under an org policy of its own (the workers read
+        the policy from each signed message: they need nothing)."""
+        path = self.settings.home / f"policy-{uuid.uuid4().hex[:8]}.json"
+        path.write_text(json.dumps(policy))
+        return Runtime(self.runtime.settings.model_copy(update={"policy_file": path}))
 
     def add_reads_workers(self) -> None:
         """A second reads worker on each side."""

@@ -21,10 +21,8 @@ pool processes that come and go makes that one too noisy to read alone.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
@@ -38,11 +36,8 @@ from tests.benchmarks.tools import NOOP
 
 
 def runtime_with(bench: Harness, limits: dict) -> Runtime:
-    """A client of the bench's stack under an org policy of `limits` (the
-    workers read the policy from each signed message: they need nothing)."""
-    path = bench.settings.home / f"policy-{uuid.uuid4().hex[:8]}.json"
-    path.write_text(json.dumps({"limits": limits}))
-    return Runtime(bench.runtime.settings.model_copy(update={"policy_file": path}))
+    """A client of the bench's stack under an org policy of `limits`."""
+    return bench.client_under({"limits": limits})
 
 
 def f1(options: argparse.Namespace, bench: Harness, console: Console) -> Figure:

@@ -14,19 +14,24 @@ from rich.table import Table
 
 # Figures of toolrun alone: bare Celery has no approvals, and no limits to cost anything.
 ALONE = ("P7_threads", "P7_rss", "L1_P1", "L1_P3", "I1_import", "I1_help")
-FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1", "G1", "G2", "F1", *ALONE)
+FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1", "G1", "G2", "F1", "S1", *ALONE)
 
 
 @dataclass(frozen=True)
 class Target:
-    """What must hold: of the ratio toolrun/baseline, or of toolrun's value alone."""
+    """What must hold: of the ratio toolrun/baseline, of what toolrun adds to the
+    baseline (toolrun - baseline), or of toolrun's value alone."""
 
-    of: Literal["ratio", "toolrun"]
+    of: Literal["ratio", "added", "toolrun"]
     op: Literal["<=", ">="]
     value: float
 
-    def met(self, toolrun: float, ratio: float | None) -> bool | None:
-        subject = ratio if self.of == "ratio" else toolrun
+    def met(
+        self, toolrun: float, ratio: float | None, baseline: float | None = None
+    ) -> bool | None:
+        subject = {"ratio": ratio, "toolrun": toolrun}.get(self.of)
+        if self.of == "added":
+            subject = None if baseline is None else toolrun - baseline
         if subject is None:
             return None
         return subject <= self.value if self.op == "<=" else subject >= self.value
@@ -34,6 +39,8 @@ class Target:
     def text(self, unit: str) -> str:
         if self.of == "ratio":
             return f"ratio {self.op} {self.value:g}"
+        if self.of == "added":
+            return f"adds {self.op} {_number(self.value, unit)} {unit}"
         return f"{self.op} {_number(self.value, unit)} {unit}"
 
 
@@ -63,7 +70,7 @@ class Figure:
 
     @property
     def passed(self) -> bool | None:
-        return self.target.met(self.toolrun_median, self.ratio)
+        return self.target.met(self.toolrun_median, self.ratio, self.baseline_median)
 
     def as_dict(self) -> dict[str, Any]:
         return {

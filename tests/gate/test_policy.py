@@ -100,6 +100,15 @@ def test_the_org_names_the_internal_hosts_a_batch_may_reach(files):
     assert Policy.from_snapshot(json.loads(json.dumps(policy.snapshot()))) == policy
 
 
+def test_only_the_org_turns_the_sandbox_off_and_the_snapshot_carries_it(files):
+    tmp_path, workspace = files
+    plain = sources(tmp_path).policy_for(workspace)
+    off = sources(tmp_path, org={"sandbox": {"enabled": False}}).policy_for(workspace)
+    assert plain.sandbox is None and "sandbox" not in plain.snapshot()
+    assert off.snapshot()["sandbox"] == {"enabled": False} and off.version != plain.version
+    assert Policy.from_snapshot(json.loads(json.dumps(off.snapshot()))) == off
+
+
 @pytest.mark.parametrize(
     ("level", "data", "says"),
     [
@@ -114,6 +123,9 @@ def test_the_org_names_the_internal_hosts_a_batch_may_reach(files):
         ("org", {"internal_hosts": ["db internal"]}, "entry 'db internal'"),
         ("org", {"internal_hosts": ["300.1.1.1"]}, "entry '300.1.1.1'"),
         ("user", {"internal_hosts": ["10.0.0.0/8"]}, "unknown key(s) ['internal_hosts']"),
+        ("org", {"sandbox": False}, 'sandbox must be {"enabled": true}'),
+        ("org", {"sandbox": {"enabled": "no"}}, 'sandbox must be {"enabled": true}'),
+        ("user", {"sandbox": {"enabled": False}}, "unknown key(s) ['sandbox']"),
     ],
 )
 def test_a_bad_settings_file_is_an_error_naming_it(tmp_path, level, data, says):

@@ -5,12 +5,14 @@ session's shared stack stays as it is."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 from anthropic.types import MessageParam
 
+from runtime.sandbox.programs import needed
 from runtime.settings import Settings
 from runtime.types import Risk, Status
 from tests.adapters.test_anthropic import same_after_validation
@@ -44,6 +46,8 @@ def mcp_stack(tmp_path_factory, user_settings):
                         "command": COMMAND,
                         "trusted": True,
                         "env": {"NOTES_REFUSE_IF": str(flag)},
+                        # the sandbox shows the server the flag's folder
+                        "read_only": [str(flag.parent)],
                     },
                 }
             }
@@ -115,6 +119,37 @@ def test_an_untrusted_servers_hints_grant_nothing(mcp_stack, workspace):
         if e.call_id == "s" and e.kind == "decision"
     )
     assert decision.effect == "deny"
+
+
+def test_a_stdio_server_runs_in_the_sandbox(mcp_stack, workspace, tmp_path):
+    """It sees its own processes in /proc, not the worker's nor this test's; not
+    another workspace; and writes what it writes in its call's workspace only."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "secret.txt").write_text("another batch's secret")
+    batch = [
+        call("p", "notes__peek", place="/proc"),
+        call("o", "notes__peek", place=str(other / "secret.txt")),
+        call("h", "notes__peek", place=str(Path.home())),
+        call("w", "notes__append_note", name="kept", text="inside"),
+    ]
+    handle = mcp_stack.submit(batch, mode="auto", workspace=workspace, rules=WRITES)
+    procs, secret, home, wrote = handle.results(timeout=60)
+    assert procs.ok and secret.ok and home.ok and wrote.ok, [procs, secret, home, wrote]
+    pids = {name for name in procs.model_message.split() if name.isdigit()}
+    assert pids and str(os.getpid()) not in pids, pids
+    assert pids <= {str(pid) for pid in range(1, 20)}, pids  # its own pid namespace
+    assert "another batch's secret" not in secret.model_message
+    assert "unreadable" in secret.model_message
+    # Of the home, only the way to the server's own interpreter, read-only.
+    own = {
+        p.relative_to(Path.home()).parts[0]
+        for p in needed(COMMAND)
+        if p.is_relative_to(Path.home())
+    }
+    seen = home.model_message
+    assert seen.startswith("unreadable") or set(seen.split()) <= own, seen
+    assert (workspace / "notes" / "kept.txt").read_text() == "inside\n"
 
 
 def test_a_server_that_dies_fails_to_start_or_times_out_ends_only_that_call(mcp_stack, workspace):

@@ -6,7 +6,10 @@ starts. The next step looks for the first one's bash itself, so what it
 writes is a fact of the moment it started.
 
 A stack of its own with one effects slot and a long visibility timeout: the
-call must be ended by the worker that lost its process, not by a redelivery."""
+call must be ended by the worker that lost its process, not by a redelivery.
+Its workers run commands unconfined (`sandbox=False`): the steps read each other's
+pids in the host's /proc, which a sandboxed command has its own of;
+tests/integration/test_sandbox.py kills a pool process under a sandboxed command."""
 
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def sessions_stack(tmp_path_factory, user_settings):
     servers = home / "servers.json"
     notes = {"command": [sys.executable, str(MCP_SERVER)], "trusted": True, "timeout": 60}
     servers.write_text(json.dumps({"servers": {"held": notes}}))
-    slots = {"effects_concurrency": 1, "kill_grace": KILL_GRACE}
+    slots = {"effects_concurrency": 1, "kill_grace": KILL_GRACE, "sandbox": False}
     stack = FaultStack(home, user_settings=user_settings, visibility_timeout=120, **slots)
     stack.settings = stack.settings.model_copy(update={"mcp_servers_file": servers})
     with stack, stack.client() as runtime:

@@ -57,7 +57,13 @@ def served(tmp_path_factory):
         {
             "notes": {"command": COMMAND, "trusted": True, "timeout": 3},
             "stranger": {"command": COMMAND},
-            "flaky": {"command": COMMAND, "trusted": True, "env": {"NOTES_REFUSE_IF": str(flag)}},
+            "flaky": {
+                "command": COMMAND,
+                "trusted": True,
+                "env": {"NOTES_REFUSE_IF": str(flag)},
+                # the sandbox shows the server the flag's folder
+                "read_only": [str(flag.parent)],
+            },
         },
     )
     registry = Registry()
@@ -223,6 +229,7 @@ def test_a_servers_tools_are_registered_with_risk_from_trusted_annotations(serve
         "notes__crash",
         "notes__slow",
         "notes__hold",
+        "notes__peek",
     }
     assert served.get("notes__read_note").risk is Risk.read
     assert served.get("notes__append_note").risk is Risk.write

@@ -97,6 +97,20 @@ def hold(seconds: float, name: str) -> Note:
     return append_note(name, "held")
 
 
+@server.tool(annotations=READ)
+def peek(place: str) -> str:
+    """What the server sees at `place`: a folder's entries, a file's text, or why
+    it cannot (the sandbox's tests look around with it; not named as a path, so
+    the gate leaves it to the server, as it would a server's own reading)."""
+    try:
+        target = Path(place)
+        if target.is_dir():
+            return " ".join(sorted(entry.name for entry in target.iterdir()))
+        return target.read_text(errors="replace")
+    except OSError as error:
+        return f"unreadable: {error}"
+
+
 def main() -> None:
     refuse = os.environ.get("NOTES_REFUSE_IF")
     if refuse and Path(refuse).exists():

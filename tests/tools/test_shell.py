@@ -21,9 +21,14 @@ from runtime.types import Risk, Status
 SETTINGS = '{"permissions": {"deny": ["shell(rm *)"]}}'
 
 
-def run(workspace: Path, command: str, max_bytes: int = 32 * 1024, **args) -> ToolOutput:
+def run(
+    workspace: Path, command: str, max_bytes: int = 32 * 1024, confined: bool = True, **args
+) -> ToolOutput:
+    """Run `command`; `confined=False` as where the org policy turned the sandbox off."""
     spec = registry.get("shell")
-    ctx = ToolContext(workspace=workspace, batch_id="b", call_id="c", max_bytes=max_bytes)
+    ctx = ToolContext(
+        workspace=workspace, batch_id="b", call_id="c", max_bytes=max_bytes, confined=confined
+    )
     return spec.execute(spec.input_model(command=command, **args), ctx)
 
 
@@ -115,20 +120,37 @@ def test_environment_is_scrubbed(ws: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert {"PATH", "HOME"} <= names
 
 
+def running(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds `marker`: a sandboxed
+    command's own pids are those of its pid namespace, which the host does not use."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if entry.name.isdigit() and marker.encode() in line and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def gone(marker: str) -> bool:
+    deadline = time.monotonic() + 5
+    while running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(marker)
+
+
 def test_timeout_kills_the_process_group(ws: Path) -> None:
-    command = "sleep 100 & echo $! > pids; sleep 100 & echo $! >> pids; echo $$ >> pids; wait"
+    command = "sleep 100.31 & sleep 100.31 & setsid sleep 100.31 & touch started; wait"
     started = time.monotonic()
     with pytest.raises(ShellTimeout) as caught:
         run(ws, command, timeout=1)
     assert caught.value.status is Status.timeout
     assert "timed out after 1 s" in str(caught.value)
     assert time.monotonic() - started < 10
-    pids = [int(pid) for pid in (ws / "pids").read_text().split()]
-    assert len(pids) == 3
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(pid) for pid in pids)
+    assert (ws / "started").exists()
+    assert gone("100.31")  # in the sandbox, even the one that left the session
 
 
 def test_timeout_reports_output_so_far(ws: Path) -> None:
@@ -139,14 +161,10 @@ def test_timeout_reports_output_so_far(ws: Path) -> None:
 
 def test_background_jobs_end_with_the_command(ws: Path) -> None:
     started = time.monotonic()
-    out = run(ws, "sleep 100 & echo $! > pid; echo started")
+    out = run(ws, "sleep 100.32 & echo started")
     assert out.content["stdout"] == "started\n"
     assert time.monotonic() - started < 10
-    pid = int((ws / "pid").read_text())
-    deadline = time.monotonic() + 5
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(pid)
+    assert gone("100.32")
 
 
 def test_output_is_bounded_head_and_tail_kept(ws: Path) -> None:
@@ -230,13 +248,17 @@ def test_org_policy_file_is_protected(ws: Path, monkeypatch: pytest.MonkeyPatch)
     assert policy.read_text() == SETTINGS
 
 
+# What the sandbox hides (.toolrun/) an unconfined command can reach: the settings
+# files are compared before and after it, and put back.
+
+
 def test_obfuscated_settings_write_is_put_back(ws: Path) -> None:
     script = (
         "import pathlib; p = pathlib.Path('.tool' + 'run', 'settings.json'); "
         'p.write_text(\'{"permissions": {"allow": ["shell"]}}\'); print(\'wrote\')'
     )
     with pytest.raises(SettingsChanged) as caught:
-        run(ws, f'{sys.executable} -c "{script}"')
+        run(ws, f'{sys.executable} -c "{script}"', confined=False)
     assert caught.value.status is Status.denied
     assert "put back" in str(caught.value)
     assert (ws / ".toolrun" / "settings.json").read_text() == SETTINGS
@@ -249,7 +271,7 @@ def test_obfuscated_settings_delete_and_swap_are_put_back(ws: Path) -> None:
         "os.mkdir('elsewhere'); os.symlink('elsewhere', d)"
     )
     with pytest.raises(SettingsChanged):
-        run(ws, f'{sys.executable} -c "{script}"')
+        run(ws, f'{sys.executable} -c "{script}"', confined=False)
     target = ws / ".toolrun" / "settings.json"
     assert not (ws / ".toolrun").is_symlink()
     assert target.read_text() == SETTINGS
@@ -260,13 +282,20 @@ def test_created_settings_file_is_removed(ws: Path) -> None:
     (ws / ".toolrun" / "settings.json").unlink()
     script = "open('.tool' + 'run/settings.json', 'w').write('{}')"
     with pytest.raises(SettingsChanged):
-        run(ws, f'{sys.executable} -c "{script}"')
+        run(ws, f'{sys.executable} -c "{script}"', confined=False)
     assert not (ws / ".toolrun" / "settings.json").exists()
 
 
-def test_reading_settings_is_fine(ws: Path) -> None:
-    out = run(ws, "cat .toolrun/settings.json")
+def test_reading_settings_is_fine_unconfined(ws: Path) -> None:
+    out = run(ws, "cat .toolrun/settings.json", confined=False)
     assert out.content["stdout"] == SETTINGS
+
+
+def test_the_sandbox_hides_the_workspaces_toolrun_folder(ws: Path) -> None:
+    script = "open('.tool' + 'run/settings.json', 'w').write('{}')"
+    out = run(ws, f'ls -A .toolrun; python3 -c "{script}"; cat .toolrun/settings.json')
+    assert out.content["stdout"] == "{}"  # written in the sandbox's own folder, gone with it
+    assert (ws / ".toolrun" / "settings.json").read_text() == SETTINGS
 
 
 @pytest.mark.parametrize(
