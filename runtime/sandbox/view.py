@@ -13,7 +13,13 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from runtime.gate.protected import PROJECT_DIR, homes, protected_locations
+from runtime.gate.protected import (
+    GIT_FILES,
+    PROJECT_DIR,
+    RC_FILES,
+    homes,
+    protected_locations,
+)
 
 HOME = "/tmp/home"  # the sandbox's $HOME: an empty directory in its private /tmp
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -31,22 +37,9 @@ SECRETS = (
 )
 # Files in a workspace that make a later git or shell run code, or that hold git's
 # trust in other paths: read-only inside the sandbox, when they exist.
-RUNS_CODE = (
-    ".git/config",
-    ".git/hooks",
-    ".gitmodules",
-    ".gitconfig",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".envrc",
-)
+# Built from the gate's lists (gate/protected.py), so the two never drift apart, and
+# `.envrc`, which direnv runs on entering the directory.
+RUNS_CODE = (".git/config", ".git/hooks", *sorted(GIT_FILES | RC_FILES), ".envrc")
 
 
 def options(
