@@ -123,6 +123,9 @@ class Runtime(AsyncSubmits):
 
     @classmethod
     def from_env(cls) -> Runtime:
+        """A runtime built from the process's `Settings` (the `TOOLRUN_`
+        environment and, for the Redis URL and signing key, what the embedded
+        stack recorded): what `toolrun` and most programs want."""
         return cls(get_settings())
 
     def submit(
@@ -267,6 +270,9 @@ class Runtime(AsyncSubmits):
         self.services.advancer.cancel(batch_id, by=by)
 
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
+        """Refuse a waiting call: it ends `denied` with `reason` (what the model
+        reads), recorded as answered `by`, and its batch is carried on from
+        here. False if it was not waiting: already answered, or expired."""
         return answer(self.services, batch_id, call_id, approve=False, by=by, reason=reason)
 
     def submit_message(
