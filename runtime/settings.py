@@ -24,6 +24,13 @@ RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
 
 
 class Settings(BaseSettings):
+    """Everything a runtime, worker or gateway is configured by: each field is
+    the `TOOLRUN_` variable of its name in capitals (`redis_url` is
+    `TOOLRUN_REDIS_URL`), with a default, read once and frozen. An unknown
+    `TOOLRUN_` variable is a `ConfigurationError` at start, not ignored.
+    Build one with keywords (`Settings(home=...)`) to configure a runtime in
+    code; `Runtime.from_env` reads the environment's."""
+
     model_config = SettingsConfigDict(env_prefix=PREFIX, extra="forbid", frozen=True)
 
     home: Path = Field(
@@ -198,12 +205,14 @@ class Settings(BaseSettings):
 
     @property
     def ledger_url(self) -> str:
+        """The ledger's database: `database_url`, else SQLite in `home`."""
         if self.database_url:
             return self.database_url
         return f"sqlite:///{(self.home / 'ledger.db').resolve()}"
 
     @property
     def module_names(self) -> list[str]:
+        """The modules of `tool_modules`, one name each, blanks dropped."""
         return [name.strip() for name in self.tool_modules.split(",") if name.strip()]
 
 

@@ -60,6 +60,8 @@ class Status(StrEnum):
 
 
 OnError = Literal["stop", "continue"]
+"""Whether a batch's later ordered steps still run after one fails: "stop"
+(they end skipped) or "continue"."""
 
 
 class ToolCall(BaseModel):
@@ -132,6 +134,7 @@ class Usage(BaseModel):
 
     @property
     def worker_seconds(self) -> float:
+        """The call's run time on a worker in seconds (`wall_ms`; 0 if unknown)."""
         return (self.wall_ms or 0.0) / 1000
 
 
@@ -158,6 +161,7 @@ class ToolResult(BaseModel):
 
     @property
     def ok(self) -> bool:
+        """Whether the call succeeded (`status` is `ok`)."""
         return self.status is Status.ok
 
 

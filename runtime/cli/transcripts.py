@@ -53,13 +53,14 @@ def transcript(
 
 
 def _verify(files: list[str], conversation: str | None) -> None:
-    from runtime.transcript import chain, integrity, parse
+    from runtime.transcript import conversation as conversations
+    from runtime.transcript import integrity, parse
 
     if bool(files) == (conversation is not None):
         fail("verify: give transcript files, or --conversation ID (the ledger's chain)")
     if conversation is not None:
         ledger, _ = _ledger_and_key()
-        problems = chain.check(ledger, conversation)
+        problems = conversations.check(ledger, conversation)
         turns = len(ledger.turns(conversation))
         _report(problems, f"conversation {conversation}: {turns} turn(s), every link holds")
         return
@@ -76,7 +77,7 @@ def _verify(files: list[str], conversation: str | None) -> None:
         if not found:
             batch = document.get("batch") if isinstance(document.get("batch"), dict) else {}
             out.print(f"{name}: ok (batch {batch.get('id')})", markup=False)
-    problems += integrity.chain(documents)
+    problems += integrity.links(documents)
     _report(problems, f"{len(files)} transcript(s): digests, HMACs and links hold")
 
 

@@ -23,7 +23,12 @@ class BatchHandle:
     """Results of one batch: exactly one per call, streamed or in order. The
     stream also yields an `ApprovalRequested` for a call waiting for approval,
     a notice that its final result follows; `results()` holds final ones only.
-    Built on a `BatchRun` this process follows; several handles may share one."""
+    Built on a `BatchRun` this process follows; several handles may share one.
+
+    `owned`, `so_far`, `tally`, `kinds` and `unsubscribe` serve the HTTP
+    gateway and the CLI (a batch's state without waiting, its usage without a
+    ledger read, the provider item kinds of a reply); a program has `stream`,
+    `results`, `usage` and the `as_*` replies for the same."""
 
     def __init__(self, run: BatchRun) -> None:
         self.batch = run.batch
@@ -33,11 +38,13 @@ class BatchHandle:
 
     @property
     def done(self) -> bool:
+        """Whether every call has its final result (no wait)."""
         return self._events.done
 
     @property
     def owned(self) -> bool:
-        """Whether its submit wrote the gateway's owner row with its record."""
+        """For the gateway: whether its submit wrote the gateway's owner row
+        with the batch's record (if not, the gateway writes it itself)."""
         return self._run.owned
 
     @property
@@ -46,6 +53,9 @@ class BatchHandle:
         return self._run.services
 
     def approve(self, call_id: str, *, by: str, updated_arguments: Any = None) -> bool:
+        """`Runtime.approve` for a call of this batch: let it run (with
+        `updated_arguments`, validated again, if given). False if it was not
+        waiting: already answered, or expired."""
         return answer(
             self._run.services,
             self.batch_id,
@@ -62,6 +72,8 @@ class BatchHandle:
         self._run.cancel(by=by)
 
     def deny(self, call_id: str, reason: str, *, by: str) -> bool:
+        """`Runtime.deny` for a call of this batch: it ends `denied` with
+        `reason`. False if it was not waiting: already answered, or expired."""
         return answer(
             self._run.services, self.batch_id, call_id, approve=False, by=by, reason=reason
         )
@@ -107,11 +119,15 @@ class BatchHandle:
         return self._events.subscribe(subscriber)
 
     def unsubscribe(self, subscriber: Callable[[Event], None]) -> None:
+        """Stop calling a `subscribe`d function (the gateway's event streams,
+        when their client goes; the async handle, when its loop closes). One
+        not subscribed is ignored."""
         self._events.unsubscribe(subscriber)
 
     def so_far(self) -> tuple[list[ToolResult], list[ApprovalRequested]]:
-        """The final results in, in the model's order, and the notices of calls
-        still waiting for approval: a batch's state without waiting."""
+        """For the gateway: the final results in, in the model's order, and the
+        notices of calls still waiting for approval: a batch's state without
+        waiting."""
         return self._events.so_far()
 
     def usage(self) -> dict[str, Any]:
@@ -122,8 +138,9 @@ class BatchHandle:
         return self._run.services.approvals.ledger.batch_usage(self.batch_id)
 
     def tally(self, results: list[ToolResult]) -> dict[str, Any]:
-        """`usage()` of these results (some of `so_far()`'s), summed here with no
-        ledger read: for the ends it is given, the ledger's rollup agrees."""
+        """For the gateway: `usage()` of these results (some of `so_far()`'s),
+        summed here with no ledger read: for the ends it is given, the
+        ledger's rollup agrees."""
         redactor = self._run.services.approvals.ledger.redactor
         return usage.tally(results, self._run.tokens, redactor)
 
@@ -145,7 +162,8 @@ class BatchHandle:
 
     @property
     def kinds(self) -> dict[str, str]:
-        """Each call's provider kind, so every call is answered with its own item."""
+        """For the gateway and the CLI's replies: each call's provider kind, so
+        every call is answered with its own item."""
         return {call.id: call.kind for call in self.batch.calls}
 
     def reply(self, timeout: float | None = None) -> Any:
@@ -190,6 +208,7 @@ class AsyncBatchHandle:
     async def stream(
         self, timeout: float | None = None, *, notices: bool = True
     ) -> AsyncIterator[Event]:
+        """`BatchHandle.stream` on the event loop (`astream` is the same)."""
         loop = self._loop
         limit = None if timeout is None else loop.time() + timeout
         finals = 0
@@ -214,15 +233,19 @@ class AsyncBatchHandle:
         return self.stream(timeout, notices=notices)
 
     async def as_anthropic(self, timeout: float | None = None) -> dict[str, Any]:
+        """`BatchHandle.as_anthropic`, awaited."""
         return adapters.reply("anthropic", await self.results(timeout), self.handle.kinds)
 
     async def as_openai(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """`BatchHandle.as_openai`, awaited."""
         return adapters.reply("openai", await self.results(timeout), self.handle.kinds)
 
     async def as_responses(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """`BatchHandle.as_responses`, awaited."""
         return adapters.reply("responses", await self.results(timeout), self.handle.kinds)
 
     async def reply(self, timeout: float | None = None) -> Any:
+        """`BatchHandle.reply`, awaited."""
         return adapters.reply(_dialect(self.handle), await self.results(timeout), self.handle.kinds)
 
     def __aiter__(self) -> AsyncIterator[Event]:

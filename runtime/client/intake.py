@@ -23,7 +23,7 @@ from runtime.errors import BatchTooLarge, InvalidBatch, LedgerUnavailable
 from runtime.flow.limits import Limits
 from runtime.ledger import open_batches
 from runtime.ledger.store import Ledger
-from runtime.transcript import chain
+from runtime.transcript import conversation as conversations
 from runtime.types import Batch, Mode, ToolCall
 
 MAX_CALL_ID = 256  # characters; provider ids (toolu_..., call_...) are a few dozen
@@ -73,7 +73,7 @@ def link(ledger: Ledger, conversation: str) -> dict[str, Any]:
     """The new turn's link to the one before it; without the ledger, only its
     conversation (the batch fails closed on its own, "A batch the cluster owns")."""
     try:
-        return chain.link(ledger, conversation)
+        return conversations.link(ledger, conversation)
     except LedgerUnavailable:
         return {"conversation": conversation}
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
+from runtime.batch.plan import BatchPlan
 from runtime.batch.signer import Signer
 from runtime.client import first_send
 from runtime.client.audit import BatchAudit, Recording
@@ -28,7 +29,7 @@ from runtime.client.fingerprint import fingerprint
 from runtime.errors import LedgerUnavailable, TooManyOpenBatches
 from runtime.execution import budget_checks
 from runtime.flow.budgets import Spending
-from runtime.gate.admission import Refused, admit
+from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.batch_record import BatchRecord
@@ -40,6 +41,8 @@ log = logging.getLogger("toolrun.batch")
 DEADLINE_GRACE = 2.0  # seconds past the deadline before a follower ends the batch itself
 LEDGER_EVERY = 5  # thorough looks between two reads of the ledger's ends (Redis may lose some)
 TOKENS = ("input_tokens", "output_tokens")  # the model's usage, among a batch's columns
+Admissions = list[Admitted | Refused]  # one per call, in the model's order
+Columns = dict[str, Any] | None  # a batch row's columns beside its calls
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,30 @@ class BatchRun:
         (TooManyOpenBatches, nothing written or sent), so such a batch is
         never sent before it is recorded (docs/architecture.md, "Flow control").
         `owner`: the gateway key's row, in the record's transaction (`owned`)."""
-        batch, services = self.batch, self.services
         self.deadline = deadline
-        self.inbox = services.transport.watch(batch.id)  # before anything is sent
+        self.inbox = self.services.transport.watch(self.batch.id)  # before anything is sent
+        admissions = self._admit(policy)
+        plan = self._plan(admissions, policy, deadline=deadline, traceparent=traceparent)
+        columns = self._columns(policy, plan, deadline=deadline, key=key, given=columns)
+        audit = BatchAudit(self.services.approvals.ledger, self.batch, policy, owner)
+        if key is None and open_cap is None and first_send.reads_only(plan):
+            first_send.send_first(
+                audit,
+                admissions,
+                plan,
+                columns,
+                advancer=self.services.advancer,
+                transport=self.services.transport,
+                events=self.events,
+            )
+            self.owned = audit.owned
+            return True
+        return self._record_and_send(audit, admissions, plan, columns, open_cap=open_cap)
+
+    def _admit(self, policy: Policy) -> Admissions:
+        """Each call through the gate, then the budgets' hold on those let
+        through (docs/architecture.md, "Usage and budgets")."""
+        batch, services = self.batch, self.services
         admissions = [
             admit(
                 call,
@@ -109,47 +133,58 @@ class BatchRun:
             )
             for call in batch.calls
         ]
-        spending = Spending.from_snapshot(policy.spending)  # "Usage and budgets"
-        admissions = budget_checks.hold(admissions, spending, services.transport, batch.id)
-        reply_to = services.transport.reply_to
+        spending = Spending.from_snapshot(policy.spending)
+        return budget_checks.hold(admissions, spending, services.transport, batch.id)
+
+    def _plan(
+        self, admissions: Admissions, policy: Policy, *, deadline: float, traceparent: str | None
+    ) -> BatchPlan:
+        """The batch's stages, each call's task message signed in it."""
+        reply_to = self.services.transport.reply_to
+        snapshot = policy.snapshot()
         signer = Signer(
-            services.key, batch, policy.snapshot(), reply_to=reply_to, traceparent=traceparent
+            self.services.key, self.batch, snapshot, reply_to=reply_to, traceparent=traceparent
         )
-        plan = plans.build(
-            batch,
+        return plans.build(
+            self.batch,
             admissions,
             sign=lambda a, where: signer.message(a, stage=where),
             policy=signer.snapshot,
             reply_to=reply_to,
             deadline=deadline,
-            approval_timeout=services.approval_timeout,
+            approval_timeout=self.services.approval_timeout,
             traceparent=traceparent,
         )
-        self.tokens = {name: (columns or {}).get(name) for name in TOKENS}
-        columns = {  # written from the buffer too, as they are now
+
+    def _columns(
+        self, policy: Policy, plan: BatchPlan, *, deadline: float, key: str | None, given: Columns
+    ) -> dict[str, Any]:
+        """The batch row's columns beside its calls (written from the buffer
+        too, as they are now); keeps the model's tokens among them."""
+        self.tokens = {name: (given or {}).get(name) for name in TOKENS}
+        return {
             "key": key,
-            "fingerprint": fingerprint(batch, policy),
+            "fingerprint": fingerprint(self.batch, policy),
             "deadline_at": datetime.fromtimestamp(deadline, UTC),
             "created_at": datetime.now(UTC),
             # What the batch's transcript tells (docs/architecture.md, "Transcripts"):
             "policy_files": list(dict.fromkeys(rule.source for rule in policy.rules)),
             "stages": [stage.model_dump(mode="json") for stage in plan.stages],
-            **(columns or {}),
+            **(given or {}),
         }
-        audit = BatchAudit(services.approvals.ledger, batch, policy, owner)
-        refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
-        if key is None and open_cap is None and first_send.reads_only(plan):
-            first_send.send_first(
-                audit,
-                admissions,
-                plan,
-                columns,
-                advancer=services.advancer,
-                transport=services.transport,
-                events=self.events,
-            )
-            self.owned = audit.owned
-            return True
+
+    def _record_and_send(
+        self,
+        audit: BatchAudit,
+        admissions: Admissions,
+        plan: BatchPlan,
+        columns: Columns,
+        *,
+        open_cap: int | None,
+    ) -> bool:
+        """Record the batch with its plan in one transaction (or keep its
+        record while the ledger is away), then send its first stage: `start`'s
+        answer."""
         body = plan.model_dump(mode="json")  # the ledger's copy, and Redis's
         try:
             recording = audit.admissions(admissions, plan=body, columns=columns, open_cap=open_cap)
@@ -160,19 +195,20 @@ class BatchRun:
         if recording is Recording.found:
             self.unwatch()
             return False
+        refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
         for result in refusals.values():
             self.events.end(result)
         if recording is Recording.buffered:
             if first_send.without_ledger(
-                audit, admissions, plan, transport=services.transport, events=self.events
+                audit, admissions, plan, transport=self.services.transport, events=self.events
             ):
                 return True
             self.unwatch()
             return False
         try:
-            services.advancer.begin(plan, refusals, copy=body)
+            self.services.advancer.begin(plan, refusals, copy=body)
         except Exception as error:  # noqa: BLE001 - recorded: the sweep sends it once it can
-            log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
+            log.warning("batch %s: its first stage waits for the sweep: %s", self.batch.id, error)
         return True
 
     def attach(self) -> None:

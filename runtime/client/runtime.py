@@ -280,6 +280,9 @@ class Runtime(AsyncSubmits):
         self.services.advancer.cancel(batch_id, by=by)
 
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
+        """Refuse a waiting call: it ends `denied` with `reason` (what the model
+        reads), recorded as answered `by`, and its batch is carried on from
+        here. False if it was not waiting: already answered, or expired."""
         return answer(self.services, batch_id, call_id, approve=False, by=by, reason=reason)
 
     def submit_message(

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlmodel import select
 
-from runtime.ledger import batches, open_batches, records, usage
+from runtime.ledger import batches, open_batches, snapshot, usage
 from runtime.ledger.database import Database
-from runtime.ledger.records import BatchRecord
+from runtime.ledger.snapshot import BatchSnapshot
 from runtime.ledger.tables import BatchRow, CallRow, EventRow, utc_now
 from runtime.types import ToolResult
 
@@ -57,12 +57,12 @@ class LedgerReads(Database):
 
     def last_turn(self, conversation: str) -> BatchRow | None:
         """The batch of a conversation recorded last."""
-        return self._run(lambda session: records.last_turn(session, conversation), write=False)
+        return self._run(lambda session: snapshot.last_turn(session, conversation), write=False)
 
-    def record(self, batch_id: str) -> BatchRecord | None:
+    def record(self, batch_id: str) -> BatchSnapshot | None:
         """The batch's row, calls, events, approvals and ends, read in one
         transaction; None if there is no such batch."""
-        return self._run(lambda session: records.record(session, batch_id), write=False)
+        return self._run(lambda session: snapshot.record(session, batch_id), write=False)
 
     def calls(self, batch_id: str) -> list[CallRow]:
         query = select(CallRow).where(CallRow.batch_id == batch_id).order_by(CallRow.position)

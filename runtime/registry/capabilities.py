@@ -139,6 +139,9 @@ class CapabilitySpec:
         return None, []
 
     def json_schema(self) -> dict[str, Any]:
+        """The tool as a model and an operator see it: its name, description,
+        its arguments' JSON Schema, and the promises a caller plans by (risk,
+        idempotent, approval, timeout, schema version)."""
         return {
             "name": self.name,
             "description": self.description,
@@ -158,6 +161,10 @@ class Registry:
         self._specs: dict[str, CapabilitySpec] = {}
 
     def register(self, spec: CapabilitySpec) -> CapabilitySpec:
+        """Add a tool and return it. A name that does not match the allowed
+        pattern, or one already taken by another function, raises
+        `ConfigurationError`; registering the same function again is harmless
+        (a module imported twice)."""
         if not _NAME.match(spec.name):
             raise ConfigurationError(f"tool name {spec.name!r} must match {_NAME.pattern}")
         known = self._specs.get(spec.name)
@@ -167,12 +174,17 @@ class Registry:
         return spec
 
     def get(self, name: str) -> CapabilitySpec | None:
+        """The tool of that name; None for an unknown name or a name that is
+        not a string (a model's call may carry anything)."""
         return self._specs.get(name) if isinstance(name, str) else None
 
     def closest(self, name: str, limit: int = 3) -> list[str]:
+        """Up to `limit` registered names that look like `name`, best first:
+        what an unknown tool's error suggests to the model."""
         return difflib.get_close_matches(str(name), list(self._specs), n=limit, cutoff=0.5)
 
     def names(self) -> list[str]:
+        """Every registered tool's name, sorted."""
         return sorted(self._specs)
 
     def __iter__(self) -> Iterable[CapabilitySpec]:
@@ -182,6 +194,7 @@ class Registry:
         return len(self._specs)
 
     def schemas(self) -> list[dict[str, Any]]:
+        """Every tool's `json_schema`, in name order."""
         return [spec.json_schema() for spec in self]
 
 

@@ -4,7 +4,7 @@ sealed with a digest and an HMAC under the signing key and chained to the turn
 before it in its conversation (docs/architecture.md, "Transcripts").
 
 `document` builds it (`calls` the part of each call), `integrity` seals and
-verifies it, `chain` links and checks the turns of a conversation, `formats`
+verifies it, `conversation` links and checks the turns of a conversation, `formats`
 writes it as JSON, JSON Lines, Markdown (`markdown`) or one HTML page (`page`),
 a write's change shown as diff lines (`changes`).
 """

@@ -68,7 +68,7 @@ def verify(document: Any, key: bytes | None) -> list[str]:
     return problems
 
 
-def chain(documents: list[dict[str, Any]]) -> list[str]:
+def links(documents: list[dict[str, Any]]) -> list[str]:
     """What is wrong with the links between transcripts of conversations: each
     turn's `previous` names the batch and digest of the turn before it, so a
     turn removed (its successor names a batch not given) or edited (its digest
@@ -105,8 +105,8 @@ def _first(turns: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _linkable(document: Any) -> bool:
-    """Whether the parts `chain` reads have their schema's shape (a file that
-    is no transcript is `verify`'s to report, not a crash of `chain`)."""
+    """Whether the parts `links` reads have their schema's shape (a file that
+    is no transcript is `verify`'s to report, not a crash of `links`)."""
     if not isinstance(document, dict) or not isinstance(document.get("batch"), dict):
         return False
     batch, conversation = document["batch"], document.get("conversation")

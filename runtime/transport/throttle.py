@@ -105,15 +105,7 @@ class Throttle(FairShare):
             return {}, "", set()
         now = time.time()
 
-        keys, args = [], []
-        if windows or slots:
-            keys = [self.window_key(item, scope) for item, scope in windows]
-            keys += [slots_key(scope) for scope, _ in slots]
-            args = [now, len(windows)]
-            for index, (item, _) in enumerate(windows):
-                needed = calls[index] if calls is not None else item.amount + 1
-                args += [item.amount, item.get_expiry(), needed]
-            args += [cap for _, cap in slots]
+        keys, args = self._look_arguments(windows, slots, calls, now)
         marking = marks[1] if marks is not None else ()
 
         def build(pipe: Pipeline) -> None:
@@ -143,15 +135,31 @@ class Throttle(FairShare):
         elif keys:
             seen = found[0]
         if keys:
-            for index, (item, scope) in enumerate(windows):  # as `get_window_stats` reads them
-                oldest, count = seen[2 * index], int(seen[2 * index + 1])
-                start = float(oldest) if oldest not in (b"", "") else now
-                room[scope] = (item.amount - count, start + item.get_expiry())
-            free = seen[2 * len(windows) :]
-            room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
+            room = _room(windows, slots, seen, now)
         if marks is not None and reads is not None:
             marked |= {c for (c, _), a in zip(reads[3], admitted, strict=True) if a == "s"}
         return room, admitted, marked
+
+    def _look_arguments(
+        self,
+        windows: Sequence[tuple[RateLimitItem, str]],
+        slots: Sequence[tuple[str, int]],
+        calls: Sequence[int] | None,
+        now: float,
+    ) -> tuple[list[str], list[Any]]:
+        """LOOK's keys (each window's, then each cap's slots) and arguments
+        (the time, how many windows, each window's size, length and the calls
+        it must have room for, then each cap)."""
+        if not windows and not slots:
+            return [], []
+        keys = [self.window_key(item, scope) for item, scope in windows]
+        keys += [slots_key(scope) for scope, _ in slots]
+        args: list[Any] = [now, len(windows)]
+        for index, (item, _) in enumerate(windows):
+            needed = calls[index] if calls is not None else item.amount + 1
+            args += [item.amount, item.get_expiry(), needed]
+        args += [cap for _, cap in slots]
+        return keys, args
 
     @reached
     def enter(
@@ -255,3 +263,21 @@ class Throttle(FairShare):
             pipe.zremrangebyscore(HELD, "-inf", now)
             found, _ = pipe.execute()
         return [b.decode() for b in found]
+
+
+def _room(
+    windows: Sequence[tuple[RateLimitItem, str]],
+    slots: Sequence[tuple[str, int]],
+    seen: list[Any],
+    now: float,
+) -> dict[str, tuple[int, float]]:
+    """LOOK's answer read per scope: what each window and cap has left, and
+    when a window next frees one (a cap's slot: 0, unknown)."""
+    room = {}
+    for index, (item, scope) in enumerate(windows):  # as `get_window_stats` reads them
+        oldest, count = seen[2 * index], int(seen[2 * index + 1])
+        start = float(oldest) if oldest not in (b"", "") else now
+        room[scope] = (item.amount - count, start + item.get_expiry())
+    free = seen[2 * len(windows) :]
+    room |= {scope: (int(n), 0.0) for (scope, _), n in zip(slots, free, strict=True)}
+    return room

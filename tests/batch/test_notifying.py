@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import time
 
 import pytest
 
@@ -19,6 +18,7 @@ from runtime.types import ApprovalRequested, Status
 from tests.conftest import embedded_stack, runtime_on
 from tests.integration.test_secrets import ARG_SECRET
 from tests.support.cli import stack_env, toolrun
+from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver
 
 GATEWAY = "https://toolrun.example.com"
@@ -68,13 +68,11 @@ def verified(key: bytes, own: bytes, request) -> dict:
 
 
 def notified_rows(ledger, batch_id, count):
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        rows = [e for e in ledger.events(batch_id) if e.kind == "approval_notified"]
-        if len(rows) >= count:
-            return rows
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} approval_notified rows")
+    def rows():
+        found = [e for e in ledger.events(batch_id) if e.kind == "approval_notified"]
+        return found if len(found) >= count else None
+
+    return wait_for(rows, 60, f"{count} approval_notified rows")
 
 
 def test_each_notifier_is_told_once_per_waiting_call_signed_and_retried(

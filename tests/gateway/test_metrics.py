@@ -5,11 +5,11 @@ scrape. Real Redis, real workers."""
 from __future__ import annotations
 
 import re
-import time
 import uuid
 
 from runtime.gateway.metrics import Metrics
 from tests.support.tools import marks, release
+from tests.support.waiting import wait_for
 
 SLOTS = 8  # the session stack's reads concurrency (tests/conftest.py)
 
@@ -26,10 +26,7 @@ def test_calls_waiting_and_running_per_queue_are_exported(runtime, workspace, re
         {"id": f"h{i}", "name": "held", "arguments": {"label": "scaled"}} for i in range(SLOTS + 3)
     ]
     handle = runtime.submit(calls, mode="auto", workspace=workspace)
-    give_up = time.monotonic() + 30
-    while len(marks(workspace, "held")) < SLOTS:  # every slot runs one
-        assert time.monotonic() < give_up, "the reads never all started"
-        time.sleep(0.05)
+    wait_for(lambda: len(marks(workspace, "held")) >= SLOTS, 30, "start of a read in every slot")
     text = Metrics(runtime).text().decode()
     assert figure(text, "toolrun_calls_running", "reads") == SLOTS
     assert figure(text, "toolrun_calls_waiting", "reads") >= 3  # past the slots

@@ -51,7 +51,7 @@ def test_a_provider_message_s_transcript_holds_its_reply_and_chains(gateway, key
         "previous": {"batch_id": first, "digest": one["integrity"]["digest"]},
     }
     key = stack.signing_key.encode()
-    assert transcript.verify(two, key) == [] and transcript.integrity.chain([one, two]) == []
+    assert transcript.verify(two, key) == [] and transcript.integrity.links([one, two]) == []
 
 
 def test_formats_and_who_may_read_it(gateway, keys, space):

@@ -1,16 +1,20 @@
 """Consecutive ordered steps run as one chain (each worker starts the next):
 the same results, order and skips as steps sent one by one from the client."""
 
-import time
-
 from runtime.types import ApprovalRequested, Status
 from tests.support.tools import held_running, marks, release
+from tests.support.waiting import wait_for
 
 WRITES = {"allow": ["bump", "explode", "slow_write", "held_write"]}
 
 
 def call(call_id, name, **arguments):
     return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def statuses(runtime, batch_id: str) -> dict[str, str]:
+    """Each call's status as the ledger's call rows hold it now."""
+    return {row.call_id: row.status for row in runtime.ledger.calls(batch_id)}
 
 
 def labels(workspace) -> list[str]:
@@ -37,10 +41,8 @@ def test_a_chain_runs_in_order_and_stops_at_its_first_failure(runtime, workspace
     assert all("call x (explode) failed" in r.model_message for r in results[3:])
     assert labels(workspace) == ["a", "b", "explode"]
     want = {"a": "ok", "b": "ok", "x": "error", "c": "skipped", "d": "skipped"}
-    deadline = time.monotonic() + 10  # the client records a skip just after it hands it over
-    while (rows := {r.call_id: r.status for r in runtime.ledger.calls(handle.batch_id)}) != want:
-        assert time.monotonic() < deadline, rows
-        time.sleep(0.05)
+    # the client records a skip just after it hands it over
+    wait_for(lambda: statuses(runtime, handle.batch_id) == want, 10, f"call rows {want}")
 
 
 def test_under_continue_a_chain_runs_past_a_failure(runtime, workspace):

@@ -29,6 +29,7 @@ from tests.conftest import TEST_TOOLS
 from tests.support import compose
 from tests.support.postgres import fresh_database
 from tests.support.tools import marks
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 WRITES = {"allow": ["bump", "write_file"]}
@@ -176,14 +177,15 @@ def test_the_worker_services_serve_a_batch(deployment, env, user_settings, works
     # TOOLRUN_LOG_FORMAT defaults to json in the compose file: one object a line,
     # and Celery's lines about each task name its batch and call. A task logs
     # "succeeded" just after it publishes its result, so wait for the last ones.
-    deadline = time.monotonic() + 10
-    while True:
+    every_call = {"n1", "n2", "w", "r", "b"}
+
+    def all_succeeded():
         about = lines_about(deployment["workers"], handle.batch_id)
         ended = {call_id for call_id, said in about.items() if any("succeeded" in m for m in said)}
-        if ended == {"n1", "n2", "w", "r", "b"} or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert set(about) == {"n1", "n2", "w", "r", "b"}
+        return about if ended == every_call else None
+
+    about = wait_for(all_succeeded, 10, "'succeeded' line of every call", every=0.1)
+    assert set(about) == every_call
     for call_id, messages in about.items():
         assert any("received" in m for m in messages), (call_id, messages)
         assert any("succeeded" in m for m in messages), (call_id, messages)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from runtime.types import Status
 from tests.support.tools import held_running, marks, release
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(60)]
 ALLOW = {"allow": ["bump"]}
@@ -21,6 +21,11 @@ ALLOW = {"allow": ["bump"]}
 
 def call(call_id: str, name: str, **arguments) -> dict:
     return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def call_rows(runtime, batch_id: str) -> dict[str, str]:
+    """Each call's status as the ledger's call rows hold it now."""
+    return {row.call_id: row.status for row in runtime.ledger.calls(batch_id)}
 
 
 def one_result_each(handle, timeout: float) -> dict:
@@ -58,13 +63,13 @@ def test_handle_cancel_ends_calls_not_started_and_lets_running_reads_finish(
     assert marks(workspace, "effects") == []
     ran = {m["label"] for m in marks(workspace, "intervals")}
     assert "after" not in ran
-    deadline = time.monotonic() + 10  # the client records an end just after it hands it over
-    while True:
-        rows = {row.call_id: row.status for row in runtime.ledger.calls(handle.batch_id)}
-        if {rows[c] for c in ("w1", "after", "w2")} == {"cancelled"}:
-            break
-        assert time.monotonic() < deadline, rows
-        time.sleep(0.1)
+
+    # the client records an end just after it hands it over
+    def cancelled() -> bool:
+        rows = call_rows(runtime, handle.batch_id)
+        return all(rows[c] == "cancelled" for c in ("w1", "after", "w2"))
+
+    wait_for(cancelled, 10, "cancelled rows of w1, after and w2")
 
 
 @pytest.mark.timeout(240)

@@ -20,6 +20,7 @@ import pytest
 from runtime.types import Status
 from tests.support.faults import FaultStack
 from tests.support.tools import marks
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 ALLOW = {"allow": ["held_write"]}
@@ -58,10 +59,7 @@ def test_two_ends_made_while_the_ledger_is_cut_leave_the_streamed_one(stack, wor
         handle = runtime.submit(
             batch, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=90
         )
-        deadline = time.monotonic() + 30
-        while not (running := marks(workspace, "effects")):
-            assert time.monotonic() < deadline, "w1 never ran"
-            time.sleep(0.05)
+        running = wait_for(lambda: marks(workspace, "effects"), 30, "run of w1")
         [worker] = stack.workers("effects")
         with stack.ledger_cut():
             stack.kill_pool_process(running[0]["pid"])
@@ -76,10 +74,8 @@ def test_two_ends_made_while_the_ledger_is_cut_leave_the_streamed_one(stack, wor
 
         results = {r.call_id: r for r in handle.results(timeout=90)}
         ledger = runtime.ledger
-        deadline = time.monotonic() + 60
-        while "w1" not in (ends := ledger.ends(handle.batch_id)):
-            assert time.monotonic() < deadline, "w1 has no end in the ledger"
-            time.sleep(0.2)
+        wait_for(lambda: "w1" in ledger.ends(handle.batch_id), 60, "end of w1 in the ledger")
+        ends = ledger.ends(handle.batch_id)
 
     streamed, kept = results["w1"], ends["w1"]
     assert streamed.status in (Status.outcome_unknown, Status.error), streamed.model_message

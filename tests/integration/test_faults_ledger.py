@@ -24,6 +24,7 @@ from tests.support.faults import FaultStack, Relay
 from tests.support.postgres import fresh_database
 from tests.support.racer import race_in
 from tests.support.tools import held_running, marks, release
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(90)]
 ALLOW = {"allow": ["bump"]}
@@ -169,13 +170,13 @@ def test_a_batch_submitted_while_the_ledger_is_cut_runs_its_reads_only(ledger_ru
     rows_settle(
         runtime, handle.batch_id, {"r0": READ_ROWS, "r1": READ_ROWS, "w1": {"decision", "finished"}}
     )
-    deadline = time.monotonic() + 10
-    while True:  # the call rows, written late, take the ends already recorded
-        calls = {row.call_id: row.status for row in runtime.ledger.calls(handle.batch_id)}
-        if calls == {"r0": "ok", "w1": "error", "r1": "ok"} or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert calls == {"r0": "ok", "w1": "error", "r1": "ok"}
+    # the call rows, written late, take the ends already recorded
+    want = {"r0": "ok", "w1": "error", "r1": "ok"}
+
+    def rows():
+        return {row.call_id: row.status for row in runtime.ledger.calls(handle.batch_id)}
+
+    wait_for(lambda: rows() == want, 10, f"call rows {want}", every=0.2)
     assert runtime.ledger.batch(handle.batch_id) is not None
 
 
@@ -333,10 +334,8 @@ def test_a_row_the_database_refuses_does_not_hold_back_the_rows_after_it(tmp_pat
     buffer.keep(row("last"))
     assert not buffer.flush() and len(buffer) == 3
     outage[0] = False
-    deadline = time.monotonic() + 5
-    while len(buffer) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert written == ["first", "last"] and len(buffer) == 0
+    wait_for(lambda: len(buffer) == 0, 5, "flush of the buffer")
+    assert written == ["first", "last"]
 
 
 def test_call_rows_written_late_take_what_workers_recorded_first(tmp_path):

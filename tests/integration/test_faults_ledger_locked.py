@@ -11,7 +11,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,8 +25,21 @@ from tests.support.faults import FaultStack
 from tests.support.ledger_lock import held_elsewhere
 from tests.support.postgres import fresh_database
 from tests.support.tools import held_running, release
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+
+
+def ended(read: Callable[[], BatchRow | None], timeout: float = 60) -> BatchRow:
+    """The batch row `read()` gives once the ledger has it marked ended."""
+
+    def marked() -> BatchRow | None:
+        row = read()
+        return row if row is not None and row.ended_at is not None else None
+
+    return wait_for(marked, timeout, "batch row marked ended", every=0.2)
+
+
 ALLOW = {"allow": ["bump"]}
 TIMEOUT = 40.0  # the batches' own timeout: their deadline
 
@@ -137,11 +150,7 @@ def test_a_keyed_batch_submitted_while_the_ledger_is_locked_keeps_its_key_and_en
         }
         assert "audit ledger is unavailable" in results["w1"].model_message
 
-        row, bound = None, time.monotonic() + 60  # the buffer's flush, then the sweep
-        while row is None or row.ended_at is None:
-            assert time.monotonic() < bound, f"the batch was not marked ended: {row}"
-            time.sleep(0.2)
-            row = runtime.ledger.batch(handle.batch_id)
+        row = ended(lambda: runtime.ledger.batch(handle.batch_id))  # the buffer's flush, the sweep
         assert row.key == key and row.fingerprint is not None
         # The deadline the submitter set (a busy machine may take long to start it).
         assert started + TIMEOUT - 1 <= row.deadline_at.timestamp() <= returned + TIMEOUT + 1
@@ -183,11 +192,7 @@ def test_a_batch_whose_submitter_dies_while_the_ledger_is_locked_still_lands_and
         assert batch_id, "the submitter printed no batch id"
 
     with stack.client() as runtime:
-        row, bound = None, time.monotonic() + 60  # the sweep writes it, then marks it ended
-        while row is None or row.ended_at is None:
-            assert time.monotonic() < bound, f"the batch was not recorded and ended: {row}"
-            time.sleep(0.2)
-            row = runtime.ledger.batch(batch_id)
+        row = ended(lambda: runtime.ledger.batch(batch_id))  # the sweep writes it, then ends it
         assert row.key == key and row.fingerprint is not None
         # The deadline the submitter set (a busy machine may take long to start it).
         assert started + TIMEOUT - 1 <= row.deadline_at.timestamp() <= returned + TIMEOUT + 1
@@ -222,10 +227,7 @@ def test_a_read_whose_row_died_with_its_worker_gets_its_announced_end_in_the_led
             for worker in stack.workers("reads"):
                 stack.kill_worker(worker)  # and the row its pool process kept
         stack.add_worker("reads")
-        bound = time.monotonic() + 180
-        while (row := runtime.ledger.batch(handle.batch_id)) is None or row.ended_at is None:
-            assert time.monotonic() < bound, f"the batch did not end in the ledger: {row}"
-            time.sleep(0.2)
+        ended(lambda: runtime.ledger.batch(handle.batch_id), timeout=180)
         ends = runtime.ledger.ends(handle.batch_id)
         assert {c: r.status for c, r in ends.items()} == {"r1": Status.ok}
 
@@ -288,16 +290,14 @@ def test_a_batch_of_reads_whose_submitter_dies_between_send_and_record_lands_and
 
     with stack.client() as runtime:
         query = select(BatchRow).where(BatchRow.workspace == str(workspace))
-        row, bound = None, time.monotonic() + 60  # the sweep writes it, then marks it ended
-        while row is None or row.ended_at is None:
-            assert time.monotonic() < bound, f"the batch was not recorded and ended: {row}"
-            time.sleep(0.2)
-            row = runtime.ledger.transaction(lambda s: s.exec(query).first(), write=False)
+        # the sweep writes it, then marks it ended
+        row = ended(
+            lambda: runtime.ledger.transaction(lambda s: s.exec(query).first(), write=False)
+        )
         ends = runtime.ledger.ends(row.id)
         assert {c: r.status.value for c, r in ends.items()} == {"r0": "ok"}
         kinds = [(e.call_id, e.kind) for e in runtime.ledger.events(row.id)]
         assert ("r0", "decision") in kinds and ("r0", "finished") in kinds
         assert [c.status for c in runtime.ledger.calls(row.id)] == ["ok"]
-        while runtime.transport.plan(row.id) is not None:  # its unredacted copy goes too
-            assert time.monotonic() < bound, "Redis kept the plan of the ended batch"
-            time.sleep(0.2)
+        # its unredacted copy goes too
+        wait_for(lambda: runtime.transport.plan(row.id) is None, 60, "drop of the plan's copy")

@@ -59,10 +59,7 @@ def test_a_redis_restart_mid_batch_loses_no_result_and_the_next_batch_runs(redis
     handle = runtime.submit(
         calls, mode="auto", workspace=workspace, rules=ALLOW, on_error="continue", timeout=deadline
     )
-    give_up = time.monotonic() + 20
-    while len(started(workspace)) < 2:
-        assert time.monotonic() < give_up, "the batch did not start"
-        time.sleep(0.05)
+    wait_for(lambda: len(started(workspace)) >= 2, 20, "start of the batch's first two calls")
     stack.restart_redis(down=1.0)
 
     results = handle.results(timeout=deadline + 10)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -17,6 +16,7 @@ import pytest
 
 from runtime.settings import Settings
 from tests.conftest import TEST_TOOLS, runtime_on
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -101,8 +101,7 @@ def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
     results = handle.results(timeout=30)
     assert [r.status.value for r in results] == ["ok", "ok", "ok", "error"]
 
-    deadline = time.monotonic() + 20
-    while True:
+    def succeeded():
         status, body = fetch(flower, "api/tasks")
         assert status == 200
         ours = {
@@ -110,10 +109,10 @@ def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
             for task_id, task in json.loads(body).items()
             if handle.batch_id in (task.get("args") or "")
         }
-        if len(ours) == len(CALLS) and all(t["state"] == "SUCCESS" for t in ours.values()):
-            break
-        assert time.monotonic() < deadline, f"Flower shows {ours}"
-        time.sleep(0.3)
+        done = len(ours) == len(CALLS) and all(t["state"] == "SUCCESS" for t in ours.values())
+        return (body, ours) if done else None
+
+    body, ours = wait_for(succeeded, 20, "task of each call shown succeeded by Flower", every=0.3)
 
     answers = [body]
     tools = {call["id"]: call["name"] for call in CALLS}
@@ -174,15 +173,14 @@ def test_no_corpus_secret_reaches_a_result_the_ledger_a_worker_log_or_flower(
     seen["ledger"] += str([r.model_dump() for r in ledger.calls(handle.batch_id)])
     seen["worker logs"] = " ".join(Path(w["log"]).read_text() for w in flower_stack.workers)
     assert "echo tool saw:" in seen["worker logs"]
-    deadline = time.monotonic() + 20
-    while True:
-        status, body = fetch(flower_stack.flower, "api/tasks")
+
+    def shown():
+        _, body = fetch(flower_stack.flower, "api/tasks")
         tasks = json.loads(body).items()
         ours = [t for t, task in tasks if handle.batch_id in (task.get("args") or "")]
-        if len(ours) == len(calls):
-            break
-        assert time.monotonic() < deadline, f"Flower shows {len(ours)} of {len(calls)} calls"
-        time.sleep(0.3)
+        return (body, ours) if len(ours) == len(calls) else None
+
+    body, ours = wait_for(shown, 20, "task of each call shown by Flower", every=0.3)
     pages = [body] + [fetch(flower_stack.flower, f"api/task/info/{t}")[1] for t in ours]
     pages += [fetch(flower_stack.flower, f"task/{t}")[1] for t in ours[:4]]
     seen["flower"] = " ".join(pages)

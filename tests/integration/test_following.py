@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import os
 import threading
-import time
 import weakref
 
 import redis
@@ -15,6 +14,7 @@ import redis
 from runtime.transport.redis_client import REDIS_CONNECTIONS
 from runtime.types import ApprovalRequested, Status
 from tests.conftest import runtime_on
+from tests.support.waiting import wait_for
 
 BATCHES = 300  # enough that a thread or a connection per batch could not hide
 THREADS = 8  # what the client may add, in all, to the threads it had before its first batch
@@ -67,9 +67,6 @@ def test_an_ended_batch_is_freed_without_the_garbage_collector(stack, user_setti
             assert handle.results(timeout=60)[0].status is Status.ok
             run = weakref.ref(handle._run)
             del handle
-            deadline = time.monotonic() + 10
-            while run() is not None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert run() is None
+            wait_for(lambda: run() is None, 10, "release of the batch's run", every=0.01)
         finally:
             gc.enable()

@@ -6,7 +6,6 @@ windows or slots."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections import Counter
 
@@ -125,10 +124,8 @@ def test_a_submitter_at_its_open_batches_cap_is_refused_until_one_ends(limited, 
     with pytest.raises(TooManyOpenBatches, match=f"{who} has 1 batches open"):
         rt.submit(naps(1), mode="auto", workspace=workspace, submitter=who)
     assert all(r.ok for r in first.results(timeout=60))
-    deadline = time.monotonic() + 60
-    while rt.ledger.open_batches(who):  # the batch's row ends just after its last result
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    # the batch's row ends just after its last result
+    wait_for(lambda: not rt.ledger.open_batches(who), 60, "end of the open batch's row")
     assert rt.submit(naps(1), mode="auto", workspace=workspace, submitter=who).results(timeout=60)
 
 

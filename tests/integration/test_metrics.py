@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import TEST_TOOLS
 from tests.support.tools import held_running, release
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOW = {"allow": ["held_write", "held"]}
@@ -68,12 +68,14 @@ def figure(samples, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def wait_for(url: str, condition, timeout: float = 30.0, what: str = "figures"):
-    deadline = time.monotonic() + timeout
-    while not condition(samples := scrape(url)):
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s: {samples}"
-        time.sleep(0.1)
-    return samples
+def figures_when(url: str, condition, timeout: float = 30.0, what: str = "figures"):
+    """The exporter's figures, scraped until `condition` holds of them."""
+
+    def met():
+        samples = scrape(url)
+        return samples if condition(samples) else None
+
+    return wait_for(met, timeout, what, every=0.1)
 
 
 def test_the_figures_an_autoscaler_reads(runtime, exporter, workspace):
@@ -96,7 +98,7 @@ def test_the_figures_an_autoscaler_reads(runtime, exporter, workspace):
             >= figure(before, "toolrun_approvals_pending") + 1
         )
 
-    wait_for(exporter, busy, what="calls running, waiting and asking")
+    figures_when(exporter, busy, what="calls running, waiting and asking")
     for label in ("a", "b", "r"):
         release(workspace, label)
     for handle in [*writes, read]:
@@ -111,7 +113,7 @@ def test_the_figures_an_autoscaler_reads(runtime, exporter, workspace):
             == figure(before, "toolrun_calls_total", tool="held", status="ok") + 1
         )
 
-    after = wait_for(exporter, ended, what="the ends counted")
+    after = figures_when(exporter, ended, what="the ends counted")
     ran = figure(after, "toolrun_call_seconds_count", tool="held_write")
     assert ran == figure(before, "toolrun_call_seconds_count", tool="held_write") + 2
     assert figure(after, "toolrun_call_seconds_bucket", tool="held_write", le="+Inf") == ran

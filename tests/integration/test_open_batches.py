@@ -18,6 +18,7 @@ from runtime.errors import TooManyOpenBatches
 from tests.conftest import runtime_on
 from tests.support.postgres import fresh_database
 from tests.support.tools import marks, release
+from tests.support.waiting import wait_for
 
 CAP, SUBMITS = 2, 8
 
@@ -95,9 +96,7 @@ def test_reads_under_the_cap_are_not_sent_before_their_record(capped, workspace)
     handles, refused = submit_at_once(rt, reads, workspace, who, mode="auto")
     try:
         assert (len(handles), len(refused)) == (CAP, SUBMITS - CAP)
-        deadline = time.monotonic() + 30
-        while len(marks(workspace, "held")) < CAP and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: len(marks(workspace, "held")) >= CAP, 30, "start of each admitted read")
         time.sleep(0.5)  # a refused batch's read, had it been sent, would start by now
         assert len(marks(workspace, "held")) == CAP
     finally:

@@ -21,6 +21,7 @@ from tests.support.faults import FaultStack
 from tests.support.rabbitmq import BROKERS, broker_for
 from tests.support.submitter import spawn
 from tests.support.tools import marks, release
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 ALLOW = {"allow": ["bump", "slow_bump"]}
@@ -140,10 +141,10 @@ def test_with_no_client_alive_the_deadline_ends_every_call(owned, workspace, req
         "timeout": 2,
     }
     batch_id = submit_and_kill(stack, spec, lambda _: len(marks(workspace, "held")) >= 1)
-    give_up = time.monotonic() + 60  # a bound on a broken sweep, not a measure
-    while len(runtime.ledger.ends(batch_id)) < 2:
-        assert time.monotonic() < give_up, "the deadline did not end the batch"
-        time.sleep(0.1)
+    # 60 s: a bound on a broken sweep, not a measure
+    wait_for(
+        lambda: len(runtime.ledger.ends(batch_id)) >= 2, 60, "end of the batch at its deadline"
+    )
     ends = runtime.ledger.ends(batch_id)
     assert (ends["r"].status, ends["w"].status) == (Status.timeout, Status.skipped)
     assert marks(workspace, "effects") == []
@@ -180,8 +181,7 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
     handle = runtime.submit(
         [call("o", "obliterate", label="asked")], mode="default", workspace=workspace, timeout=30
     )
-    while runtime.approvals.get(handle.batch_id, "o") is None:
-        time.sleep(0.02)
+    wait_for(lambda: runtime.approvals.get(handle.batch_id, "o"), what="approval request")
     if forged == "status":  # approved by someone who never had the key
         _forge(
             runtime,

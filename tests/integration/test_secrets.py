@@ -3,6 +3,8 @@ in neither the result, the ledger, nor the worker log."""
 
 from pathlib import Path
 
+from tests.support.waiting import wait_for
+
 FILE_SECRET = "sk-ant-api03-" + "FileSecret" * 4
 ARG_SECRET = "ghp_" + "ArgSecret1" * 4
 
@@ -31,7 +33,6 @@ def test_secrets_leave_no_trace(runtime, workspace, stack):
 def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspace, stack):
     """The plan holds the arguments as the model wrote them (the worker needs
     them): the ledger's row goes when the batch ends, and so must Redis's copy."""
-    import time
 
     import redis
 
@@ -47,10 +48,7 @@ def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspa
         assert ARG_SECRET.encode() in (client.get(plan_key(handle.batch_id)) or b"")
         assert [r.status.value for r in handle.results(timeout=60)] == ["ok", "ok"]
         runtime.services.advancer.advance(handle.batch_id)  # any mover closes it, as the sweep does
-        deadline = time.monotonic() + 30
-        while runtime.ledger.batch(handle.batch_id).ended_at is None:
-            assert time.monotonic() < deadline, "the batch was never marked ended"
-            time.sleep(0.05)
+        wait_for(lambda: runtime.ledger.batch(handle.batch_id).ended_at, 30, "batch marked ended")
         assert client.get(plan_key(handle.batch_id)) is None
         held = [client.dump(k) or b"" for k in client.scan_iter(f"*{handle.batch_id}*")]
         assert not [v for v in held if ARG_SECRET.encode() in v]

@@ -27,6 +27,7 @@ from runtime.stack.embedded import (
     stop_stack,
     stop_worker,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -214,25 +215,23 @@ def test_the_supervisor_replaces_a_worker_that_dies_or_stops_answering(home):
     stop_worker(dead, graceful=False)
     os.kill(frozen["pid"], signal.SIGSTOP)  # alive, but answers no ping
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def replaced():
         now = load_record(home)
-        names = [w["name"] for w in now.workers]
-        if dead["name"] not in names and frozen["name"] not in names:
-            break
-        time.sleep(0.5)
+        names = {w["name"] for w in now.workers}
+        return now if not names & {dead["name"], frozen["name"]} else None
+
+    now = wait_for(replaced, 60, "record without the dead and the frozen worker", every=0.5)
+    names = [w["name"] for w in now.workers]
     assert sorted(w["queue"] for w in now.workers) == ["effects", "reads"], now.workers
-    assert dead["name"] not in names and frozen["name"] not in names
     # Killed, not left stopped. The supervisor saves the record once the kill is
     # sent and the process seen gone or 5 s passed; on a busy machine its exit
     # may finish later, so this waits for it rather than looking once.
-    deadline = time.monotonic() + 30
-    while processes.is_alive(frozen["pid"]):
-        assert time.monotonic() < deadline, "the frozen worker was left running"
-        time.sleep(0.2)
-    deadline = time.monotonic() + 30
-    while answering(settings, now.redis_url, names) != set(names):
-        assert time.monotonic() < deadline, "the replacements never answered"
+    wait_for(lambda: not processes.is_alive(frozen["pid"]), 30, "exit of the frozen worker")
+    wait_for(
+        lambda: answering(settings, now.redis_url, names) == set(names),
+        30,
+        "answer from each replacement",
+    )
     assert stop_stack(home) is True
     assert not processes.is_alive(record.supervisor_pid)
     assert not any(processes.is_alive(w["pid"]) for w in now.workers)

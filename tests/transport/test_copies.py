@@ -3,13 +3,12 @@ wrote is dropped on a later round trip, never lost. Real redis-server."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
 
 from runtime.transport import copies
 from tests.support.round_trips import Counting, counted_state
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.server
 
@@ -65,10 +64,7 @@ def test_the_listeners_thread_drops_what_waits_and_so_does_close(state, monkeypa
     state.watch("b0")  # the listener runs
     state.keep_record("b1", "{}")
     state.drop_record("b1", later=True)
-    until = time.monotonic() + 10
-    while state.kept_records() and time.monotonic() < until:
-        time.sleep(0.05)
-    assert state.kept_records() == {}
+    wait_for(lambda: state.kept_records() == {}, 10, "drop of b1's kept record")
     monkeypatch.setattr(copies, "DROP_SECONDS", 3600.0)
     state.keep_record("b2", "{}")
     state.drop_record("b2", later=True)

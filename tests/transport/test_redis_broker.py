@@ -18,6 +18,7 @@ from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
 from runtime.transport import redis_broker
 from runtime.transport.app import make_app
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.server
 
@@ -217,9 +218,7 @@ def test_a_pop_whose_socket_errs_puts_what_it_took_back_at_the_head_of_its_queue
         # As kombu's poller starts a pop: the BLMPOP sent, its reply (three messages) not read
         connection.transport.cycle._register_BRPOP(channel)
         assert channel._popping == 3
-        deadline = time.monotonic() + 10
-        while client.llen("q") > 1 and time.monotonic() < deadline:  # Redis has popped them
-            time.sleep(0.01)
+        wait_for(lambda: client.llen("q") <= 1, 10, "pop of three messages", every=0.01)
         channel._poll_error("BRPOP")  # as kombu's poller calls it on the socket's error
         assert channel._popping == 0 and got == []
         assert [number(item) for item in reversed(client.lrange("q", 0, -1))] == [0, 1, 2, 3]

@@ -10,8 +10,8 @@ import pytest
 
 from runtime import transcript
 from runtime.errors import InvalidBatch
-from runtime.transcript import chain
-from runtime.transcript.integrity import chain as links
+from runtime.transcript import conversation as conversations
+from runtime.transcript.integrity import links
 from tests.support.transcripts import valid
 from tests.transcript.conftest import KEY
 
@@ -43,7 +43,7 @@ def test_each_turn_links_to_the_digest_of_the_one_before(rt, workspace):
             "digest": before["integrity"]["digest"],
         }
     assert links(documents) == []
-    assert chain.check(rt.ledger, "c-17") == []
+    assert conversations.check(rt.ledger, "c-17") == []
 
 
 def test_a_turn_left_out_or_edited_in_the_files_is_found(rt, workspace):
@@ -62,13 +62,13 @@ def test_a_turn_deleted_or_changed_in_the_ledger_is_found(rt, workspace, tmp_pat
     database = tmp_path / "ledger.db"
     with sqlite3.connect(database) as db:  # what someone with the database file could do
         db.execute("UPDATE toolrun_call SET arguments = '{}' WHERE batch_id = ?", (first,))
-    [changed] = chain.check(rt.ledger, "c-17")
+    [changed] = conversations.check(rt.ledger, "c-17")
     assert second in changed and first in changed and "was changed" in changed
     with sqlite3.connect(database) as db:
         for table in ("toolrun_batch", "toolrun_call", "toolrun_event", "toolrun_end"):
             column = "id" if table == "toolrun_batch" else "batch_id"
             db.execute(f"DELETE FROM {table} WHERE {column} = ?", (second,))  # noqa: S608
-    problems = chain.check(rt.ledger, "c-17")
+    problems = conversations.check(rt.ledger, "c-17")
     assert any(second in p and "missing" in p for p in problems)
 
 
@@ -80,4 +80,6 @@ def test_conversations_do_not_mix_and_names_are_checked(rt, workspace):
         rt.submit(
             [{"id": "a", "name": "list_dir", "arguments": {}}], workspace=workspace, conversation=""
         )
-    assert chain.check(rt.ledger, "never") == ["no batch of conversation 'never' in the ledger"]
+    assert conversations.check(rt.ledger, "never") == [
+        "no batch of conversation 'never' in the ledger"
+    ]

@@ -1,7 +1,9 @@
-"""A batch's whole record in one read transaction: its row, its calls, its
-events in order, its approvals and its ends, as one consistent snapshot (a
-call's end and its call row never disagree within it). What a transcript is
-built from (docs/architecture.md, "Transcripts")."""
+"""A batch's whole record in one read transaction, a `BatchSnapshot`: its row,
+its calls, its events in order, its approvals and its ends, as one consistent
+snapshot (a call's end and its call row never disagree within it). What a
+transcript is built from (docs/architecture.md, "Transcripts"). Not to be
+confused with `batch_record.BatchRecord`, a batch's first rows kept as data
+before they are written."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from runtime.types import ToolResult
 
 
 @dataclass(frozen=True)
-class BatchRecord:
+class BatchSnapshot:
+    """What the ledger holds of one batch now, read in one transaction."""
+
     batch: BatchRow
     calls: list[CallRow]  # in the model's order
     events: list[EventRow]  # in the order they were written
@@ -22,7 +26,7 @@ class BatchRecord:
     ends: dict[str, ToolResult]  # by call id
 
 
-def record(session: Session, batch_id: str) -> BatchRecord | None:
+def record(session: Session, batch_id: str) -> BatchSnapshot | None:
     batch = session.get(BatchRow, batch_id)
     if batch is None:
         return None
@@ -30,7 +34,7 @@ def record(session: Session, batch_id: str) -> BatchRecord | None:
     events = select(EventRow).where(EventRow.batch_id == batch_id).order_by(EventRow.id)
     approvals = select(ApprovalRow).where(ApprovalRow.batch_id == batch_id)
     ends = select(EndRow.call_id, EndRow.result).where(EndRow.batch_id == batch_id)
-    return BatchRecord(
+    return BatchSnapshot(
         batch=batch,
         calls=list(session.exec(calls).all()),
         events=list(session.exec(events).all()),
