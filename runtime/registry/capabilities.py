@@ -48,6 +48,11 @@ class ToolOutput:
     spent: dict[str, float] = field(default_factory=dict)
 
 
+def _denies_nothing(path: Path) -> str | None:
+    """A call's default `reading_denied`: no deny rule forbids showing any file."""
+    return None
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a running tool may know about its call."""
@@ -67,7 +72,7 @@ class ToolContext:
     # absolute path): the rule's text, or None. A search checks every file it
     # opens, as read_file of it would be (docs/architecture.md, "The permission
     # gate"); the default denies nothing.
-    reading_denied: Callable[[Path], str | None] = field(default=lambda path: None)
+    reading_denied: Callable[[Path], str | None] = field(default=_denies_nothing)
     # Whether the processes the call starts run in the sandbox (docs/architecture.md,
     # "The sandbox"): false only where the org policy or the worker's settings turned
     # it off; each process then started is noted in `unconfined`, and the call's
