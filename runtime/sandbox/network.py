@@ -33,41 +33,55 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "AL
 DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "amqp": 5672, "amqps": 5671, "sentinel": 26379}
 DEFAULT_PORTS |= {"postgresql": 5432, "postgres": 5432, "mysql": 3306}
 
-# The bridge: argv is [socket, port, command...]; it listens before the command
+# The bridge: argv is [socket, port, command...]. It listens before the command
 # starts, so the command never finds the proxy missing, and exits with its code.
+# Only modules built into the interpreter (`_socket`, `_thread`, `os`): it starts
+# in the time python3 itself takes, not the tens of ms `socket` and `subprocess` add.
 BRIDGE = """
-import socket, subprocess, sys, threading
+import _socket as s, _thread as t, os, sys
 path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-listener = socket.create_server(("127.0.0.1", port), backlog=64)
-def pipe(source, sink):
+listener = s.socket(s.AF_INET, s.SOCK_STREAM)
+listener.setsockopt(s.SOL_SOCKET, s.SO_REUSEADDR, 1)
+listener.bind(("127.0.0.1", port))
+listener.listen(64)
+def pipe(source, sink, done=None):
     try:
         while data := source.recv(65536):
             sink.sendall(data)
     except OSError:
         pass
     try:
-        sink.shutdown(socket.SHUT_WR)
+        sink.shutdown(s.SHUT_WR)
     except OSError:
         pass
+    if done:
+        done.release()
 def serve(client):
-    upstream = socket.socket(socket.AF_UNIX)
+    upstream = s.socket(s.AF_UNIX, s.SOCK_STREAM)
     try:
         upstream.connect(path)
     except OSError:
         client.close()
         return
-    back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
-    back.start()
+    done = t.allocate_lock()
+    done.acquire()
+    t.start_new_thread(pipe, (upstream, client, done))
     pipe(client, upstream)
-    back.join()
+    done.acquire()
     client.close()
     upstream.close()
 def accept():
     while True:
-        client, _ = listener.accept()
-        threading.Thread(target=serve, args=(client,), daemon=True).start()
-threading.Thread(target=accept, daemon=True).start()
-code = subprocess.call(argv)
+        fd, _ = listener._accept()
+        t.start_new_thread(serve, (s.socket(s.AF_INET, s.SOCK_STREAM, 0, fd),))
+child = os.fork()
+if child == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+t.start_new_thread(accept, ())
+code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
 sys.exit(code if code >= 0 else 128 - code)
 """
 
