@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.errors import SandboxUnavailable
 from runtime.sandbox import network
 
 
@@ -72,3 +73,11 @@ def test_the_bridge_runs_the_command_behind_it_with_the_proxy_in_its_environment
         "/tmp/p/proxy.sock",
         network.SOCKET,
     ]
+
+
+def test_without_a_system_python3_a_networked_call_is_refused_and_says_why(monkeypatch, tmp_path):
+    shim = tmp_path / "python3"  # a python3 outside the system's directories, as a pyenv shim
+    shim.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(network, "PYTHONS", (str(shim), "/usr/bin/no-such-python3"))
+    with pytest.raises(SandboxUnavailable, match="needs the system's python3.*Nothing was run"):
+        network.bridged(["/bin/true"], {"PATH": "/usr/bin"})
