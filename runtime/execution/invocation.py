@@ -52,7 +52,7 @@ from runtime.gate.policy import Policy
 from runtime.redaction import redactor_for
 from runtime.registry.capabilities import CapabilitySpec, ToolContext, ToolOutput
 from runtime.results import formatter as results
-from runtime.sandbox import UNCONFINED, enabled_by
+from runtime.sandbox import UNCONFINED, allowed, enabled_by
 from runtime.settings import Settings
 from runtime.types import CallMessage, Risk, Status, ToolResult, Usage
 
@@ -81,6 +81,7 @@ def invoke(
         internal_hosts=tuple(message.policy.get("internal_hosts", ())),  # the org's, signed
         reading_denied=reading_denied(message),
         confined=settings.sandbox and enabled_by(message.policy),
+        network=allowed(message.policy),  # the org's, signed
     )
     timeout = spec.timeout or settings.default_timeout
     outcome: dict[str, Any] = {"tries": 1, "cpu_total": 0.0}

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+import socket
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from runtime.errors import AddressRefused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -56,32 +59,35 @@ class InternalHosts:
     networks: tuple[IPNetwork, ...] = ()
 
     @classmethod
-    def parse(cls, entries: Iterable[str]) -> InternalHosts:
+    def parse(cls, entries: Iterable[str], key: str = "internal_hosts") -> InternalHosts:
         """`ValueError` naming the first entry that is neither an address, a
-        range nor a host name."""
+        range nor a host name (`key`: the policy key that lists them)."""
         names, networks = [], []
         for entry in entries:
             if not isinstance(entry, str) or not entry.strip():
-                raise ValueError(f"internal_hosts entry {entry!r} is not a host, address or range")
+                raise ValueError(f"{key} entry {entry!r} is not a host, address or range")
             try:
                 networks.append(ipaddress.ip_network(entry.strip()))
                 continue
             except ValueError as error:
                 if "/" in entry or entry.replace(".", "").isdigit() or ":" in entry:
-                    raise ValueError(f"internal_hosts entry {entry!r}: {error}") from None
+                    raise ValueError(f"{key} entry {entry!r}: {error}") from None
             if not _HOST.match(entry.strip()):
                 raise ValueError(
-                    f"internal_hosts entry {entry!r} is neither an address, a range (CIDR) "
-                    "nor a host name"
+                    f"{key} entry {entry!r} is neither an address, a range (CIDR) nor a host name"
                 )
             names.append(entry.strip().lower().rstrip("."))
         return cls(tuple(names), tuple(networks))
 
-    def allows(self, host: str, address: IPAddress) -> bool:
+    def names_host(self, host: str) -> bool:
+        """Whether a name entry is `host` itself, or a `*.domain` it is under."""
         host = host.lower().rstrip(".")
-        if any(
+        return any(
             host == name or (name[:2] == "*." and host.endswith(name[1:])) for name in self.names
-        ):
+        )
+
+    def allows(self, host: str, address: IPAddress) -> bool:
+        if self.names_host(host):
             return True
         return any(address.version == net.version and address in net for net in self.networks)
 
@@ -98,3 +104,38 @@ def refusal(host: str, address: IPAddress, allowed: InternalHosts) -> str | None
         "unspecified and the like) are not reached unless the org policy's internal_hosts "
         "names the host or its range"
     )
+
+
+def connect(
+    host: str,
+    port: int,
+    internal: InternalHosts,
+    timeout: float | None = None,
+    source_address: tuple[str, int] | None = None,
+    *,
+    also: Callable[[IPAddress, int], str | None] = lambda address, port: None,
+) -> socket.socket:
+    """A connection to `host`:`port` from one lookup whose every address is
+    checked (`refusal`, then `also`) before any is connected to, so a second
+    lookup cannot swap a checked address for an internal one; `AddressRefused`
+    says why not."""
+    found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    for *_, sockaddr in found:
+        address = ipaddress.ip_address(sockaddr[0].partition("%")[0])
+        why = refusal(host, address, internal) or also(address, port)
+        if why is not None:
+            raise AddressRefused(why, kind="internal_address")
+    error: OSError = OSError(f"{host} resolves to no address")
+    for family, kind, proto, _, sockaddr in found:
+        sock = socket.socket(family, kind, proto)
+        try:
+            if timeout is not None:
+                sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as failed:
+            sock.close()
+            error = failed
+    raise error

@@ -9,12 +9,16 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
      "workspace_roots": ["/srv/agents"],       # org file only
      "internal_hosts": ["10.2.0.0/16", "db.internal"],  # org file only
      "notifications": [{"url": "https://..."}],  # org file only (gate/notifiers.py)
-     "sandbox": {"enabled": false}}            # org file only
+     "sandbox": {"enabled": false,             # org file only
+                 "network": {"allow": ["pypi.org", "*.npmjs.org"]}}}
 
 `internal_hosts` names the internal hosts and ranges a network tool may reach
 (runtime/gate/addresses.py); every other internal address is refused.
 `sandbox` `{"enabled": false}` runs the processes tools start unconfined, and
 each such call says so (docs/architecture.md, "The sandbox"); it is on otherwise.
+Its `network.allow` lists the hosts (exact, `*.domain`, addresses or ranges) that
+sandboxed processes may reach through the call's proxy; without it, no network.
+Only the org decides: a project or user file has no `sandbox` key.
 
 Org policy is `TOOLRUN_POLICY_FILE`, the project file `<workspace>/.toolrun/
 settings.json`, the user file `TOOLRUN_USER_SETTINGS_FILE`. A file that cannot
@@ -247,19 +251,33 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
             InternalHosts.parse(data["internal_hosts"])
         except ValueError as error:
             raise ConfigurationError(f"{path}: {error}") from None
-    if "sandbox" in data and not (
-        isinstance(data["sandbox"], dict)
-        and set(data["sandbox"]) <= {"enabled"}
-        and isinstance(data["sandbox"].get("enabled", True), bool)
-    ):
-        raise ConfigurationError(
-            f'{path}: sandbox must be {{"enabled": true}} or {{"enabled": false}}'
-        )
+    if "sandbox" in data:
+        _check_sandbox(data["sandbox"], path)
     reading.read_budgets(data, str(path))  # docs/architecture.md, "Usage and budgets"
     limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
     read_notifiers(data, str(path))
     return data
+
+
+def _check_sandbox(box: Any, path: Path) -> None:
+    if not (
+        isinstance(box, dict)
+        and set(box) <= {"enabled", "network"}
+        and isinstance(box.get("enabled", True), bool)
+    ):
+        raise ConfigurationError(
+            f'{path}: sandbox must be {{"enabled": true|false, "network": {{"allow": [...]}}}}'
+        )
+    network = box.get("network", {})
+    if not isinstance(network, dict) or set(network) - {"allow"}:
+        raise ConfigurationError(f'{path}: sandbox.network must be {{"allow": ["host", ...]}}')
+    if not isinstance(network.get("allow", []), list):
+        raise ConfigurationError(f"{path}: sandbox.network.allow must be a list of hosts")
+    try:
+        InternalHosts.parse(network.get("allow", []), key="sandbox.network.allow")
+    except ValueError as error:
+        raise ConfigurationError(f"{path}: {error}") from None
 
 
 def _spending(*files: dict[str, Any]) -> dict[str, Any] | None:

@@ -79,6 +79,9 @@ class ToolContext:
     # summary says so.
     confined: bool = True
     unconfined: list[str] = field(default_factory=list)
+    # The hosts the org policy lets the call's sandboxed processes reach, through
+    # a proxy (`sandbox.network.allow`); none by default: no network at all.
+    network: tuple[str, ...] = ()
     # What the tool has reported spending so far (`spend`), kept in its usage
     # record even if it then fails (docs/architecture.md, "Usage and budgets").
     spent: dict[str, float] = field(default_factory=dict)

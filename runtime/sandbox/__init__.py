@@ -9,15 +9,27 @@ it is and notes that the call ran a process unconfined.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from runtime.errors import SandboxUnavailable
 from runtime.sandbox.availability import Availability, availability, unavailable_message
 from runtime.sandbox.command import command
+from runtime.sandbox.network import allowed
+from runtime.sandbox.proxy import Proxy
 from runtime.settings import Settings, get_settings
 
-__all__ = ["UNCONFINED", "Availability", "availability", "confine", "enabled_by", "state"]
+__all__ = [
+    "UNCONFINED",
+    "Availability",
+    "allowed",
+    "availability",
+    "confine",
+    "enabled_by",
+    "reaching",
+    "state",
+]
 UNCONFINED = "unconfined"  # the mark on the summary of a call that ran a process unconfined
 
 
@@ -31,10 +43,12 @@ def confine(
     read_only: Iterable[Path] = (),
     places: Iterable[Path] = (),
     noted: list[str] | None = None,
+    proxy: Path | None = None,
 ) -> list[str]:
     """`argv` as it must be started. `confined` False (an explicit org or worker
     setting) leaves it as it is and appends to `noted`; otherwise the sandbox
-    wraps it, or `SandboxUnavailable` says why it cannot."""
+    wraps it, or `SandboxUnavailable` says why it cannot. `proxy`: the socket of
+    the call's proxy (`reaching`), for a call the policy lets reach hosts."""
     if not confined:
         if noted is not None:
             noted.append(argv[0])
@@ -43,8 +57,27 @@ def confine(
     if not state.ok or state.bwrap is None:
         raise SandboxUnavailable(unavailable_message(state.reason or "no bubblewrap"))
     return command(
-        state.bwrap, argv, workspace=workspace, cwd=cwd, env=env, read_only=read_only, places=places
+        state.bwrap,
+        argv,
+        workspace=workspace,
+        cwd=cwd,
+        env=env,
+        read_only=read_only,
+        places=places,
+        proxy=proxy,
     )
+
+
+@contextmanager
+def reaching(hosts: tuple[str, ...], internal: tuple[str, ...] = ()) -> Iterator[Path | None]:
+    """The socket of a proxy to `hosts` (the policy's `sandbox.network.allow`;
+    `internal`: its `internal_hosts`), served until the block ends; None when
+    there are no hosts: the sandbox then has no network at all."""
+    if not hosts:
+        yield None
+        return
+    with Proxy(hosts, internal) as proxy:
+        yield proxy.path
 
 
 def enabled_by(policy: Mapping) -> bool:

@@ -2,7 +2,8 @@
 
 Every namespace is new (`--unshare-all`): its own pids, so `/proc` shows only the
 sandbox's processes and none of the worker's environments; its own network, with
-only a loopback of its own, so toolrun's Redis, broker and ledger are out of reach;
+only a loopback of its own, so toolrun's Redis, broker and ledger are out of reach
+(where the policy lists hosts, a bridge on that loopback leads to the call's proxy);
 its own IPC, hostname and cgroup view. Inside, the process runs as `nobody`
 (65534) with no capability, in a session of its own, and dies with bubblewrap;
 its environment is exactly `env` (`--clearenv`), its home an empty private
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from runtime.sandbox import view
+from runtime.sandbox import network, view
 
 NOBODY = "65534"
 ISOLATION = (
@@ -48,10 +49,17 @@ def command(
     env: Mapping[str, str],
     read_only: Iterable[Path] = (),
     places: Iterable[Path] = (),
+    proxy: Path | None = None,
 ) -> list[str]:
     """`argv` wrapped to run confined to `workspace` (read-write), started in
-    `cwd` (the workspace by default)."""
+    `cwd` (the workspace by default); with `proxy` (the call's proxy's socket),
+    behind the bridge that lets it reach the hosts the policy lists
+    (`runtime.sandbox.network`)."""
+    if proxy is not None:
+        argv, env = network.bridged(argv, env)
     environment = {**env, "HOME": view.HOME, "TMPDIR": "/tmp"}
     settings = [item for name, value in environment.items() for item in ("--setenv", name, value)]
     mounts = view.options(workspace, cwd or workspace, read_only, places)
+    if proxy is not None:
+        mounts = [*mounts, *network.mounts(proxy)]
     return [str(bwrap), *ISOLATION, *mounts, "--clearenv", *settings, "--", *argv]

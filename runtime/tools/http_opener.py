@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import functools
 import http.client
-import ipaddress
 import socket
 import urllib.request
 from urllib.parse import urlsplit
 
-from runtime.errors import AddressRefused, ToolError
-from runtime.gate.addresses import InternalHosts, refusal
+from runtime.errors import ToolError
+from runtime.gate.addresses import InternalHosts, connect
 
 MAX_REDIRECTS = 5
 
@@ -47,27 +46,10 @@ def _connect(
     internal: InternalHosts,
 ) -> socket.socket:
     """http.client's `create_connection`, with one lookup whose every address
-    is checked before any is connected to."""
-    host, port = address
-    found = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    for *_, sockaddr in found:
-        why = refusal(host, ipaddress.ip_address(sockaddr[0].partition("%")[0]), internal)
-        if why is not None:
-            raise AddressRefused(why, kind="internal_address")
-    error: OSError = OSError(f"{host} resolves to no address")
-    for family, kind, proto, _, sockaddr in found:
-        sock = socket.socket(family, kind, proto)
-        try:
-            if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:  # http.client's "not given"
-                sock.settimeout(timeout)
-            if source_address:
-                sock.bind(source_address)
-            sock.connect(sockaddr)
-            return sock
-        except OSError as failed:
-            sock.close()
-            error = failed
-    raise error
+    is checked before any is connected to (`addresses.connect`)."""
+    # http.client's "not given" is its own marker, not None
+    given = None if timeout is socket._GLOBAL_DEFAULT_TIMEOUT else timeout
+    return connect(address[0], address[1], internal, given, source_address)  # type: ignore[arg-type]
 
 
 class _CheckedHTTP(http.client.HTTPConnection):

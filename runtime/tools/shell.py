@@ -12,7 +12,8 @@ What it promises, beyond what the permission gate decided:
   `TOOLRUN_*`, keys, tokens or passwords reach it.
 - It runs in the sandbox (`runtime.sandbox`, docs/architecture.md "The sandbox"):
   only the workspace writable, no other workspace, no toolrun home, no `/proc` of
-  the worker, no network, as `nobody`. Where the sandbox cannot be had, nothing runs
+  the worker, no network (unless the org policy lists hosts: then only those,
+  through a proxy of the call's own), as `nobody`. Where the sandbox cannot be had, nothing runs
   and the call ends with an error that says why; only an explicit org (or worker)
   setting runs it unconfined, and the call's summary then says so.
 - On timeout, and also after a normal exit, the whole process group is ended
@@ -194,28 +195,36 @@ class _Run:
 def _run(command: str, root: Path, timeout: float, *, limit: int, ctx: ToolContext) -> _Run:
     env = _environment()
     bash = shutil.which("bash", path=env["PATH"]) or "/bin/sh"
-    argv = sandbox.confine(
-        [bash, "-c", command], confined=ctx.confined, workspace=root, env=env, noted=ctx.unconfined
-    )
-    process = subprocess.Popen(
-        sessions.wrapped(argv),
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        close_fds=True,
-    )
-    stdout, stderr = _Capture(process.stdout, limit), _Capture(process.stderr, limit)
-    stdout.start()
-    stderr.start()
-    try:
-        code: int | None = _wait(process, timeout)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        _end_group(process)
+    # The hosts the policy lets the sandbox reach, through a proxy of the call's own
+    # (docs/architecture.md, "The sandbox"); unconfined, a process has the host's network.
+    with sandbox.reaching(ctx.network if ctx.confined else (), ctx.internal_hosts) as proxy:
+        argv = sandbox.confine(
+            [bash, "-c", command],
+            confined=ctx.confined,
+            workspace=root,
+            env=env,
+            noted=ctx.unconfined,
+            proxy=proxy,
+        )
+        process = subprocess.Popen(
+            sessions.wrapped(argv),
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+        stdout, stderr = _Capture(process.stdout, limit), _Capture(process.stderr, limit)
+        stdout.start()
+        stderr.start()
+        try:
+            code: int | None = _wait(process, timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            _end_group(process)
     stdout.join(GRACE)
     stderr.join(GRACE)
     return _Run(code, stdout, stderr)

@@ -109,6 +109,15 @@ def test_only_the_org_turns_the_sandbox_off_and_the_snapshot_carries_it(files):
     assert Policy.from_snapshot(json.loads(json.dumps(off.snapshot()))) == off
 
 
+def test_the_org_lists_the_hosts_sandboxed_processes_reach_and_the_snapshot_carries_them(files):
+    tmp_path, workspace = files
+    box = {"network": {"allow": ["pypi.org", "*.npmjs.org", "10.2.0.0/16"]}}
+    policy = sources(tmp_path, org={"sandbox": box}).policy_for(workspace)
+    assert policy.snapshot()["sandbox"] == box
+    assert policy.version != sources(tmp_path).policy_for(workspace).version
+    assert Policy.from_snapshot(json.loads(json.dumps(policy.snapshot()))) == policy
+
+
 @pytest.mark.parametrize(
     ("level", "data", "says"),
     [
@@ -123,8 +132,13 @@ def test_only_the_org_turns_the_sandbox_off_and_the_snapshot_carries_it(files):
         ("org", {"internal_hosts": ["db internal"]}, "entry 'db internal'"),
         ("org", {"internal_hosts": ["300.1.1.1"]}, "entry '300.1.1.1'"),
         ("user", {"internal_hosts": ["10.0.0.0/8"]}, "unknown key(s) ['internal_hosts']"),
-        ("org", {"sandbox": False}, 'sandbox must be {"enabled": true}'),
-        ("org", {"sandbox": {"enabled": "no"}}, 'sandbox must be {"enabled": true}'),
+        ("org", {"sandbox": False}, 'sandbox must be {"enabled": true|false'),
+        ("org", {"sandbox": {"enabled": "no"}}, 'sandbox must be {"enabled": true|false'),
+        ("org", {"sandbox": {"net": {}}}, 'sandbox must be {"enabled": true|false'),
+        ("org", {"sandbox": {"network": ["pypi.org"]}}, 'sandbox.network must be {"allow"'),
+        ("org", {"sandbox": {"network": {"deny": []}}}, 'sandbox.network must be {"allow"'),
+        ("org", {"sandbox": {"network": {"allow": "pypi.org"}}}, "allow must be a list"),
+        ("org", {"sandbox": {"network": {"allow": ["py pi"]}}}, "allow entry 'py pi'"),
         ("user", {"sandbox": {"enabled": False}}, "unknown key(s) ['sandbox']"),
     ],
 )

@@ -5,36 +5,19 @@ hosts from the signed policy, not from its own environment."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.conftest import runtime_on
-
-
-class Hello(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", "5")
-        self.end_headers()
-        self.wfile.write(b"inner")
-
-    def log_message(self, *args: object) -> None:
-        pass
+from tests.support.web import serving
 
 
 @pytest.fixture
 def inner() -> Iterator[str]:
     """An internal service, on loopback, as Flower or the gateway would be."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving() as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 def _fetch(runtime, url, workspace):
