@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from runtime.errors import ToolrunError
 from runtime.results import display
-from runtime.settings import get_settings
+from runtime.settings import get_settings, validation_text
 from runtime.types import Mode
 
 
@@ -85,14 +85,6 @@ def runtime_for(settings=None, *, answering: bool = True):
     if answering:
         require_reachable(settings)
     return Runtime(settings)
-
-
-def validation_text(error: ValidationError) -> str:
-    return "; ".join(
-        (f"{'.'.join(map(str, item['loc']))}: " if item["loc"] else "")
-        + item["msg"].removeprefix("Value error, ")
-        for item in error.errors(include_url=False)
-    )
 
 
 def one_line(error: BaseException) -> str:
