@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -54,6 +54,26 @@ app = _App(
     help=__doc__.splitlines()[0],
 )
 out = display.console()
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        from importlib.metadata import version
+
+        typer.echo(f"toolrun {version('tool-runtime')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
 
 
 def fail(message: str, code: int = 2) -> None:
