@@ -13,14 +13,16 @@ import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from runtime.errors import ConfigurationError
 
 PREFIX = "TOOLRUN_"
 RESERVED_PREFIXES = ("TOOLRUN_TEST_",)
+PLACEHOLDER = "change-me"  # compose/.env.example's secrets, refused at startup
 
 
 class Settings(BaseSettings):
@@ -203,6 +205,26 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown setting(s) {', '.join(unknown)}; known: {sorted(known)}")
         return data
 
+    @model_validator(mode="after")
+    def _refuse_placeholders(self) -> Settings:
+        """A secret still `change-me...` (compose/.env.example's placeholders) stops the
+        process at startup: one line naming the setting (docs/architecture.md,
+        "Configuration"), rather than a deployment keyed with a published secret."""
+        secrets = {
+            "signing_key": self.signing_key and self.signing_key.get_secret_value(),
+            "flower_password": self.flower_password and self.flower_password.get_secret_value(),
+        }
+        for name in ("redis_url", "broker_url", "database_url"):
+            url = getattr(self, name)
+            secrets[name] = url and urlsplit(url).password
+        for name, value in secrets.items():
+            if value and value.startswith(PLACEHOLDER):
+                raise ValueError(
+                    f"{PREFIX}{name.upper()} holds the placeholder {value!r}: "
+                    "replace every change-me in compose/.env"
+                )
+        return self
+
     @property
     def ledger_url(self) -> str:
         """The ledger's database: `database_url`, else SQLite in `home`."""
@@ -234,8 +256,19 @@ def get_settings() -> Settings:
     """The process's settings, read once. Tests call `get_settings.cache_clear()`."""
     try:
         return Settings()
+    except ValidationError as error:  # one line, for a log or a terminal
+        raise ConfigurationError(f"invalid toolrun settings: {validation_text(error)}") from error
     except ValueError as error:
         raise ConfigurationError(f"invalid toolrun settings: {error}") from error
+
+
+def validation_text(error: ValidationError) -> str:
+    """A pydantic error as one line: each field's messages."""
+    return "; ".join(
+        (f"{'.'.join(map(str, item['loc']))}: " if item["loc"] else "")
+        + item["msg"].removeprefix("Value error, ")
+        for item in error.errors(include_url=False)
+    )
 
 
 def check_pattern(kind: str, regex: str) -> None:

@@ -4,6 +4,7 @@ are run for real in tests/integration/test_compose_commands.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from runtime.gate.policy import PolicySources
 from runtime.settings import PREFIX, Settings
 from tests.support import compose
 
 SERVICES = {"redis", "postgres", "migrate", "reads", "effects", "flower", "gateway", "autoheal"}
 WORKERS = {"reads": ("prefork", "reads@%h"), "effects": ("prefork", "effects@%h")}
+TOOLRUN_SERVICES = ("migrate", "reads", "effects", "gateway")  # the ones holding the keys
 SECRET = re.compile(r"PASSWORD|SECRET|SIGNING_KEY|TOKEN|BASIC_AUTH|REDISCLI_AUTH", re.I)
 
 
@@ -49,7 +52,12 @@ def test_every_service_is_there(spec):
 def test_redis_has_a_password_appendonly_noeviction_and_a_healthcheck(spec, env):
     redis = compose.service("redis", env)
     command = redis["command"]
-    assert option(command, "--requirepass") == env["REDIS_PASSWORD"]
+    # The password is in a config file compose writes, not on the command line `ps` shows.
+    assert not [arg for arg in command if env["REDIS_PASSWORD"] in arg], command
+    [config] = redis["configs"]
+    assert command[:2] == ["redis-server", config["target"]]
+    content = compose.interpolate(spec["configs"][config["source"]]["content"], env)
+    assert content.split() == ["requirepass", env["REDIS_PASSWORD"]]
     assert option(command, "--appendonly") == "yes"
     assert option(command, "--maxmemory-policy") == "noeviction"
     assert option(command, "--maxmemory")  # bounded: a full Redis refuses, never evicts
@@ -139,6 +147,66 @@ def test_a_worker_that_turns_unhealthy_is_restarted(spec, env):
         service = compose.service(name, env)
         assert service["labels"][label] == "true"
         assert "inspect ping" in service["healthcheck"]["test"][1]
+
+
+def test_flower_is_given_neither_the_signing_key_nor_the_ledger(spec, env):
+    """Flower reads the broker's events: the signing key would let it send calls
+    workers run, and the ledger URL holds the database's password."""
+    given = compose.environment(compose.service("flower", env))
+    assert given["TOOLRUN_REDIS_URL"].startswith(f"redis://:{env['REDIS_PASSWORD']}@")
+    assert not {"TOOLRUN_SIGNING_KEY", "TOOLRUN_DATABASE_URL"} & set(given), given
+    assert not [v for v in given.values() if env["POSTGRES_PASSWORD"] in v]
+    assert not compose.service("flower", env).get("volumes")  # no workspaces either
+
+
+def test_the_image_has_the_otel_extra_and_the_services_pass_otel_variables(env):
+    [install] = [
+        line for line in compose.DOCKERFILE.read_text().splitlines() if "pip install" in line
+    ]
+    extras = re.search(r"\.\[([a-z,]+)\]", install)[1].split(",")
+    assert "otel" in extras, install
+    collector = {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
+    for name in TOOLRUN_SERVICES:
+        given = compose.environment(compose.service(name, collector))
+        assert given["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4318", name
+        assert given["OTEL_SERVICE_NAME"], name
+        # Unset, no exporter is named, so no process tries to send spans anywhere.
+        assert compose.environment(compose.service(name, env))["OTEL_EXPORTER_OTLP_ENDPOINT"] == ""
+
+
+def test_an_org_policy_trusts_the_shared_workspaces(env, tmp_path):
+    """The workers' workspaces are under /workspaces, and a batch's writes there run
+    (asking as its mode says) only in a trusted workspace."""
+    for name in TOOLRUN_SERVICES:
+        service = compose.service(name, env)
+        target = compose.environment(service)["TOOLRUN_POLICY_FILE"]
+        assert f"./policy.json:{target}:ro" in service["volumes"], name
+        assert "workspaces:/workspaces" in service["volumes"], name
+    settings = Settings(
+        policy_file=compose.COMPOSE / "policy.json", user_settings_file=tmp_path / "none.json"
+    )
+    sources = PolicySources(settings)
+    assert sources.policy_for(Path("/workspaces/demo")).trusted
+    assert not sources.policy_for(tmp_path).trusted
+
+
+def test_the_shipped_placeholders_are_refused_at_startup_in_one_line(env, tmp_path):
+    """.env.example copied as it is: every toolrun service stops at once, saying
+    which setting still holds a change-me, before it reaches for any server."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLRUN_", "OTEL_"))}
+    for name in ("migrate", "flower"):
+        service = compose.service(name, env)
+        environment = compose.environment(service) | {"TOOLRUN_POLICY_FILE": ""}
+        done = subprocess.run(
+            compose.local_argv(service["command"]),
+            env=base | environment | {"TOOLRUN_HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        said = done.stderr.strip()
+        assert done.returncode != 0, (name, said)
+        assert len(said.splitlines()) == 1 and "change-me" in said, (name, said)
 
 
 def test_flower_asks_for_credentials_from_the_env_file(spec, env):

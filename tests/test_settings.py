@@ -67,6 +67,25 @@ def test_an_invalid_value_is_an_error_and_the_test_prefix_is_reserved(environmen
         get_settings()
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TOOLRUN_SIGNING_KEY", "change-me-signing-key"),
+        ("TOOLRUN_FLOWER_PASSWORD", "change-me-flower"),
+        ("TOOLRUN_REDIS_URL", "redis://:change-me-redis@redis:6379/0"),
+        ("TOOLRUN_DATABASE_URL", "postgresql+psycopg://toolrun:change-me-postgres@pg/toolrun"),
+    ],
+)
+def test_a_secret_left_as_the_example_s_placeholder_is_refused_in_one_line(
+    environment, variable, value
+):
+    environment.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as refused:
+        get_settings()
+    said = str(refused.value)
+    assert variable in said and "change-me" in said and "\n" not in said, said
+
+
 def test_a_database_url_replaces_the_embedded_sqlite(tmp_path):
     url = "postgresql://u@db/toolrun"
     assert Settings(home=tmp_path, database_url=url).ledger_url == url

@@ -44,6 +44,7 @@ from runtime.worker.board import Step, tag_of
 log = logging.getLogger("toolrun.worker")
 DEATH_PATIENCE = 5.0  # seconds a SIGKILLed pool process may take to be gone
 WATCH_SECONDS = 0.1  # how often the watchdog looks at the chain steps running
+SHOWN_OK = "{'status': 'ok'"  # how the repr of a call that ended ok starts (tasks.Shown)
 
 
 class CallRequest(Request):
@@ -93,6 +94,16 @@ class CallRequest(Request):
             sessions.end_left_by(self.worker_pid)
         super().on_timeout(soft, limit)
         self._end(limit, message, lost=False)
+
+    def send_event(self, type: str, **fields: Any) -> None:
+        """A task whose call did not end `ok` (an error, a timeout, a denial) is sent
+        to Flower as failed, its summary as the exception, so an operator scanning
+        Flower's failures finds it (docs/architecture.md, "What Flower shows").
+        Only the event changes: the task returned, and is acknowledged, as before."""
+        if type == "task-succeeded" and not str(fields.get("result")).startswith(SHOWN_OK):
+            type = "task-failed"
+            fields = {"exception": fields.get("result"), "traceback": ""}
+        super().send_event(type, **fields)
 
     def on_failure(self, exc_info, send_failed_event: bool = True, return_ok: bool = False):
         """A pool process lost mid-call: its sessions go before its message is

@@ -64,12 +64,13 @@ def board() -> Board | None:
 
 class Shown:
     """What Flower shows of a finished task (its task-succeeded event) and what
-    Celery's "succeeded" line says it returned: the call's id and status and the
-    ledger's summary of its result, redacted and short. Results travel on
-    toolrun's channel and the backend keeps none, so only this text leaves the
-    pool process. Celery's `saferepr` walks a dict in Python, about 40 us of a
-    pool process's CPU per call; an object's own repr it takes as it is, cut to
-    `resultrepr_maxsize` at a word's end (so the id and status come first)."""
+        Celery's "succeeded" line says it returned: the call's id and status and the
+        ledger's summary of its result, redacted and short (a call that did not end
+    `ok` is a failed task to Flower: `CallRequest.send_event`). Results travel on
+        toolrun's channel and the backend keeps none, so only this text leaves the
+        pool process. Celery's `saferepr` walks a dict in Python, about 40 us of a
+        pool process's CPU per call; an object's own repr it takes as it is, cut to
+        `resultrepr_maxsize` at a word's end (so the status and id come first)."""
 
     __slots__ = ("fields",)
 
@@ -90,7 +91,7 @@ def execute_call(self, message: dict) -> Shown | None:
             steps(-1)
     if result is None:  # too malformed to name a call: nobody to answer
         return None
-    head = {"call_id": result.call_id, "status": result.status.value}
+    head = {"status": result.status.value, "call_id": result.call_id}  # status first: SHOWN_OK
     return Shown(head | ledger_summary(result))
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
 from runtime.errors import ToolrunError
 from runtime.results import display
-from runtime.settings import get_settings
+from runtime.settings import get_settings, validation_text
 from runtime.types import Mode
 
 
@@ -56,6 +56,26 @@ app = _App(
 out = display.console()
 
 
+def _print_version(given: bool) -> None:
+    if given:
+        from importlib.metadata import version
+
+        typer.echo(f"toolrun {version('tool-runtime')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
 def fail(message: str, code: int = 2) -> None:
     display.console(stderr=True).print(f"toolrun: {message}", markup=False)
     raise typer.Exit(code)
@@ -85,14 +105,6 @@ def runtime_for(settings=None, *, answering: bool = True):
     if answering:
         require_reachable(settings)
     return Runtime(settings)
-
-
-def validation_text(error: ValidationError) -> str:
-    return "; ".join(
-        (f"{'.'.join(map(str, item['loc']))}: " if item["loc"] else "")
-        + item["msg"].removeprefix("Value error, ")
-        for item in error.errors(include_url=False)
-    )
 
 
 def one_line(error: BaseException) -> str:

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from runtime.cli.common import app, choice, fail, out
+from runtime.cli.common import app, choice, fail
+from runtime.results import display
 from runtime.settings import get_settings
 from runtime.usage import spans
 
@@ -56,6 +57,7 @@ def usage(
 
 
 def _table(by: str, rows: list[dict]) -> None:
+    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table(title=f"usage by {by}")
@@ -69,7 +71,12 @@ def _table(by: str, rows: list[dict]) -> None:
         if row.get("input_tokens") is not None or row.get("output_tokens") is not None:
             tokens = f"{row.get('input_tokens') or 0}/{row.get('output_tokens') or 0}"
         table.add_row(str(row[by]), *figures, tokens)
-    out.print(table)
+    # At its own width: rich would cut or wrap the names at the terminal's (80
+    # columns on a pipe), and the names are what the table is about.
+    wide = display.console()
+    natural = Measurement.get(wide, wide.options.update_width(10_000), table).maximum
+    wide.width = max(wide.width, natural)
+    wide.print(table)
 
 
 def _figure(value: object) -> str:

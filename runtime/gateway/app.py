@@ -88,6 +88,13 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         description="Runs AI agents' tool calls: batches, events, approvals.",
     )
     app.state.gateway = gateway
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = service.one_id_per_operation(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi  # what /openapi.json answers
     problems.install(app, redactor)
     for router in (batches.router, approvals.router, service.router, usage.router):
         app.include_router(router)

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runtime import adapters, transcript
 from runtime.errors import KeyConflict
-from runtime.gateway import access, events, roles
+from runtime.gateway import access, events, problems, roles
 from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import Problem
@@ -57,7 +57,18 @@ class Submission(BaseModel):
         return self
 
 
-@router.post("", status_code=202, response_model=dict[str, Any])
+@router.post(
+    "",
+    status_code=202,
+    response_model=dict[str, Any],
+    responses={
+        200: {
+            "description": "With `wait`: the batch ended; its state, as `GET` answers it.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **problems.documented(401, 403, 409, 413, 422, 429),
+    },
+)
 async def submit(
     submission: Submission,
     request: Request,
@@ -212,7 +223,16 @@ def _state(batch_id: str, seen: access.Seen) -> dict[str, Any]:
     }
 
 
-@router.get("/{batch_id}/events")
+@router.get(
+    "/{batch_id}/events",
+    response_class=EventSourceResponse,  # not the JSON the document would say otherwise
+    responses={
+        200: {
+            "description": "Server-sent events: `result`, `notice`, then `end`.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def stream(
     batch_id: str,
     request: Request,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +24,30 @@ from runtime.redaction import BUILT_IN, Redactor
 
 log = logging.getLogger("toolrun.gateway")
 MEDIA_TYPE = "application/problem+json"
+
+
+def documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route's problem answers: each status with the
+    problem body, as `application/problem+json`, for a client generator to read."""
+    schema = {
+        "type": "object",
+        "required": ["type", "title", "status", "detail"],
+        "properties": {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "detail": {"type": "string"},
+            "instance": {"type": "string"},
+            "errors": {"type": "array", "items": {"type": "object"}},
+        },
+    }
+    return {
+        status: {
+            "description": HTTPStatus(status).phrase,
+            "content": {MEDIA_TYPE: {"schema": schema}},
+        }
+        for status in statuses
+    }
 
 
 class Problem(Exception):

@@ -44,7 +44,9 @@ def tools(
     return {"tools": adapters.definitions(specs, format)}
 
 
-@router.api_route("/healthz", methods=["GET", "HEAD"], tags=["health"])
+# One route of two methods, so a 405 names both in `Allow`; its HEAD operation is
+# named apart in the OpenAPI document by `one_id_per_operation`.
+@router.api_route("/healthz", methods=["GET", "HEAD"], tags=["health"], operation_id="health")
 def health() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}
@@ -72,3 +74,18 @@ def metrics(request: Request, key: Authorized) -> Response:
     per queue, approvals pending; usage and limits per key, every key's for an
     admin or metrics key, its own for any other."""
     return Response(request.app.state.gateway.metrics.text(key), media_type=CONTENT_TYPE)
+
+
+def one_id_per_operation(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with one operationId per operation: FastAPI gives every
+    method of a route the route's one id, which client generators reject (two
+    functions of one name), so each method after the first has its name appended
+    (`health`, `health_head`)."""
+    for operations in document.get("paths", {}).values():
+        seen: set[str] = set()
+        for method, operation in operations.items():
+            name = operation.get("operationId")
+            if name in seen:
+                operation["operationId"] = f"{name}_{method}"
+            seen.add(name)
+    return document

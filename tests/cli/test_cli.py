@@ -6,6 +6,7 @@ a traceback. Nothing here needs Redis or workers."""
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,9 @@ def test_tools_offers_only_what_can_run_in_a_mode(env):
     assert not names & {"write_file", "edit_file", "shell", "http_get", "delete_cache"}
     listed = toolrun("tools", "--mode", "auto", env=env).stdout
     assert "read_file" in listed and "write_file" not in listed
+
+
+def test_version_prints_the_installed_package_s_version(tmp_path):
+    done = toolrun("--version", env=toolrun_env(tmp_path / "home"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"toolrun {version('tool-runtime')}\n"

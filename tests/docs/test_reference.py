@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(600)  # the build, on a busy machine
 
 
 def _page(built: Built, name: str) -> str:
-    return html.unescape((built.site / "reference" / name / "index.html").read_text())
+    return html.unescape((built.site / "reference" / f"{name}.html").read_text())
 
 
 def test_every_setting_is_in_the_reference_with_its_description(built_site: Built):

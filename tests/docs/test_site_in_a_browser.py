@@ -1,9 +1,9 @@
-"""The built site, looked at: served over HTTP and opened in the system's
-headless Chromium (driven by selenium through the system's chromedriver; no
-browser is ever downloaded). The navigation reaches every page, every page
-renders its title, and the search finds "approval". Without `chromium` and
-`chromedriver` on PATH (Debian: `apt-get install chromium chromium-driver`)
-these tests skip and say so.
+"""The built site, looked at: served over HTTP, and opened from disk (file://) as
+the README says, in the system's headless Chromium (driven by selenium through
+the system's chromedriver; no browser is ever downloaded). The navigation reaches
+every page, every page renders its title, and the search (served) finds
+"approval". Without `chromium` and `chromedriver` on PATH (Debian: `apt-get
+install chromium chromium-driver`) these tests skip and say so.
 
 Set TOOLRUN_TEST_DOCS_SCREENSHOTS to a directory to keep a screenshot of each
 page there."""
@@ -69,22 +69,23 @@ def browser() -> Iterator[webdriver.Chrome]:
 
 
 def built_pages(site: Path) -> set[str]:
-    """Each page the build made, as its path under the site's root."""
+    """Each page the build made, as its path under the site's root (404.html is
+    a web server's page, not the navigation's)."""
     pages = set()
-    for html in site.rglob("index.html"):
-        relative = html.parent.relative_to(site).as_posix()
-        if not relative.startswith(("assets", "search")):
-            pages.add("" if relative == "." else relative + "/")
+    for html in site.rglob("*.html"):
+        relative = html.relative_to(site).as_posix()
+        if not relative.startswith(("assets", "search", "404.html")):
+            pages.add(relative)
     return pages
 
 
 def nav_links(driver, base: str) -> set[str]:
-    """The pages the navigation links to, as paths under the site's root."""
+    """The pages the navigation links to, as paths under `base` (the site's root)."""
     found = set()
     for link in driver.find_elements(By.CSS_SELECTOR, "nav.md-nav--primary a.md-nav__link"):
         href = link.get_attribute("href")
         if href and href.startswith(base):
-            found.add(urlparse(href).path.lstrip("/"))
+            found.add(urlparse(href).path.removeprefix(urlparse(base).path))
     return found
 
 
@@ -97,19 +98,26 @@ def screenshot(driver, name: str) -> None:
         )
 
 
-def test_the_navigation_reaches_every_page_and_each_renders(served, browser, built_site):
-    browser.get(served)
-    reached = nav_links(browser, served)
+@pytest.fixture(scope="module")
+def on_disk(built_site: Built) -> str:
+    return built_site.site.as_uri() + "/"
+
+
+@pytest.mark.parametrize("root", ["served", "on_disk"])
+def test_the_navigation_reaches_every_page_and_each_renders(root, request, browser, built_site):
+    base = request.getfixturevalue(root)
+    browser.get(urljoin(base, "index.html"))
+    reached = nav_links(browser, base)
     missing = built_pages(built_site.site) - reached
     assert not missing, f"pages no navigation link reaches: {sorted(missing)}"
     for page in sorted(reached):
-        browser.get(urljoin(served, page))
+        browser.get(urljoin(base, page))
         WebDriverWait(browser, 60).until(
             expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "article h1"))
         )
         title = browser.find_element(By.CSS_SELECTOR, "article h1").text
         assert title and "404" not in browser.title, page
-        screenshot(browser, page)
+        screenshot(browser, f"{root}-{page}")
 
 
 def test_the_search_finds_approval(served, browser):
@@ -123,4 +131,4 @@ def test_the_search_finds_approval(served, browser):
         for a in browser.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")
     ]
     assert results
-    assert any("concepts/approvals/" in (href or "") for href in links), links
+    assert any("concepts/approvals.html" in (href or "") for href in links), links

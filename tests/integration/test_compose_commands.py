@@ -1,8 +1,11 @@
 """The compose file's own commands, run here without Docker: its Redis command,
 its migration, its reads and effects workers and its Flower, with the env file
-the repository ships (.env.example). Only the addresses change: Redis listens on
-a free loopback port, and the ledger is a fresh PostgreSQL database when
-TOOLRUN_TEST_POSTGRES_URL names a server, else a SQLite file. Then a batch is
+the repository ships (.env.example), its change-me secrets replaced as a user
+replaces them (they stop every service as they are). Only the addresses and
+paths change: Redis listens on a free loopback port with the config file
+compose would write, the org policy is read from compose/, and the ledger is a
+fresh PostgreSQL database when TOOLRUN_TEST_POSTGRES_URL names a server, else a
+SQLite file. Then a batch is
 served through them, and the workers' healthchecks and JSON logs are checked."""
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -37,8 +41,10 @@ WRITES = {"allow": ["bump", "write_file"]}
 
 @pytest.fixture(scope="module")
 def env() -> dict[str, str]:
-    """The shipped env file, with the test tools registered."""
-    return {**compose.env_file(), "TOOLRUN_TOOL_MODULES": TEST_TOOLS}
+    """The shipped env file, its placeholders replaced, with the test tools registered."""
+    shipped = compose.env_file()
+    chosen = {k: secrets.token_urlsafe(16) for k, v in shipped.items() if v.startswith("change-me")}
+    return {**shipped, **chosen, "TOOLRUN_TOOL_MODULES": TEST_TOOLS}
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +77,28 @@ def started(tmp_path_factory):
 @pytest.fixture(scope="module")
 def redis_url(started, env):
     """The compose Redis command, on a free loopback port and a scratch directory."""
-    command = compose.service("redis", env)["command"]
+    redis_service = compose.service("redis", env)
     directory = started.root / "redis"
     directory.mkdir()
+    [config] = redis_service["configs"]  # what compose writes, from compose/.env
+    content = compose.interpolate(compose.load()["configs"][config["source"]]["content"], env)
+    (directory / "auth.conf").write_text(content)
+    command = [
+        directory / "auth.conf" if a == config["target"] else a for a in redis_service["command"]
+    ]
     port = processes.free_port()
-    argv = [*compose.local_argv(command), "--port", str(port), "--bind", "127.0.0.1"]
+    argv = [
+        *compose.local_argv(list(map(str, command))),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+    ]
     pid, log = started([*argv, "--dir", str(directory)], "redis", os.environ.copy())
     url = f"redis://:{env['REDIS_PASSWORD']}@127.0.0.1:{port}/0"
     processes.wait_for_redis(url, pid=pid, log=log, timeout=30)
+    with pytest.raises(redis.AuthenticationError):  # the config file's password holds
+        redis.Redis.from_url(f"redis://127.0.0.1:{port}/0").ping()
     return url
 
 
@@ -86,7 +106,11 @@ def service_env(name: str, env: dict[str, str], redis_url: str, database: str, h
     """What the container would see, pointed at this machine's Redis and ledger."""
     environment = compose.environment(compose.service(name, env))
     assert environment["TOOLRUN_REDIS_URL"].startswith(f"redis://:{env['REDIS_PASSWORD']}@")
-    environment |= {"TOOLRUN_REDIS_URL": redis_url, "TOOLRUN_DATABASE_URL": database}
+    environment["TOOLRUN_REDIS_URL"] = redis_url
+    if "TOOLRUN_DATABASE_URL" in environment:  # not Flower's
+        environment["TOOLRUN_DATABASE_URL"] = database
+    if "TOOLRUN_POLICY_FILE" in environment:  # mounted from compose/ in the container
+        environment["TOOLRUN_POLICY_FILE"] = str(compose.COMPOSE / "policy.json")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TOOLRUN_", "FLOWER_"))}
     # The image installs the package and sets TOOLRUN_HOME; here the repository is the package.
     return base | environment | {"TOOLRUN_HOME": str(home), "PYTHONPATH": str(compose.REPO)}

@@ -1,5 +1,6 @@
 """Real Flower beside real workers: every call of a batch shows under its tool's
-name with its batch and call ids, its arguments and result redacted; every page
+name with its batch and call ids, its arguments and result redacted, a call
+that did not end ok as a failed task; every page
 and API asks for credentials; /metrics counts what ran."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 
 FILE_SECRET = "sk-ant-api03-" + "FlowerFile" * 4
 ARG_SECRET = "ghp_" + "FlowerArg1" * 4
+ENDED = ("SUCCESS", "FAILURE")
 CALLS = [
     {"id": "f", "name": "read_file", "arguments": {"path": "env.txt"}},
     {"id": "e", "name": "echo", "arguments": {"text": f"token {ARG_SECRET}"}},
@@ -101,7 +103,7 @@ def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
     results = handle.results(timeout=30)
     assert [r.status.value for r in results] == ["ok", "ok", "ok", "error"]
 
-    def succeeded():
+    def ended():
         status, body = fetch(flower, "api/tasks")
         assert status == 200
         ours = {
@@ -109,10 +111,10 @@ def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
             for task_id, task in json.loads(body).items()
             if handle.batch_id in (task.get("args") or "")
         }
-        done = len(ours) == len(CALLS) and all(t["state"] == "SUCCESS" for t in ours.values())
+        done = len(ours) == len(CALLS) and all(t["state"] in ENDED for t in ours.values())
         return (body, ours) if done else None
 
-    body, ours = wait_for(succeeded, 20, "task of each call shown succeeded by Flower", every=0.3)
+    body, ours = wait_for(ended, 20, "task of each call shown ended by Flower", every=0.3)
 
     answers = [body]
     tools = {call["id"]: call["name"] for call in CALLS}
@@ -126,19 +128,21 @@ def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
         call_id = shown["call_id"]
         assert shown["batch_id"] == handle.batch_id
         assert info["name"] == f"toolrun.{tools[call_id]}"
-        assert info["state"] == "SUCCESS" and info["kwargs"] == "{}"
+        # A call that did not end ok is a failed task, its summary the exception.
+        assert info["state"] == ("FAILURE" if call_id == "x" else "SUCCESS"), info
+        assert info["kwargs"] == "{}"
         assert queues[info["worker"]] == ("effects" if call_id == "x" else "reads")
-        shown_results[call_id] = info["result"]
+        shown_results[call_id] = info["exception"] if call_id == "x" else info["result"]
         answers += [body, fetch(flower, f"task/{task_id}")[1]]  # the page a person opens
     for call_id, result in shown_results.items():
         assert f"'call_id': '{call_id}'" in result
-    # A tool that raised is a result the model reads, so its task still succeeds.
     assert "'status': 'error'" in shown_results["x"] and "ValueError" in shown_results["x"]
 
     after = events(flower)
     for call in CALLS:
         name = f"toolrun.{call['name']}"
-        for kind in ("task-sent", "task-received", "task-started", "task-succeeded"):
+        ended = "task-failed" if call["id"] == "x" else "task-succeeded"
+        for kind in ("task-sent", "task-received", "task-started", ended):
             assert after[name, kind] >= before[name, kind] + 1, (name, kind)
     status, metrics = fetch(flower, "metrics")
     assert "flower_task_runtime_seconds_count" in metrics

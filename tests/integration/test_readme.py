@@ -194,3 +194,20 @@ def test_the_readme_stays_short_and_points_into_the_site():
     linked = set(re.findall(r"\]\((docs/[^)#]+)", text))
     assert linked, "the README links into the docs"
     assert all((REPO / path).is_file() for path in linked), linked
+
+
+def test_the_sample_output_counts_the_readme_s_own_lines():
+    """The blocks above compare digits as "some number", so a sample that says how
+    many lines README.md has is checked here: it must be what the reader's
+    read_file will say."""
+    lines = len(README.read_text().splitlines())
+    said = [
+        (block.document, found)
+        for path in DOCUMENTS
+        for block in document_blocks(path)
+        if block.prints
+        for found in re.findall(r"read README\.md \(lines 1-(\d+) of (\d+)\)", block.prints)
+    ]
+    assert said, "no sample output reads README.md"
+    for document, (last, total) in said:
+        assert (int(last), int(total)) == (lines, lines), f"{document} says {total}, not {lines}"
