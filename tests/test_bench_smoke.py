@@ -21,7 +21,7 @@ ONE_REPETITION = ["--repeats", "1", "--p3-repeats", "1"]
 
 
 @pytest.mark.server  # the benchmark starts its own stacks
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(330)  # 45 s on a quiet machine; over 140 s at a load of 9 on 2 cores
 def test_a_quick_run_writes_every_figure_with_both_sides_and_a_verdict(tmp_path):
     done = subprocess.run(
         [
@@ -36,7 +36,7 @@ def test_a_quick_run_writes_every_figure_with_both_sides_and_a_verdict(tmp_path)
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=140,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [written] = tmp_path.glob("bench-*.json")
