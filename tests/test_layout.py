@@ -40,7 +40,7 @@ LAYERS = [
     {"worker"},
     {"client"},
     {"testing"},
-    {"stack", "gateway"},
+    {"stack", "gateway", "integrations"},
     {"cli", "workers", "runtime"},
 ]
 # Pairs allowed to import upward while a restructuring is under way (none now).

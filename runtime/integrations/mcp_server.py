@@ -1,0 +1,99 @@
+"""toolrun as an MCP server (`toolrun mcp serve`): the registry's tools, as the
+policy lets this server's batches run them, for any MCP client; each
+`tools/call` is a one-call toolrun batch through the gate, the ledger and the
+cluster (docs/architecture.md, "Integrations"). Needs the `mcp` extra."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from runtime import adapters
+from runtime.client import Runtime
+from runtime.integrations.batches import Options, run
+from runtime.types import Mode, Status, ToolResult
+
+
+def tools(rt: Runtime, options: Options) -> list[types.Tool]:
+    """The tools this server's batches may run: what the gate would refuse
+    whatever the arguments is left out (`adapters.definitions`)."""
+    workspace = Path(options.workspace or ".")
+    policy = rt.policies.policy_for(workspace, options.rules)
+    mode = Mode(options.mode or Mode.default)
+    listed = adapters.definitions(rt.registry, "mcp", mode=mode, policy=policy)
+    return [types.Tool.model_validate(definition) for definition in listed]
+
+
+def call(rt: Runtime, options: Options, name: str, arguments: Any) -> types.CallToolResult:
+    """One `tools/call` as a one-call batch: its result, or what waits and how to answer."""
+    call_id = f"mcp-{uuid4().hex[:12]}"
+    entry = {"id": call_id, "name": name, "arguments": {} if arguments is None else arguments}
+    outcome = run(rt, [entry], options)
+    meta = {"toolrun/batch_id": outcome.batch_id, "toolrun/call_id": call_id}
+    if call_id in outcome.waiting:
+        text = outcome.how_to_answer(call_id)
+        meta["toolrun/status"] = "awaiting_approval"
+        waits = [types.TextContent(text=text)]
+        return types.CallToolResult(content=waits, is_error=True, meta=meta)
+    result = outcome.results[call_id]
+    meta["toolrun/status"] = result.status.value
+    return types.CallToolResult(
+        content=content(result), is_error=result.status is not Status.ok, meta=meta
+    )
+
+
+def content(result: ToolResult) -> list[types.TextContent | types.ImageContent]:
+    """The model-readable message, then the result's images as MCP images."""
+    found: list[types.TextContent | types.ImageContent] = [
+        types.TextContent(text=result.model_message)
+    ]
+    for media in result.media:
+        if media.kind == "image":
+            found.append(types.ImageContent(data=media.data, mime_type=media.mime_type))
+    return found
+
+
+def server(rt: Runtime, options: Options) -> Server:
+    """An MCP server whose tools are `rt`'s registry under `options`."""
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(tools, rt, options))
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await anyio.to_thread.run_sync(call, rt, options, params.name, params.arguments)
+
+    return Server(
+        "toolrun",
+        instructions="Tools run by toolrun: gated, audited and run on its workers.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+@asynccontextmanager
+async def _serving(rt: Runtime) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        # The batches belong to the cluster: a call waiting for a person still runs
+        # once approved after this server is gone.
+        rt.close(cancel=False)
+
+
+def serve_stdio(rt: Runtime, options: Options) -> None:
+    """Serve over stdin and stdout until the client closes them."""
+
+    async def main() -> None:
+        async with _serving(rt), stdio_server() as (read_stream, write_stream):
+            mcp = server(rt, options)
+            await mcp.run(read_stream, write_stream, mcp.create_initialization_options())
+
+    anyio.run(main)
