@@ -31,13 +31,18 @@ class Options:
     submitter: str | None = None
     approval_wait: float = 0.0
 
-    def submit(self, rt: Runtime, calls: Iterable[dict[str, Any]]) -> BatchHandle:
+    def submit(
+        self, rt: Runtime, calls: Iterable[dict[str, Any]], key: str | None = None
+    ) -> BatchHandle:
+        """`key`: the same calls submitted again with it attach to the batch it
+        started (a framework that runs a step again, as LangGraph does on resume)."""
         return rt.submit(
             list(calls),
             mode=self.mode,
             workspace=self.workspace,
             rules=self.rules,
             submitter=self.submitter,
+            key=key,
         )
 
 
@@ -95,6 +100,8 @@ def settle(
     )
 
 
-def run(rt: Runtime, calls: Iterable[dict[str, Any]], options: Options) -> Outcome:
+def run(
+    rt: Runtime, calls: Iterable[dict[str, Any]], options: Options, key: str | None = None
+) -> Outcome:
     """Submit `calls` as one batch under `options` and settle it."""
-    return settle(options.submit(rt, calls), options.approval_wait)
+    return settle(options.submit(rt, calls, key), options.approval_wait)
