@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Annotated
 
@@ -40,11 +39,14 @@ def serve(
 ) -> None:
     """Serve the registry's tools over stdio: each tools/call is a one-call batch
     through the gate, the ledger and the workers."""
-    if importlib.util.find_spec("mcp") is None:
+    try:
+        from runtime.integrations.mcp_server import serve_stdio
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types"):
+            raise
         fail(WITHOUT_EXTRA)
     from runtime.cli.common import runtime_for
     from runtime.integrations.batches import Options
-    from runtime.integrations.mcp_server import serve_stdio
 
     options = Options(
         mode=check_mode(mode),
