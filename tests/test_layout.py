@@ -40,7 +40,8 @@ LAYERS = [
     {"worker"},
     {"client"},
     {"testing"},
-    {"stack", "gateway", "integrations"},
+    {"stack", "gateway"},
+    {"integrations"},
     {"cli", "workers", "runtime"},
 ]
 # Pairs allowed to import upward while a restructuring is under way (none now).

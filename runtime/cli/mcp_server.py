@@ -10,6 +10,7 @@ import typer
 
 from runtime.cli.batch_files import rules_with
 from runtime.cli.common import app, check_mode, fail
+from runtime.cli.gateway import GATEWAY_MODULES
 
 mcp = typer.Typer(help="toolrun as an MCP server.", no_args_is_help=True)
 app.add_typer(mcp, name="mcp")
@@ -36,9 +37,15 @@ def serve(
         float,
         typer.Option(help="Seconds a call waits for a person before it answers how to approve."),
     ] = 0.0,
+    http: Annotated[
+        int | None,
+        typer.Option(help="Serve Streamable HTTP on this port (gateway keys), not stdio."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="The address --http listens on.")] = "127.0.0.1",
 ) -> None:
-    """Serve the registry's tools over stdio: each tools/call is a one-call batch
-    through the gate, the ledger and the workers."""
+    """Serve the registry's tools over stdio (or Streamable HTTP at /mcp, each
+    request with a gateway key): each tools/call is a one-call batch through the
+    gate, the ledger and the workers."""
     try:
         from runtime.integrations.mcp_server import serve_stdio
     except ImportError as error:
@@ -55,4 +62,16 @@ def serve(
         submitter=submitter,
         approval_wait=approval_wait,
     )
-    serve_stdio(runtime_for(), options)
+    if http is None:
+        serve_stdio(runtime_for(), options)
+        return
+    try:
+        from runtime.integrations.mcp_http import serve_http
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in GATEWAY_MODULES:
+            raise
+        fail(
+            "the MCP server over HTTP needs the gateway extra too: "
+            "pip install 'tool-runtime[mcp,gateway]'"
+        )
+    serve_http(runtime_for(), options, host, http)

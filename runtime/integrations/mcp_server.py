@@ -5,7 +5,7 @@ cluster (docs/architecture.md, "Integrations"). Needs the `mcp` extra."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,13 @@ from runtime import adapters
 from runtime.client import Runtime
 from runtime.integrations.batches import Options, run
 from runtime.types import Mode, Status, ToolResult
+
+# What a request's caller may use of the server's options (`mcp_http.bound`).
+Binding = Callable[[Any, Options], Options]
+
+
+class Refused(Exception):
+    """The caller may not use the server's options; the message says why."""
 
 
 def tools(rt: Runtime, options: Options) -> list[types.Tool]:
@@ -61,14 +68,27 @@ def content(result: ToolResult) -> list[types.TextContent | types.ImageContent]:
     return found
 
 
-def server(rt: Runtime, options: Options) -> Server:
-    """An MCP server whose tools are `rt`'s registry under `options`."""
+def server(rt: Runtime, options: Options, bind: Binding | None = None) -> Server:
+    """An MCP server whose tools are `rt`'s registry under `options`, or under
+    what `bind` makes of them for each request (the HTTP face's caller's key)."""
 
-    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(tools, rt, options))
+    def bound(ctx: Any) -> Options:
+        return options if bind is None else bind(ctx, options)
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await anyio.to_thread.run_sync(call, rt, options, params.name, params.arguments)
+    async def list_tools(ctx: Any, _params: Any) -> types.ListToolsResult:
+        try:
+            chosen = bound(ctx)
+        except Refused:  # nothing this caller may run
+            return types.ListToolsResult(tools=[])
+        return types.ListToolsResult(tools=await anyio.to_thread.run_sync(tools, rt, chosen))
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            chosen = bound(ctx)
+        except Refused as refused:
+            said = [types.TextContent(text=str(refused))]
+            return types.CallToolResult(content=said, is_error=True)
+        return await anyio.to_thread.run_sync(call, rt, chosen, params.name, params.arguments)
 
     return Server(
         "toolrun",
