@@ -28,16 +28,7 @@ from tests.support.cli import SCRIPT
 def session(bench) -> Iterator:
     """An MCP client session with `toolrun mcp serve` on the bench's stack, in
     `auto` mode on the bench's workspace, and a portal to call it from here."""
-    settings, record, runtime = bench.settings, bench.record, bench.runtime
-    env = dict(os.environ) | {
-        "TOOLRUN_HOME": str(settings.home),
-        "TOOLRUN_REDIS_URL": record.redis_url,
-        "TOOLRUN_DATABASE_URL": record.database_url,
-        "TOOLRUN_TOOL_MODULES": settings.tool_modules,
-        "TOOLRUN_USER_SETTINGS_FILE": str(runtime.settings.user_settings_file),
-        "TOOLRUN_SIGNING_KEY": record.signing_key,
-        "PYTHONPATH": os.getcwd(),
-    }
+    env = bench.client_env()
     workspace = str(bench.sides.workspace)
     server = StdioServerParameters(
         command=SCRIPT or "toolrun",
