@@ -80,6 +80,21 @@ def test_a_turn_runs_as_one_batch_and_the_run_resumes_from_its_results(runtime, 
     assert all(r.worker is not None for r in results)
     assert resumed(bot, first, batch) == "hello | bumped"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["agent"]
+    # The same results and ledger rows as the same calls submitted directly.
+    calls = [
+        {"id": "read-1", "name": "echo", "arguments": {"text": "hello"}},
+        {"id": "write-2", "name": "bump", "arguments": {"label": "agent"}},
+    ]
+    direct = runtime.submit(calls, mode="default", workspace=workspace, rules={"allow": ["bump"]})
+    assert [r.model_message for r in direct.results(timeout=30)] == ["hello", "bumped"]
+    assert rows(runtime, batch.batch_id) == rows(runtime, direct.batch_id)
+
+
+def rows(runtime, batch_id: str) -> list[tuple[str, str]]:
+    """A batch's ledger rows as (call, kind), in an order that ignores timing."""
+    found = sorted((row.call_id or "", row.kind) for row in runtime.ledger.events(batch_id))
+    assert ("write-2", "finished") in found, found
+    return found
 
 
 def test_a_call_the_gate_holds_is_a_pydantic_ai_approval_and_its_answer_runs_it(runtime, workspace):
