@@ -18,7 +18,7 @@ from mcp.server.stdio import stdio_server
 
 from runtime import adapters
 from runtime.client import Runtime
-from runtime.integrations.batches import Options, run
+from runtime.integrations.batches import Options, Outcome, settle
 from runtime.types import Mode, Status, ToolResult
 
 # What a request's caller may use of the server's options (`mcp_http.bound`).
@@ -39,11 +39,24 @@ def tools(rt: Runtime, options: Options) -> list[types.Tool]:
     return [types.Tool.model_validate(definition) for definition in listed]
 
 
-def call(rt: Runtime, options: Options, name: str, arguments: Any) -> types.CallToolResult:
-    """One `tools/call` as a one-call batch: its result, or what waits and how to answer."""
+async def call(rt: Runtime, options: Options, name: str, arguments: Any) -> types.CallToolResult:
+    """One `tools/call` as a one-call batch: its result, or what waits and how
+    to answer. A client that cancels the request cancels the batch."""
     call_id = f"mcp-{uuid4().hex[:12]}"
     entry = {"id": call_id, "name": name, "arguments": {} if arguments is None else arguments}
-    outcome = run(rt, [entry], options)
+    handle = await anyio.to_thread.run_sync(options.submit, rt, [entry])
+    try:
+        outcome = await anyio.to_thread.run_sync(
+            settle, handle, options.approval_wait, abandon_on_cancel=True
+        )
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(lambda: handle.cancel(by="mcp client"))
+        raise
+    return answer(outcome, call_id)
+
+
+def answer(outcome: Outcome, call_id: str) -> types.CallToolResult:
     meta = {"toolrun/batch_id": outcome.batch_id, "toolrun/call_id": call_id}
     if call_id in outcome.waiting:
         text = outcome.how_to_answer(call_id)
@@ -88,7 +101,7 @@ def server(rt: Runtime, options: Options, bind: Binding | None = None) -> Server
         except Refused as refused:
             said = [types.TextContent(text=str(refused))]
             return types.CallToolResult(content=said, is_error=True)
-        return await anyio.to_thread.run_sync(call, rt, chosen, params.name, params.arguments)
+        return await call(rt, chosen, params.name, params.arguments)
 
     return Server(
         "toolrun",

@@ -144,3 +144,30 @@ def test_with_an_approval_wait_the_answer_comes_back_in_the_call(
 
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_call_the_client_cancels_is_cancelled_in_toolrun(
+    stack, user_settings, workspace, runtime
+):
+    label = {"label": f"cancelled-{workspace.parent.name}"}
+    waiting = []
+
+    async def cancel_when_waiting(scope):
+        while not waiting:
+            await anyio.sleep(0.05)
+            waiting[:] = [row for row in runtime.pending_approvals() if row.arguments == label]
+        scope.cancel()  # the client abandons the request: notifications/cancelled
+
+    async def main():
+        async with served(stack, user_settings, workspace, "--approval-wait", "60") as client:
+            async with anyio.create_task_group() as group:
+                group.start_soon(cancel_when_waiting, group.cancel_scope)
+                await client.call_tool("bump", label)
+            return await client.call_tool("echo", {"text": "still serving"})
+
+    after = anyio.run(main)
+    assert text(after) == "still serving"
+    [row] = waiting
+    [ended] = runtime.attach(row.batch_id).results(timeout=30)
+    assert ended.status == "cancelled"
+    assert marks(workspace, "effects") == []
