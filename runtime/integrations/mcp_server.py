@@ -57,6 +57,8 @@ async def call(rt: Runtime, options: Options, name: str, arguments: Any) -> type
 
 
 def answer(outcome: Outcome, call_id: str) -> types.CallToolResult:
+    """The call's result as MCP's: the model message as text, images as MCP
+    images, a structured result (a JSON object) as structured content."""
     meta = {"toolrun/batch_id": outcome.batch_id, "toolrun/call_id": call_id}
     if call_id in outcome.waiting:
         text = outcome.how_to_answer(call_id)
@@ -65,8 +67,12 @@ def answer(outcome: Outcome, call_id: str) -> types.CallToolResult:
         return types.CallToolResult(content=waits, is_error=True, meta=meta)
     result = outcome.results[call_id]
     meta["toolrun/status"] = result.status.value
+    structured = result.content if isinstance(result.content, dict) else None
     return types.CallToolResult(
-        content=content(result), is_error=result.status is not Status.ok, meta=meta
+        content=content(result),
+        structured_content=structured,
+        is_error=result.status is not Status.ok,
+        meta=meta,
     )
 
 

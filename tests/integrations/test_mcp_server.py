@@ -73,6 +73,7 @@ def test_a_read_runs_on_the_workers_and_lands_in_the_ledger(
     result = call_once(stack, user_settings, workspace, "echo", {"text": "over mcp"})
     assert result.is_error is False
     assert text(result) == "over mcp"
+    assert result.structured_content == {"text": "over mcp"}
     batch_id = result.meta["toolrun/batch_id"]
     [ended] = runtime.attach(batch_id).results(timeout=30)
     assert ended.worker is not None and ended.status == "ok"
