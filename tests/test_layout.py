@@ -46,6 +46,7 @@ LAYERS = [
     {"client"},
     {"testing"},
     {"stack", "gateway"},
+    {"integrations"},
     {"cli", "workers", "runtime"},
 ]
 # Pairs allowed to import upward while a restructuring is under way (none now).

@@ -15,7 +15,6 @@ flight from one thread, as P3 runs them through the Python client.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Iterator
@@ -39,16 +38,8 @@ WAIT = 60  # seconds of each long poll
 def client(bench) -> Iterator[httpx.Client]:
     """A gateway on the bench's stack and a keep-alive client holding a submitter
     key; the gateway's process id is the client's `gateway_pid`."""
-    settings, record, runtime = bench.settings, bench.record, bench.runtime
-    env = dict(os.environ) | {
-        "TOOLRUN_HOME": str(settings.home),
-        "TOOLRUN_REDIS_URL": record.redis_url,
-        "TOOLRUN_DATABASE_URL": record.database_url,
-        "TOOLRUN_TOOL_MODULES": settings.tool_modules,
-        "TOOLRUN_USER_SETTINGS_FILE": str(runtime.settings.user_settings_file),
-        "TOOLRUN_SIGNING_KEY": record.signing_key,
-        "PYTHONPATH": os.getcwd(),
-    }
+    settings, runtime = bench.settings, bench.runtime
+    env = bench.client_env()
     running = start_gateway(settings, env=env, timeout=60)
     token = mint(
         Keys(runtime.ledger),

@@ -5,6 +5,7 @@ effects workers (ledger on, SQLite) with a client, and bare Celery workers for
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,19 @@ class Harness:
             for queue in ("reads", "effects")
         }
         return found | ({"redis": self.record.redis_pid} if self.record.redis_pid else {})
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a `toolrun` process that serves this stack's client
+        side (the gateway, the MCP face): its settings, tools and signing key."""
+        return dict(os.environ) | {
+            "TOOLRUN_HOME": str(self.settings.home),
+            "TOOLRUN_REDIS_URL": self.record.redis_url,
+            "TOOLRUN_DATABASE_URL": self.record.database_url,
+            "TOOLRUN_TOOL_MODULES": self.settings.tool_modules,
+            "TOOLRUN_USER_SETTINGS_FILE": str(self.runtime.settings.user_settings_file),
+            "TOOLRUN_SIGNING_KEY": self.record.signing_key,
+            "PYTHONPATH": os.getcwd(),
+        }
 
     def start_bare(self, queue: str, concurrency: int, index: int = 1) -> None:
         home, url = self.settings.home, self.record.redis_url

@@ -14,7 +14,22 @@ from rich.table import Table
 
 # Figures of toolrun alone: bare Celery has no approvals, and no limits to cost anything.
 ALONE = ("P7_threads", "P7_rss", "L1_P1", "L1_P3", "I1_import", "I1_help")
-FIGURES = ("P1_p50", "P1_p99", "P2", "P3", "P4", "P5", "P6", "R1", "G1", "G2", "F1", "S1", *ALONE)
+FIGURES = (
+    "P1_p50",
+    "P1_p99",
+    "P2",
+    "P3",
+    "P4",
+    "P5",
+    "P6",
+    "R1",
+    "G1",
+    "G2",
+    "M1",
+    "F1",
+    "S1",
+    *ALONE,
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""What every integration does with a model turn's calls: submit them as one
+toolrun batch and wait until each call has either its final result or is
+waiting for a person (docs/architecture.md, "Integrations"). A framework with
+an approval flow of its own hands the waiting calls to it; the batch goes on
+in the cluster and the answer reaches it through `Runtime.approve`/`deny`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.batch.notification import commands
+from runtime.client import Runtime
+from runtime.client.handle import BatchHandle
+from runtime.types import ApprovalRequested, ToolResult
+
+
+@dataclass(frozen=True)
+class Options:
+    """The policy a face submits its batches under, fixed when it is built:
+    mode, workspace, rules of its own (`{"allow": [...], "deny": [...], "ask":
+    [...]}`) and who the ledger says submitted them. `approval_wait`: seconds
+    to wait for a person to answer before handing a waiting call back."""
+
+    mode: str | None = None
+    workspace: str | Path | None = None
+    rules: dict[str, list[str]] | None = None
+    submitter: str | None = None
+    approval_wait: float = 0.0
+
+    def submit(
+        self, rt: Runtime, calls: Iterable[dict[str, Any]], key: str | None = None
+    ) -> BatchHandle:
+        """`key`: the same calls submitted again with it attach to the batch it
+        started (a framework that runs a step again, as LangGraph does on resume)."""
+        return rt.submit(
+            list(calls),
+            mode=self.mode,
+            workspace=self.workspace,
+            rules=self.rules,
+            submitter=self.submitter,
+            key=key,
+        )
+
+
+@dataclass
+class Outcome:
+    """A batch as a face hands it back: the final results in, and the calls
+    still waiting for a person, both by call id."""
+
+    batch_id: str
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    waiting: dict[str, ApprovalRequested] = field(default_factory=dict)
+
+    def how_to_answer(self, call_id: str) -> str:
+        """A model-readable result for a call that waits: what waits, why, and
+        the commands a person answers it with."""
+        notice = self.waiting[call_id]
+        approve, deny = commands(self.batch_id, call_id)
+        return (
+            f"{notice.tool} was not run yet: it waits for a person's approval "
+            f"({notice.reason}). Once approved it runs in batch {self.batch_id}; "
+            f"a person answers with `{approve}` or `{deny}`."
+        )
+
+
+def settle(
+    handle: BatchHandle, approval_wait: float = 0.0, answered: Collection[str] = ()
+) -> Outcome:
+    """Wait until every call of the batch has ended or waits for approval (a
+    call in `answered`, just answered, counts only once it has ended); then,
+    if some wait, up to `approval_wait` seconds more for people to answer.
+    Nothing is ended here: a waiting call stays waiting in the cluster."""
+    changed = threading.Event()
+
+    def arrived(_event: object) -> None:
+        changed.set()
+
+    handle.subscribe(arrived)
+    try:
+        while True:
+            changed.clear()
+            finals, waiting = handle.so_far()
+            asking = [notice for notice in waiting if notice.call_id not in answered]
+            if len(finals) + len(asking) >= len(handle.batch.calls):
+                break
+            changed.wait()  # the batch's deadline ends every call, so this ends
+    finally:
+        handle.unsubscribe(arrived)
+    if waiting and approval_wait > 0:
+        handle.wait(approval_wait)
+        finals, waiting = handle.so_far()
+    return Outcome(
+        handle.batch_id,
+        {result.call_id: result for result in finals},
+        {notice.call_id: notice for notice in waiting},
+    )
+
+
+def run(
+    rt: Runtime, calls: Iterable[dict[str, Any]], options: Options, key: str | None = None
+) -> Outcome:
+    """Submit `calls` as one batch under `options` and settle it."""
+    return settle(options.submit(rt, calls, key), options.approval_wait)

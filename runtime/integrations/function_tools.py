@@ -1,0 +1,105 @@
+"""The OpenAI Agents SDK's function tools run by toolrun (docs/architecture.md,
+"Integrations"): `function_tools(rt, options)` is the registry's tools as
+`FunctionTool`s whose `needs_approval` asks toolrun's gate and whose
+`on_invoke_tool` runs the call on toolrun's workers. The SDK runs a turn's
+function tools one by one (each its own `on_invoke_tool`), so each call is a
+one-call batch: the SDK, not toolrun, orders a turn's calls. Needs the
+`openai-agents` extra."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any
+
+from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
+from agents.tool_context import ToolContext
+
+from runtime.client import Runtime
+from runtime.client.handle import BatchHandle
+from runtime.integrations.batches import Options, Outcome, settle
+from runtime.registry.capabilities import CapabilitySpec
+
+
+class Calls:
+    """Each SDK call as a one-call toolrun batch, keyed by the provider's call
+    id and arguments: `needs_approval` submits it, and `on_invoke_tool` (and a
+    rejection) find the same batch again, from any process."""
+
+    def __init__(self, rt: Runtime, options: Options, by: str) -> None:
+        self.rt, self.options, self.by = rt, options, by
+
+    def submit(self, name: str, arguments: Any, call_id: str) -> BatchHandle:
+        said = json.dumps([name, arguments, call_id], sort_keys=True, default=str)
+        key = "agents-" + hashlib.sha256(said.encode()).hexdigest()[:32]
+        call = {"id": call_id, "name": name, "arguments": arguments}
+        return self.options.submit(self.rt, [call], key)
+
+    def asks(self, name: str, arguments: Any, call_id: str) -> bool:
+        """Whether the gate holds the call for a person (the SDK then interrupts)."""
+        return call_id in settle(self.submit(name, arguments, call_id)).waiting
+
+    def result(self, name: str, arguments: Any, call_id: str) -> str:
+        """The call's result as the model reads it; a call still waiting here was
+        approved through the SDK, so toolrun is told so first."""
+        handle = self.submit(name, arguments, call_id)
+        outcome: Outcome = settle(handle)
+        if call_id in outcome.waiting:
+            handle.approve(call_id, by=self.by)
+            outcome = settle(handle, answered={call_id})
+        return outcome.results[call_id].model_message
+
+
+def function_tools(
+    rt: Runtime, options: Options | None = None, *, names: list[str] | None = None, by: str = ""
+) -> list[FunctionTool]:
+    """The registry's tools (or those `names`) for an `Agent(tools=...)`.
+    `by`: who the ledger says approved a call the SDK's run approved."""
+    calls = Calls(rt, options or Options(), by or "openai-agents")
+    return [_tool(spec, calls) for spec in rt.registry if names is None or spec.name in names]
+
+
+def reject(
+    rt: Runtime,
+    state: RunState,
+    item: ToolApprovalItem,
+    reason: str,
+    *,
+    options: Options | None = None,
+    by: str = "openai-agents",
+) -> None:
+    """`state.reject(item)`, and the waiting toolrun call denied with `reason`
+    (else it would wait until its approval expired)."""
+    state.reject(item, rejection_message=reason)
+    raw = item.raw_item
+    arguments = _parsed(raw.arguments)
+    handle = Calls(rt, options or Options(), by).submit(raw.name, arguments, raw.call_id)
+    handle.deny(raw.call_id, reason, by=by)
+
+
+def _tool(spec: CapabilitySpec, calls: Calls) -> FunctionTool:
+    async def needs_approval(_ctx: RunContextWrapper, arguments: dict, call_id: str) -> bool:
+        return await asyncio.to_thread(calls.asks, spec.name, arguments, call_id)
+
+    async def invoke(ctx: ToolContext, input_json: str) -> str:
+        arguments = _parsed(input_json)
+        return await asyncio.to_thread(calls.result, spec.name, arguments, ctx.tool_call_id)
+
+    return FunctionTool(
+        name=spec.name,
+        description=spec.description,
+        params_json_schema=spec.input_model.model_json_schema(),
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+        needs_approval=needs_approval,
+    )
+
+
+def _parsed(text: str | None) -> Any:
+    """The model's arguments; text that is not JSON goes to toolrun as it is,
+    whose validation tells the model what is wrong with it."""
+    try:
+        return json.loads(text or "{}")
+    except ValueError:
+        return text

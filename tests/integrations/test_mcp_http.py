@@ -1,0 +1,106 @@
+"""`toolrun mcp serve --http PORT` as its own process on the session's stack,
+driven by the official MCP client over Streamable HTTP: every request needs a
+gateway key, and a call runs as that key, within its roots and mode."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from runtime.gateway.keys import Role, mint
+from runtime.ledger.keys import Keys
+from runtime.stack.processes import free_port
+from runtime.types import Mode
+from tests.support.cli import REPO, SCRIPT, stack_env
+from tests.support.waiting import wait_for
+
+
+@pytest.fixture
+def served(stack, user_settings, workspace, tmp_path):
+    """The server on a free port, listening; stopped after."""
+    port = free_port()
+    argv = [SCRIPT or "toolrun", "mcp", "serve", "--workspace", str(workspace)]
+    with open(tmp_path / "server.log", "ab") as log:
+        process = subprocess.Popen(
+            [*argv, "--http", str(port)],
+            env=stack_env(stack, user_settings),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def listening() -> bool:
+        assert process.poll() is None, (tmp_path / "server.log").read_text()
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_for(listening, timeout=60, what="MCP server listening")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def call(url: str, token: str | None, name: str, arguments: dict):
+    async def main():
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                return names, await client.call_tool(name, arguments)
+
+    return anyio.run(main)
+
+
+def test_a_call_runs_as_the_key_that_made_it(served, runtime, workspace):
+    token = mint(
+        Keys(runtime.ledger), f"mcp-{workspace.parent.name}", Role.submitter, roots=[str(workspace)]
+    )
+    names, result = call(served, token, "echo", {"text": "over http"})
+    assert "echo" in names
+    assert result.is_error is False and result.content[0].text == "over http"
+    row = runtime.ledger.batch(result.meta["toolrun/batch_id"])
+    assert row.submitter == f"key:mcp-{workspace.parent.name}"
+
+
+def test_without_a_live_key_nothing_is_served(served, runtime, workspace):
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    approver = mint(Keys(runtime.ledger), f"ok-{workspace.parent.name}", Role.approver)
+    for headers in (
+        {},
+        {"Authorization": "Bearer trk_000000000000_wrong"},
+        {"Authorization": f"Bearer {approver}"},
+    ):
+        answer = httpx.post(served, json=initialize, headers=headers, timeout=30)
+        assert answer.status_code == 401 and "gateway" in answer.json()["error"]
+
+
+def test_a_key_confined_elsewhere_runs_nothing(served, runtime, workspace, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    token = mint(
+        Keys(runtime.ledger), f"far-{workspace.parent.name}", Role.submitter, roots=[str(elsewhere)]
+    )
+    names, result = call(served, token, "echo", {"text": "x"})
+    assert names == set()
+    assert result.is_error and "outside the roots" in result.content[0].text
+
+
+def test_a_call_runs_no_higher_than_the_keys_mode(served, runtime, workspace):
+    token = mint(
+        Keys(runtime.ledger),
+        f"plan-{workspace.parent.name}",
+        Role.submitter,
+        roots=[str(workspace)],
+        max_mode=Mode.plan,
+    )
+    names, result = call(served, token, "echo", {"text": "x"})
+    assert names == set() and result.is_error and "plan" in result.content[0].text
