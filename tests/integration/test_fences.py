@@ -1,0 +1,90 @@
+"""Fenced side effects (docs/architecture.md, "Leases"): a worker whose main
+process is frozen stops renewing the leases of the calls its pool runs; before
+those leases lapse, the pool process running a claimed call stops it itself,
+so the call judged lost is not still running when the batch's next step
+starts on the other slot.
+
+A stack of its own: the sweep held by the reads worker (the effects worker is
+the one frozen), two effects slots, a 3-second lease, a 1-second resend and
+the production visibility timeout (the frozen worker's message never comes
+back during the test)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import redis
+
+from runtime.transport.names import results_key
+from runtime.types import Status
+from tests.support.faults import FaultStack
+from tests.support.tools import marks
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(150)]
+LEASE = 3.0
+
+
+def ticks(workspace, label: str) -> list[float]:
+    return [m["at"] for m in marks(workspace, "ticks") if m["label"] == label]
+
+
+def test_a_frozen_main_process_never_lets_the_next_step_overlap_its_side_effect(
+    tmp_path, user_settings, workspace, request
+):
+    with FaultStack(
+        tmp_path / "home",
+        user_settings=user_settings,
+        visibility_timeout=3600,
+        effects_concurrency=2,
+        lease_seconds=LEASE,
+        resend_after=1.0,
+        reads_workers=1,
+        effects_workers=0,
+    ) as stack:
+        [judge] = stack.workers("reads")
+        wait_for(lambda: (stack.sweep_holder() or ("", None))[1] == judge, what="the sweep held")
+        frozen = stack.add_worker("effects")
+        request.addfinalizer(lambda: _thaw(frozen["pid"]))
+        state = redis.Redis.from_url(stack.redis_url)
+        steps = [
+            {"id": "a", "name": "ticking_write", "arguments": {"label": "a", "seconds": 8 * LEASE}},
+            {"id": "b", "name": "ticking_write", "arguments": {"label": "b", "seconds": 0.5}},
+            {"id": "c", "name": "ticking_write", "arguments": {"label": "c", "seconds": 0.5}},
+        ]
+        with stack.client() as runtime:
+            handle = runtime.submit(
+                steps,
+                mode="auto",
+                workspace=workspace,
+                rules={"allow": ["ticking_write"]},
+                on_error="continue",
+                timeout=120,
+            )
+            wait_for(lambda: len(ticks(workspace, "a")) >= 10, what="a running a second")
+            os.kill(frozen["pid"], signal.SIGSTOP)
+            # a's lease lapses with nobody renewing it: the sweep judges it lost
+            # and sends b, which waits for the frozen worker.
+            wait_for(
+                lambda: state.hexists(results_key(handle.batch_id), "a"),
+                timeout=60,
+                what="a judged lost",
+            )
+            os.kill(frozen["pid"], signal.SIGCONT)
+            results = {r.call_id: r for r in handle.results(timeout=90)}
+
+    assert results["a"].status is Status.outcome_unknown, results["a"].model_message
+    assert results["b"].status is Status.ok, results["b"].model_message
+    assert results["c"].status is Status.ok, results["c"].model_message
+    a, b = ticks(workspace, "a"), ticks(workspace, "b")
+    assert max(a) < min(b), f"a ran {max(a) - min(b):.1f} s after b started"
+    assert max(a) - min(a) < 8 * LEASE - 1, "a ran to its end after it was judged lost"
+
+
+def _thaw(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
