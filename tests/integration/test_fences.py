@@ -27,13 +27,34 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(150)]
 LEASE = 3.0
 
 
+# The shell's steps stamp the same ticks as `ticking_write`, in files of their own.
+TICKING = (
+    "end=$(( $(date +%s) + {seconds} )); "
+    "while [ $(date +%s) -lt $end ]; do date +%s.%N >> {label}.ticks; sleep 0.1; done"
+)
+
+
 def ticks(workspace, label: str) -> list[float]:
+    stamped = workspace / f"{label}.ticks"
+    if stamped.exists():
+        return [float(line) for line in stamped.read_text().split()]
     return [m["at"] for m in marks(workspace, "ticks") if m["label"] == label]
 
 
+def step(tool: str, label: str, seconds: float) -> dict:
+    if tool == "shell":
+        command = TICKING.format(seconds=max(int(seconds), 1), label=label)
+        return {"id": label, "name": "shell", "arguments": {"command": command}}
+    arguments = {"label": label, "seconds": seconds}
+    return {"id": label, "name": "ticking_write", "arguments": arguments}
+
+
+@pytest.mark.parametrize("tool", ["ticking_write", "shell"])
 def test_a_frozen_main_process_never_lets_the_next_step_overlap_its_side_effect(
-    tmp_path, user_settings, workspace, request
+    tool, tmp_path, user_settings, workspace, request
 ):
+    """The issue's shape: the chain's first step a Python tool or a command
+    (the shell's bash, in a session of its own, dies with it)."""
     with FaultStack(
         tmp_path / "home",
         user_settings=user_settings,
@@ -49,17 +70,13 @@ def test_a_frozen_main_process_never_lets_the_next_step_overlap_its_side_effect(
         frozen = stack.add_worker("effects")
         request.addfinalizer(lambda: _thaw(frozen["pid"]))
         state = redis.Redis.from_url(stack.redis_url)
-        steps = [
-            {"id": "a", "name": "ticking_write", "arguments": {"label": "a", "seconds": 8 * LEASE}},
-            {"id": "b", "name": "ticking_write", "arguments": {"label": "b", "seconds": 0.5}},
-            {"id": "c", "name": "ticking_write", "arguments": {"label": "c", "seconds": 0.5}},
-        ]
+        steps = [step(tool, "a", 8 * LEASE), step(tool, "b", 0.5), step(tool, "c", 0.5)]
         with stack.client() as runtime:
             handle = runtime.submit(
                 steps,
                 mode="auto",
                 workspace=workspace,
-                rules={"allow": ["ticking_write"]},
+                rules={"allow": ["ticking_write", "shell"]},
                 on_error="continue",
                 timeout=120,
             )
