@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from runtime import sessions
-from runtime.errors import StateUnavailable
 from runtime.transport.base import Leases
 
 log = logging.getLogger("toolrun.worker")
@@ -58,7 +57,7 @@ def _watch(state: Leases, batch_id: str, call_id: str, lease: float, done: threa
         asked = time.monotonic()
         try:
             until = asked + state.left(batch_id, call_id, lease)
-        except StateUnavailable as error:
+        except Exception as error:  # noqa: BLE001 - unconfirmed: counted down, never unfenced
             log.warning("cannot read the lease of %s: %s", call_id, error)
         if until - time.monotonic() > lease * DEADLINE or done.is_set():
             continue
