@@ -11,11 +11,13 @@ non-idempotent side effect runs only if this delivery claims it in the ledger.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.execution import budget_checks, outcomes, start_limits, time_limits
+from runtime.execution.fence import fenced
 from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
 from runtime.execution.outcomes import Outcome
@@ -179,15 +181,7 @@ def _at_least_once(
             )
         )
         started_at = None
-    result = invoke(
-        admission,
-        message,
-        settings,
-        delivery=look.delivery,
-        worker=worker,
-        on_retry=retried,
-        quiet=ledger.quiet,
-    )
+    result = _invoke(admission, message, settings, ledger, worker, look.delivery, retried)
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
@@ -251,18 +245,32 @@ def _claimed(
             )
         )
 
-    result = invoke(
-        admission,
-        message,
-        settings,
-        delivery=begun.delivery,
-        worker=worker,
-        on_retry=retried,
-        quiet=ledger.quiet,
-    )
+    with fenced(state, message.batch_id, call.id, settings.lease_seconds):
+        result = _invoke(admission, message, settings, ledger, worker, begun.delivery, retried)
     if defer:  # the next step's claim writes it
         return Outcome(result, None, deferred=True)
     return outcomes.record(ledger, message, result)  # publishing the end releases the lease
+
+
+def _invoke(
+    admission: Admitted,
+    message: CallMessage,
+    settings: Settings,
+    ledger: Ledger,
+    worker: str | None,
+    delivery: int,
+    retried: Callable[[int, BaseException], None],
+) -> ToolResult:
+    quiet = ledger.quiet
+    return invoke(
+        admission,
+        message,
+        settings,
+        delivery=delivery,
+        worker=worker,
+        on_retry=retried,
+        quiet=quiet,
+    )
 
 
 def _hold(state: Leases | None, message: CallMessage, seconds: float) -> ToolResult | None:

@@ -17,7 +17,7 @@ from sqlmodel import Session
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
 from runtime.ledger import batches, claims, open_batches
 from runtime.ledger.buffer import LedgerBuffer
-from runtime.ledger.claims import Begun
+from runtime.ledger.claims import Begun, Start
 from runtime.ledger.ends import CallEnd, write_ends
 from runtime.ledger.group import CommitGroup
 from runtime.ledger.prepared import storable
@@ -225,7 +225,10 @@ class Ledger(LedgerReads):
     ) -> tuple[bool | None, Begun]:
         """A chain step's end and the claim of the step after it, in one
         transaction (docs/architecture.md, "A chain in one task"): whether
-        the end ended its call, and the claim. While rows of this process wait
+        the end ended its call, and the claim. An end that lost the
+        compare-and-set claims nothing (`Start.taken`): its process was judged
+        gone, and the step after is sent again by the sweep, not run by a
+        holder that was fenced off ("Leases"). While rows of this process wait
         in its buffer, the end goes after them (None: it waits too) and the
         claim is made alone."""
         if len(self._buffer):
@@ -237,6 +240,8 @@ class Ledger(LedgerReads):
 
         def work(connection: Connection) -> tuple[bool, Begun]:
             [ended] = write_ends(connection, [end])
+            if not ended:  # fenced off: its call was ended by another (judged lost)
+                return ended, Begun(Start.taken, 0, None)
             claimed = claims.claim(
                 connection, batch_id, call_id, worker=worker, redactor=self.redactor
             )

@@ -254,6 +254,13 @@ class Leases(Protocol):
         """The call has ended (or was judged lost): nobody holds it."""
         ...
 
+    def left(self, batch_id: str, call_id: str, seconds: float) -> float:
+        """Seconds, on the state's own clock, before the advancer may judge the
+        call's holder gone (`seconds`: a lease's length); none or less once it
+        may, or once the call's end is published. Read by the holder itself,
+        which stops its call before then (docs/architecture.md, "Leases")."""
+        ...
+
     def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
         """Seconds left of the hold of each of `call_ids` that has one (none
         or less: it ran out), on the state's own clock; a call with no hold

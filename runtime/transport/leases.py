@@ -81,6 +81,21 @@ end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return found
 """)
+# What a call's holder has left of its lease, as the advancer would judge it
+# now: KEYS = the leases' set, the batch's unheld marks, the epoch, the
+# batch's results hash; ARGV = member, call id, seconds. Its lease's seconds
+# left; without a lease, a lease's time from when the judge first saw it
+# unheld (or from the epoch if later; a whole lease if not seen yet); -1 once
+# its end is published (someone else ended it).
+LEFT = clocked("""
+if redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return '-1' end
+local expiry = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if expiry then return text(expiry - now) end
+local since = tonumber(redis.call('HGET', KEYS[2], ARGV[2]))
+if not since then return ARGV[3] end
+local epoch = tonumber(redis.call('GET', KEYS[3])) or now
+return text(math.max(since, epoch) + tonumber(ARGV[3]) - now)
+""")
 # The sweep's lease: taken if free, renewed if this holder has it, in one step.
 HOLD_SWEEP = """
 local held = redis.call('GET', KEYS[1])
@@ -128,6 +143,7 @@ class Leases:
         self._hold_sweep = client.register_script(HOLD_SWEEP)
         self._release_sweep = client.register_script(RELEASE_SWEEP)
         self._lost = client.register_script(EPOCH_LOOK)
+        self._left = client.register_script(LEFT)
 
     def hold(self, batch_id: str, call_id: str, seconds: float) -> ToolResult | None:
         keys = [LEASES, results_key(batch_id)]
@@ -150,6 +166,12 @@ class Leases:
     def release(self, batch_id: str, call_id: str) -> None:
         with reaching(f"cannot release the lease of {call_id}"):
             self.client.zrem(LEASES, lease_member(batch_id, call_id))
+
+    def left(self, batch_id: str, call_id: str, seconds: float) -> float:
+        keys = [LEASES, unheld_key(batch_id), EPOCH_KEY, results_key(batch_id)]
+        with reaching(f"cannot read the lease of {call_id}"):
+            found = self._left(keys=keys, args=[lease_member(batch_id, call_id), call_id, seconds])
+        return float(found)
 
     def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
         if not call_ids:

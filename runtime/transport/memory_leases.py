@@ -46,6 +46,10 @@ class MemoryLeases:
             self._held.discard((batch_id, call_id))
             self._unheld.pop((batch_id, call_id), None)
 
+    def left(self, batch_id: str, call_id: str, seconds: float) -> float:
+        """A hold lasts until it is released: a thread is never judged lost."""
+        return math.inf
+
     def holds(self, batch_id: str, call_ids: list[str]) -> dict[str, float]:
         with self._leasing:
             return {c: math.inf for c in call_ids if (batch_id, c) in self._held}

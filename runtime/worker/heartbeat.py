@@ -15,6 +15,9 @@ from typing import Any
 from runtime.worker.worker import Worker
 
 log = logging.getLogger("toolrun.worker")
+# Seconds between tries while renewing fails (Redis restarting): renewed as
+# soon as it is back, before the running calls' fences stop them ("Leases").
+RETRY = 0.25
 
 
 def start_heartbeat(
@@ -25,15 +28,19 @@ def start_heartbeat(
     stop: threading.Event | None = None,
 ) -> threading.Thread:
     """A daemon thread calling `worker().beat(running())` every `interval`
-    seconds until `stop` is set (`running`: the task messages in progress)."""
+    seconds until `stop` is set (`running`: the task messages in progress);
+    after a failed beat, every `RETRY` seconds until one succeeds."""
     stop = stop or threading.Event()
 
     def loop() -> None:
-        while not stop.wait(interval):
+        wait = interval
+        while not stop.wait(wait):
             try:
                 worker().beat(running())
+                wait = interval
             except Exception as error:  # noqa: BLE001 - the state away: the next beat
                 log.warning("heartbeat failed: %s", error)
+                wait = min(interval, RETRY)
 
     thread = threading.Thread(target=loop, name="toolrun-heartbeat", daemon=True)
     thread.start()

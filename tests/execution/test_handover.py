@@ -61,14 +61,19 @@ def test_the_end_of_a_step_and_the_claim_of_the_next_are_one_transaction(env):
     assert kinds.index(("a", "finished")) < kinds.index(("b", "started"))
 
 
-def test_an_end_already_written_is_not_told_as_this_deliverys(env):
+def test_an_end_already_written_is_not_told_as_this_deliverys_nor_claims_the_next(env):
+    """Step a was judged lost while it ran (its end written by the sweep): its
+    own end loses the compare-and-set, and the process that was fenced off
+    does not claim step b with it (docs/architecture.md, "Leases")."""
     ledger, workspace = env
     told: list = []
     previous = ran(ledger, told)
     ledger.record_result("b1", results.failure("a", "bump", Status.outcome_unknown, "lost"))
-    assert claim_after(ledger, step(workspace, "b"), "w", previous).start is Start.run
-    assert told == [False]
+    assert claim_after(ledger, step(workspace, "b"), "w", previous).start is Start.taken
+    assert told == [False] and previous.leased is None
     assert ledger.ends("b1")["a"].status is Status.outcome_unknown
+    assert {row.call_id: row.status for row in ledger.calls("b1")}["b"] != "running"
+    assert ledger.claim("b1", "b", worker="v").start is Start.run  # the resent copy's
 
 
 def test_a_next_step_that_claims_nothing_writes_the_end_alone_first(env, tmp_path):

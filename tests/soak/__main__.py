@@ -9,7 +9,9 @@ The faults (tests/soak/injector.py): SIGKILL of a reads worker, of an effects
 worker, of one pool process, of the worker holding the sweep's lock; a Redis
 restart; a ledger cut; the process that submitted a batch killed; submitter
 processes racing one key with other rules; a process started while the
-ledger is locked; the effects queue backed up past the sweep's resend. Some
+ledger is locked; the effects queue backed up past the sweep's resend; an
+effects worker's main process frozen (SIGSTOP, then SIGCONT) a second into a
+long side effect; Redis restarted under a long side effect. Some
 calls are stuck on purpose: C code holding the GIL on either queue (its
 process is killed at the hard limit), a backtracking `re`, a side effect
 sleeping past its timeout.
@@ -17,8 +19,9 @@ sleeping past its timeout.
 The stack runs as in production where it matters: the broker's visibility
 timeout is the default of runtime/settings.py (not the suite's 3 s), and the
 effects queue has two slots, as one worker with two processes
-(TOOLRUN_EFFECTS_CONCURRENCY=2) on even seeds or as two workers of one
-process (`--scale effects=2`) on odd ones.
+(TOOLRUN_EFFECTS_CONCURRENCY=2) or as two workers of one process
+(`--scale effects=2`), or four, as two workers of two processes each,
+by the seed (its remainder by 3, in that order) or `--effects`.
 
 Prints the faults injected, the calls submitted and those in flight when a
 fault hit, and the figures that must be 0: calls left without exactly one
@@ -49,8 +52,8 @@ from tests.soak.tally import Tally, report
 from tests.support.faults import FaultStack, Relay
 
 SUBMITTERS = 3
-SLOTS = 2  # of the effects queue
-LAYOUTS = {"processes": (1, SLOTS), "workers": (SLOTS, 1)}  # effects workers, processes each
+# effects workers, processes each
+LAYOUTS = {"processes": (1, 2), "workers": (2, 1), "both": (2, 2)}
 ENDED_PATIENCE = 45.0  # seconds for the last batches to be marked ended (the sweep: 15 s after)
 
 
@@ -63,8 +66,8 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--effects",
         choices=sorted(LAYOUTS),
-        help="the effects queue's two slots: one worker of two processes, or two "
-        "workers of one (default: by the seed, even: processes)",
+        help="the effects queue's slots: one worker of two processes, two workers "
+        "of one, or two of two (default: by the seed's remainder by 3, in that order)",
     )
     parser.add_argument(
         "--visibility-timeout",
@@ -85,7 +88,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     given = options(argv)
     seed = given.seed if given.seed is not None else random.randrange(1 << 30)
-    layout = given.effects or ("processes" if seed % 2 == 0 else "workers")
+    layout = given.effects or ["processes", "workers", "both"][seed % 3]
     effects_workers, effects_concurrency = LAYOUTS[layout]
     setup = {
         "effects": f"{effects_workers} worker(s) x {effects_concurrency} process(es)",
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         cleanup.enter_context(stack.keep_workers("effects", effects_workers))
         print(f"soak: stack up in {time.monotonic() - started:.1f} s", flush=True)
         tally, stop = Tally(), threading.Event()
-        injector = Injector(stack, runtime, base, tally, SLOTS)
+        injector = Injector(stack, runtime, base, tally, effects_workers * effects_concurrency)
         threads = [
             threading.Thread(
                 target=submitter, args=(stack, runtime, base, tally, stop, seed + index)

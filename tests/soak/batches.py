@@ -20,6 +20,7 @@ WRITES = {"allow": ["bump", "slow_bump", "hold_gil_write", "overrun_write"]}
 STUCK = ["hold_gil_read", "hold_gil_write", "backtrack_read", "overrun_write"]
 KILLED_SUBMITTERS = 0.2  # the share of batches whose submitting process is SIGKILLed
 BATCH_TIMEOUT = 30
+AWAY = "does not answer"  # a process's one line when the deployment is away ("Failing fast")
 
 
 def batch_of(rng: random.Random, number: int) -> list[dict]:
@@ -87,8 +88,13 @@ def killed_submitter(stack, runtime, tally: Tally, rng: random.Random, spec: dic
             hung = True
         process.kill()
         process.wait(10)
+        said = last_words(process)
+        if not hung and AWAY in said:  # started while Redis restarted: it fails fast, by design
+            with tally.lock:
+                tally.figures["submitter processes refused at start: Redis away"] += 1
+            return None
         what = "hung" if hung else "died"
-        tally.broke(f"submitter processes that {what} before submitting", last_words(process))
+        tally.broke(f"submitter processes that {what} before submitting", said)
         return None
     time.sleep(rng.uniform(0, 1.0))
     process.send_signal(signal.SIGKILL)

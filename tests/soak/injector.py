@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.soak.backlog import back_up_effects
 from tests.soak.keys import race_keyed_submits
 from tests.soak.locked_start import locked_start
+from tests.soak.long_effects import freeze_effects_main, restart_under_long_effects
 from tests.soak.sweep_holder import kill_sweep_holder, stranded_by_the_dead
 from tests.soak.tally import Tally
 
@@ -26,11 +27,14 @@ FAULTS = [
     "race keyed submits",
     "lock ledger at process start",
     "back up effects queue",
+    "freeze effects main process",
+    "restart redis under long side effects",
 ]
 EVERY = (3.0, 7.0)  # seconds between two faults
 THREADED = {
     "race keyed submits": race_keyed_submits,
     "lock ledger at process start": locked_start,
+    "freeze effects main process": freeze_effects_main,
 }
 
 
@@ -91,6 +95,8 @@ class Injector:
                 time.sleep(rng.uniform(1.0, 4.0))
         elif fault == "kill sweep holder":
             kill_sweep_holder(stack, self.tally)
+        elif fault == "restart redis under long side effects":
+            restart_under_long_effects(stack, self.runtime, self.base, self.tally, rng)
         elif fault == "back up effects queue":
             back_up_effects(stack, self.runtime, self.base, self.tally, rng, self.slots)
         else:

@@ -322,3 +322,16 @@ def tagged_write(args: Label, ctx: ToolContext) -> ToolOutput:
     )
     time.sleep(args.seconds)
     return ToolOutput(content={"label": args.label}, message="tagged", summary="tagged")
+
+
+@tool(risk=Risk.write)
+def ticking_write(args: Label, ctx: ToolContext) -> ToolOutput:
+    """A side effect that lasts `seconds` and marks each tenth of a second it
+    is alive (`ticks`), so a test sees until when it ran, even if its process
+    was killed, and whether another step ran meanwhile."""
+    end = time.time() + args.seconds
+    while True:
+        _mark(ctx, "ticks", {"label": args.label, "at": time.time(), "pid": os.getpid()})
+        if time.time() >= end:
+            return ToolOutput(content={"label": args.label}, message="ticked", summary="ticked")
+        time.sleep(0.1)

@@ -15,6 +15,7 @@ from runtime.settings import Settings
 from runtime.stack.processes import spawn, stop_process, wait_for_redis
 from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
 from runtime.transport.leases import Leases
+from runtime.transport.names import results_key
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.server
@@ -99,3 +100,22 @@ def test_a_claim_without_a_lease_is_timed_from_its_first_look_or_the_epoch(lease
     leases.client.delete("toolrun:epoch")
     leases.lost("me")  # started empty again: every claim is given a fresh lease's time
     assert leases.unheld("b", ["c"])["c"] < later["c"]
+
+
+def test_a_holder_reads_what_its_lease_has_left_as_the_judge_would(leases):
+    """`left`: the seconds before the advancer may judge the call's holder
+    gone: its lease's seconds left; with no lease, a whole lease until the
+    judge has seen it unheld, then a lease from that look (or the epoch);
+    none once its end is published by anyone."""
+    leases.lost("me")  # the epoch: now
+    assert leases.left("b", "c", 6) == 6  # taken right after the claim: not judged yet
+    leases.unheld("b", ["c"])  # the judge's first look at it without a lease
+    seen = leases.left("b", "c", 6)
+    assert 5 < seen <= 6
+    wait_for(lambda: leases.left("b", "c", 6) < seen, what="the unheld time running")
+    leases.hold("b", "c", 60)
+    assert 55 < leases.left("b", "c", 6) <= 60
+    leases.hold("b", "short", 0.001)
+    wait_for(lambda: leases.left("b", "short", 6) <= 0, what="the short lease lapsed")
+    leases.client.hset(results_key("b"), "c", "{}")  # its end published elsewhere
+    assert leases.left("b", "c", 6) < 0
