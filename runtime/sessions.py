@@ -106,6 +106,19 @@ def end_own() -> bool:
     return gone
 
 
+def kill_own() -> None:
+    """In a process about to kill itself (the fence, runtime/execution/fence.py):
+    SIGKILL each session it recorded at once, neither waiting nor looking for
+    strays, so no thread of it can see its command end and record a result
+    before it dies. What is left is ended by whoever finds the process gone
+    (`end_left_by`, `end_orphans`), as for any killed pool process."""
+    if not _root:
+        return
+    for entry in _entries(_directory()):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(entry.name), signal.SIGKILL)
+
+
 def leave() -> None:
     """A pool process that exits: what it recorded goes, and so does its directory."""
     if _root:

@@ -5,6 +5,7 @@ submitted under."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,15 @@ from typing import Any
 from runtime.batch.plan import BatchPlan
 from runtime.client.handle import answer
 from runtime.client.run import Services
-from runtime.errors import StateUnavailable
+from runtime.errors import LedgerUnavailable, StateUnavailable
 from runtime.gate.remembering import RememberRefused, rule_for
 from runtime.ledger.remembered import SCOPES, RememberedRules
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import RememberedRuleRow
 from runtime.registry.capabilities import CapabilitySpec, Registry
 from runtime.types import Batch, Risk
+
+log = logging.getLogger("toolrun.batch")
 
 
 def remembered_for(
@@ -32,7 +35,11 @@ def remembered_for(
         return None
 
     def read(workspace: str) -> list[tuple[str, str]]:
-        rows = RememberedRules(ledger).active(workspace, submitter)
+        try:
+            rows = RememberedRules(ledger).active(workspace, submitter)
+        except LedgerUnavailable as error:  # a submit goes on with the ledger cut
+            log.warning("remembered rules not read, none applied to this batch: %s", error)
+            return []  # only allows are remembered: without them a call asks, never more
         return [(rule, f"remembered #{rule_id} by {by}") for rule_id, rule, by in rows]
 
     return read

@@ -66,5 +66,7 @@ def _watch(state: Leases, batch_id: str, call_id: str, lease: float, done: threa
             "the call stops here (its process and sessions are killed)",
             call_id,
         )
-        sessions.end_own()
+        # No wait between the two kills: a thread of this process that saw its
+        # command die could otherwise record an end for a call already stopped.
+        sessions.kill_own()
         os.kill(os.getpid(), signal.SIGKILL)
