@@ -5,8 +5,9 @@ once it was delivered too often (docs/architecture.md, "Brokers").
 - Redis (`redis://`, `rediss://`, `sentinel://`): an unacknowledged message
   comes back after the visibility timeout; kombu looks for such messages often.
   On `redis://` a worker takes several messages per round trip
-  (`redis_broker`); `rediss://` keeps kombu's transport, which turns TLS on
-  for that scheme by name.
+  (`redis_broker`); a Sentinel channel closed under a failover keeps its
+  pool; `rediss://` keeps kombu's transport, which turns TLS on for that
+  scheme by name.
 - RabbitMQ (`amqp://`, `amqps://`): `reads` and `effects` are quorum queues
   (replicated, durable), every publish waits for the broker's confirm, and a
   message returned more than `delivery_limit` times is dead-lettered to `DEAD`,
@@ -104,14 +105,18 @@ def _broker_options(settings: Settings, url: str) -> dict[str, Any]:
             **redis_client.celery_options(settings, url),
         },
         **({"broker_use_ssl": tls} if (tls := _sentinel_tls(settings, url)) else {}),
-        **({"broker_transport": redis_broker.NAME} if _plain_redis(url) else {}),
+        **({"broker_transport": transport} if (transport := _redis_transport(url)) else {}),
     }
 
 
-def _plain_redis(url: str) -> bool:
-    """kombu turns TLS on for `rediss://` by the transport's name: a transport
-    named otherwise would connect without it."""
-    return urlsplit(url).scheme == "redis"
+def _redis_transport(url: str) -> str | None:
+    """toolrun's transport for `redis://` and Sentinel; kombu's for `rediss://`,
+    whose TLS kombu turns on by the transport's name: a transport named
+    otherwise would connect without it."""
+    scheme = urlsplit(url).scheme
+    if scheme == "redis":
+        return redis_broker.NAME
+    return redis_broker.SENTINEL if scheme == "sentinel" else None
 
 
 def _sentinel_tls(settings: Settings, url: str) -> dict[str, Any] | None:

@@ -14,8 +14,9 @@ the head of the queue at once. A Redis without BLMPOP (before 7.0) gets
 kombu's own BRPOP. The synchronous client, which kombu builds anew for every
 ack and every copy, is kept.
 
-Only `redis://` uses it. `rediss://` and Sentinel keep kombu's own: kombu
-turns TLS on for `rediss://` by its transport's name.
+Only `redis://` uses it. Sentinel takes kombu's own channel, keeping its pool
+once closed as this one does (`KeepsPool`); `rediss://` keeps kombu's
+transport, which turns TLS on by its name.
 """
 
 from __future__ import annotations
@@ -53,31 +54,49 @@ class QoS(redis.QoS):
             super().append(message, delivery_tag)
 
 
-class Channel(redis.Channel):
+class KeepsPool:
+    """A channel that keeps its connection pool once closed. A channel closed
+    under a lost connection (Redis restarted, or Sentinel's master lost) still
+    restores its unacked messages and acks those its worker finishes later,
+    after kombu has cut it loose from the connection that knew the address:
+    kombu's own then builds a new pool from that connection and fails with an
+    AttributeError, which Celery takes for an unrecoverable error, and the
+    worker stops with the calls it runs (docs/architecture.md, "Brokers").
+    Here it takes the pool it had: redis-py's pools reconnect on use, and
+    Sentinel's asks the sentinels where the master is now."""
+
+    _pool: Any
+    _kept_pool: Any = None
+
+    def _disconnect_pools(self) -> None:
+        self._kept_pool = self._pool or self._kept_pool
+        super()._disconnect_pools()  # type: ignore[misc]
+
+    def _get_pool(self, asynchronous: bool = False) -> Any:
+        transport = self.connection  # type: ignore[attr-defined]
+        if transport is None or transport.client is None:
+            if asynchronous or self._kept_pool is None:
+                raise redis_py.ConnectionError("the broker channel is closed")
+            return self._kept_pool
+        return super()._get_pool(asynchronous=asynchronous)  # type: ignore[misc]
+
+
+class SentinelChannel(KeepsPool, redis.SentinelChannel):
+    """kombu's Sentinel channel, keeping its pool once closed."""
+
+
+class SentinelTransport(redis.SentinelTransport):
+    Channel = SentinelChannel
+
+
+class Channel(KeepsPool, redis.Channel):
     QoS = QoS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._kept: Any = None
         self._popping = 0  # the COUNT of the BLMPOP sent, while its reply is awaited
         self._several = True  # False once Redis refused BLMPOP: kombu's BRPOP from then on
-        self._params: dict[bool, dict[str, Any]] = {}  # by `asynchronous`, once known
         super().__init__(*args, **kwargs)
-
-    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
-        """Where Redis is, remembered: a channel closed under a lost connection
-        (Redis restarted) still restores its unacked messages and acks those
-        its worker finishes later, after kombu has cut its channel loose from
-        the connection that knew the address; kombu's own then fails with an
-        AttributeError, which Celery takes for an unrecoverable error and the
-        worker stops, with the calls it runs (docs/architecture.md, "Brokers")."""
-        transport = self.connection
-        if transport is None or transport.client is None:
-            if asynchronous not in self._params:
-                raise redis_py.ConnectionError("the broker channel is closed")
-            return dict(self._params[asynchronous])
-        params = super()._connparams(asynchronous=asynchronous)
-        self._params[asynchronous] = dict(params)
-        return params
 
     @contextmanager
     def conn_or_acquire(self, client: Any = None):
@@ -209,3 +228,4 @@ class Transport(redis.Transport):
 
 
 NAME = f"{__name__}:Transport"
+SENTINEL = f"{__name__}:SentinelTransport"

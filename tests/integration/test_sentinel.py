@@ -17,6 +17,7 @@ from runtime.types import Status
 from tests.support.faults import FaultStack
 from tests.support.sentinel import MASTER, SentinelGroup, available
 from tests.support.tools import marks
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.faults,
@@ -41,29 +42,28 @@ def test_a_failover_mid_batch_ends_every_call_once(tmp_path, user_settings, work
             resend_after=3.0,
         )
         with stack, stack.client() as runtime:
-            # A restart policy, as compose's: kombu 5.7's Sentinel transport exits a
-            # worker that holds an unacknowledged message when its master goes away.
-            with stack.keep_workers("reads"), stack.keep_workers("effects"):
-                batch = [
-                    *[call(f"r{i}", "nap", label=f"r{i}", seconds=0.5) for i in range(6)],
-                    *[call(f"s{i}", "slow_bump", label=f"s{i}", seconds=0.5) for i in range(4)],
-                    call("after", "nap", label="after"),
-                ]
-                handle = runtime.submit(
-                    batch,
-                    mode="auto",
-                    workspace=workspace,
-                    rules=ALLOW,
-                    on_error="continue",
-                    timeout=120,
-                )
-                give_up = time.monotonic() + 30
-                while not marks(workspace, "effects"):  # the chain is under way
-                    assert time.monotonic() < give_up, "no effect started"
-                    time.sleep(0.02)
-                old = group.master_port()
-                group.kill_primary()
-                results = {r.call_id: r for r in handle.results(timeout=120)}
+            # No restart policy: a worker whose broker channel closed under the
+            # failover lives on (docs/architecture.md, "Brokers").
+            batch = [
+                *[call(f"r{i}", "nap", label=f"r{i}", seconds=0.5) for i in range(6)],
+                *[call(f"s{i}", "slow_bump", label=f"s{i}", seconds=0.5) for i in range(4)],
+                call("after", "nap", label="after"),
+            ]
+            handle = runtime.submit(
+                batch,
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                on_error="continue",
+                timeout=120,
+            )
+            give_up = time.monotonic() + 30
+            while not marks(workspace, "effects"):  # the chain is under way
+                assert time.monotonic() < give_up, "no effect started"
+                time.sleep(0.02)
+            old = group.master_port()
+            group.kill_primary()
+            results = {r.call_id: r for r in handle.results(timeout=120)}
             assert group.master_port() != old  # the replica was promoted
             # A step whose worker went down with the master may or may not have run,
             # and says so; every other call ran, and no effect ran twice.
@@ -81,3 +81,45 @@ def test_a_failover_mid_batch_ends_every_call_once(tmp_path, user_settings, work
                 e.call_id for e in runtime.ledger.events(handle.batch_id) if e.status
             )
             assert set(finished.values()) == {1}, finished
+
+
+def test_a_failover_under_a_long_side_effect_leaves_its_worker_and_call_alive(
+    tmp_path, user_settings, workspace
+):
+    """No restart policy: the master SIGKILLed a few seconds into an 8 s side
+    effect; the sentinels promote the replica. The effects worker's broker
+    channel closes under it; restoring and acknowledging its message then must
+    not take the worker down (kombu's own Sentinel channel raised an
+    AttributeError there, which Celery takes for an unrecoverable error,
+    docs/architecture.md, "Brokers"), so the call ends `ok` on the same worker."""
+    with SentinelGroup(tmp_path / "sentinel") as group:
+        stack = FaultStack(
+            tmp_path / "home",
+            user_settings=user_settings,
+            redis_url=group.url,
+            redis_master_name=MASTER,
+            redis_sentinel_password=SecretStr(group.sentinel_password),
+        )
+        with stack, stack.client() as runtime:
+            [effects] = stack.workers("effects")
+            handle = runtime.submit(
+                [call("long", "slow_bump", label="long", seconds=8.0)],
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                timeout=120,
+            )
+            wait_for(lambda: marks(workspace, "effects"), timeout=30, what="the side effect began")
+            group.kill_primary()
+            [result] = handle.results(timeout=90)
+            assert result.status == Status.ok, (result.status, result.model_message)
+            assert [m["label"] for m in marks(workspace, "effects_done")] == ["long"]
+            after = runtime.submit(
+                [call("after", "bump", label="after")],
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                timeout=60,
+            )
+            assert [r.status for r in after.results(timeout=65)] == [Status.ok]
+            assert stack.workers("effects") == [effects], "the effects worker died"

@@ -192,14 +192,17 @@ def test_messages_none_of_them_kombus_are_dropped_as_kombu_drops_each(url):
         assert [m.decode()["n"] for m in got] == [7]
 
 
-def test_the_app_takes_it_on_redis_and_leaves_tls_sentinel_and_rabbitmq_to_kombu(tmp_path):
+def test_the_app_takes_it_on_redis_and_sentinel_and_leaves_tls_and_rabbitmq_to_kombu(tmp_path):
     state = "redis://:pw@127.0.0.1:6399/0"
     assert make_app(Settings(home=tmp_path), redis_url=state).conf.broker_transport == (
         redis_broker.NAME
     )
+    sentinel = Settings(home=tmp_path, broker_url="sentinel://127.0.0.1:26379/0")
+    assert make_app(
+        sentinel.model_copy(update={"redis_master_name": "m"}), redis_url=state
+    ).conf.broker_transport == (redis_broker.SENTINEL)
     others = (
         "amqp://guest:guest@127.0.0.1:5672//",
-        "sentinel://127.0.0.1:26379/0",
         "rediss://:pw@127.0.0.1:6380/0",  # kombu's own turns TLS on by its name
     )
     for broker_url in others:
