@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runtime import logs, tracing
+from runtime import logs, sessions, tracing
 from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
@@ -40,6 +40,7 @@ from runtime.worker import chains
 log = logging.getLogger("toolrun.worker")
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's end waits for the state to come back
 HAND_ON_PATIENCE = 30.0  # seconds a worker keeps trying to send a chain's next step
+ORPHAN_PATIENCE = 1.0  # seconds a heartbeat waits for orphans it SIGKILLed to be gone
 
 
 class Worker:
@@ -299,8 +300,15 @@ class Worker:
         leases of the calls its processes are running (`running`: their task
         messages), and the sweep's while a sweep runs. A pool process that is
         stuck does not stop this; a dead worker stops it, and its leases
-        lapse."""
+        lapse. Then the sessions dead pool processes on this host left die."""
         calls = [call for raw in running if (call := CallMessage.call_of(raw)) is not None]
-        self.state.renew(calls, self.settings.lease_seconds)
-        if (holder := self._sweeping) is not None:
-            self.state.hold_sweep(holder, self.settings.lease_seconds)
+        try:
+            self.state.renew(calls, self.settings.lease_seconds)
+            if (holder := self._sweeping) is not None:
+                self.state.hold_sweep(holder, self.settings.lease_seconds)
+        finally:
+            # What dead pool processes of any worker on this host left (a worker
+            # killed whole leaves unconfined commands running): killed within a
+            # beat, before the lease of its call could be judged lost, with
+            # Redis away too (docs/architecture.md, "Leases").
+            sessions.end_orphans(patience=ORPHAN_PATIENCE)
