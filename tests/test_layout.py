@@ -28,7 +28,7 @@ LAZY_ALLOWED = {
 # `runtime` is runtime/__init__.py, the public names; a top-level module
 # (runtime/types.py) is a package of its own.
 LAYERS = [
-    {"types", "keyring"},
+    {"types", "keyring", "clock"},
     {"errors"},
     {"settings", "workspace", "sessions"},
     {"config", "usage", "flow"},

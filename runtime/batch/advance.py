@@ -14,8 +14,8 @@ lost with Redis).
 from __future__ import annotations
 
 import logging
-import time
 
+from runtime import clock
 from runtime.batch import liveness
 from runtime.batch.approving import Approving
 from runtime.batch.notifying import Notifying
@@ -122,7 +122,7 @@ class Advancer:
         the batch's record, kept the same way before anything is sent, for a
         batch sent before it is recorded ("Sent before recorded")."""
         view = View(
-            ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=time.time()
+            ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=clock.now()
         )
         steps = next_steps(plan, view)
         if steps.ends or not steps.send:  # the copies first, as ever
@@ -180,7 +180,7 @@ class Advancer:
         after Redis lost its data). How many batches it looked at."""
         liveness.record_kept(self.state, self.ledger)
         now = utc_now()
-        waited = time.time() - self.viewer.resend_after
+        waited = clock.now() - self.viewer.resend_after
         stale = now if everything else now.fromtimestamp(waited, now.tzinfo)
         attention = self.ledger.needing_attention(now=now, stale_before=stale)
         for batch_id, call_id in attention.expired:

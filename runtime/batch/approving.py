@@ -7,11 +7,11 @@ and sent."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from runtime import clock
 from runtime.batch.notifying import Notifying
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import Answer, End
@@ -67,7 +67,7 @@ class Approving:
 
     def ask(self, plan: BatchPlan, call_id: str) -> None:
         planned, call = plan.calls[call_id], plan.call(call_id)
-        timeout = max(0.0, min(plan.approval_timeout, plan.deadline - time.time()))
+        timeout = max(0.0, min(plan.approval_timeout, plan.deadline - clock.now()))
         stored = self.approvals.request(
             plan.batch.id,
             call_id,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 from limits import RateLimitItem
 
+from runtime import clock
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import End
 from runtime.errors import StateUnavailable
@@ -91,7 +91,7 @@ class Flow:
         conclude: Conclude,
         copy: dict | None,
     ) -> tuple[list[list[str]], bool]:
-        throttle, now = self.state.throttle, time.time()
+        throttle, now = self.state.throttle, clock.now()
         if limits.rates or limits.caps:  # each step passes the gate: no chains
             groups = [[g[0]] for g in groups]
         applying = [self._applying(limits, plan.calls[g[0]].tool, plan, g[0]) for g in groups]
@@ -237,7 +237,7 @@ class Flow:
                 if share is not None:
                     cap = share.in_flight_per_key
                     self.send_parked(who, cap, throttle.next_reads(who, cap))
-            return set(throttle.due(time.time()))
+            return set(throttle.due(clock.now()))
         except StateUnavailable:
             return set()
 

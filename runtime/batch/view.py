@@ -6,8 +6,8 @@ owns")."""
 from __future__ import annotations
 
 import logging
-import time
 
+from runtime import clock
 from runtime.batch import liveness
 from runtime.batch.approving import Approving
 from runtime.batch.plan import BatchPlan
@@ -50,14 +50,14 @@ class Viewer:
             log.warning(
                 "batch %s: ledger unavailable, going on from Redis: %s", plan.batch.id, error
             )
-            now = max(time.time(), plan.deadline) if expire else time.time()
+            now = max(clock.now(), plan.deadline) if expire else clock.now()
             held = self.state.known(plan.batch.id, [])
             return View(
                 ends=held.ends,
                 sent=held.sent,
                 started=held.started,
                 approvals={},
-                cancelled_at=time.time() if held.cancelled else None,
+                cancelled_at=clock.now() if held.cancelled else None,
                 now=now,
             )
 
@@ -74,7 +74,7 @@ class Viewer:
         cancelled = found.cancelled_at.timestamp() if found.cancelled_at else None
         if cancelled is None and held is not None and held.cancelled:
             cancelled = self.ledger.mark_cancelled(batch_id, by="flag").timestamp()
-        now = max(time.time(), plan.deadline) if expire else time.time()
+        now = max(clock.now(), plan.deadline) if expire else clock.now()
         closed = found.cancelled_by == CLOSED_BY
         # Ends announced but not yet in the ledger (rows waiting in a worker's buffer
         # while the ledger was locked) count too; the ledger's own wins over them.

@@ -12,12 +12,12 @@ handles (docs/architecture.md, "Following batches").
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from runtime import clock
 from runtime.batch import plan as plans
 from runtime.batch.advance import Advancer
 from runtime.batch.plan import BatchPlan
@@ -259,11 +259,11 @@ class BatchRun:
                 self.events.notice(notice)  # dropped if said already or ended
 
     def past_deadline(self) -> bool:
-        return self.deadline is not None and time.time() >= self.deadline + DEADLINE_GRACE
+        return self.deadline is not None and clock.now() >= self.deadline + DEADLINE_GRACE
 
     def seconds_to_deadline(self) -> float | None:
         """Until the moment a follower ends the batch itself; None: no deadline."""
-        return None if self.deadline is None else self.deadline + DEADLINE_GRACE - time.time()
+        return None if self.deadline is None else self.deadline + DEADLINE_GRACE - clock.now()
 
     def unwatch(self) -> None:
         self.services.transport.unwatch(self.batch.id)

@@ -10,7 +10,6 @@ results as they finish and returns them in the model's order.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import redis
 from celery import Celery
 
-from runtime import adapters, config, tracing
+from runtime import adapters, clock, config, tracing
 from runtime.batch.advance import Advancer
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.batch.view import CLOSED_BY
@@ -222,7 +221,7 @@ class Runtime(AsyncSubmits):
             raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
         run = BatchRun(batch, self.services)
-        deadline = time.time() + (timeout or self.settings.batch_timeout)
+        deadline = clock.now() + (timeout or self.settings.batch_timeout)
         columns = {"submitter": submitter, "format": format, **(model_usage or {})}
         if conversation is not None:
             columns |= link(self.ledger, conversation)

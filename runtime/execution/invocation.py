@@ -42,7 +42,7 @@ from typing import Any
 
 import tenacity
 
-from runtime import sessions
+from runtime import clock, sessions
 from runtime.errors import CallTimedOut, ToolError
 from runtime.execution import time_limits
 from runtime.flow.budgets import Spending
@@ -239,7 +239,7 @@ def _queue_wait_ms(sent_at: float | None) -> float | None:
     clock may be ahead of this one); None if the sender did not say."""
     if sent_at is None:
         return None
-    return round(max(0.0, time.time() - sent_at) * 1000, 3)
+    return round(max(0.0, clock.now() - sent_at) * 1000, 3)
 
 
 def _alarm_free() -> bool:

@@ -14,10 +14,10 @@ enforced (a warning is logged): limits are a brake, not a permission."""
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from runtime import clock
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.admission import Admitted, Refused
@@ -102,7 +102,7 @@ class Entering:
         except StateUnavailable as error:
             log.warning("limits of %s not checked: %s", message.call_id, error)
             return admission
-        now, tool = time.time(), admission.spec.name
+        now, tool = clock.now(), admission.spec.name
         if reached.entry.on_limit == "refuse":
             result = reached.result(message.call_id, tool, now)
             decision = reached.decision(now)

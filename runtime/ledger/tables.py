@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from runtime import clock
+
 
 class EventKind(StrEnum):
     """What an event row records (docs/architecture.md, "Semantics")."""
@@ -48,7 +50,7 @@ class UTCDateTime(TypeDecorator):
 
 
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    return clock.utc()  # the state's clock: "One clock"
 
 
 def _json_column() -> Any:

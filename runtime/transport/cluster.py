@@ -7,12 +7,12 @@ the submitting client's channel (one subscription per process,
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import redis
 from celery import Celery
 
+from runtime import clock
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport.leases import reaching
 from runtime.transport.names import TTL_SECONDS, UNRECORDED, plan_key, sent_key
@@ -56,7 +56,7 @@ class CeleryTransport(RedisState):
                 pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
             if record is not None:
                 pipe.hset(UNRECORDED, batch_id, record)
-            pipe.hset(sent_key(batch_id), mapping=dict.fromkeys(call_ids, str(time.time())))
+            pipe.hset(sent_key(batch_id), mapping=dict.fromkeys(call_ids, str(clock.now())))
             pipe.expire(sent_key(batch_id), TTL_SECONDS)
             self.queue.ride(pipe, messages)
             pipe.execute()

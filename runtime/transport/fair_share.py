@@ -5,11 +5,11 @@ that ends one of its reads sends the next (`next_reads`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import redis
 
+from runtime import clock
 from runtime.transport.names import (
     PARKING,
     TTL_SECONDS,
@@ -45,7 +45,7 @@ class FairShare(Scripted):
         for key in self.client.scan_iter(match=in_flight_key("*"), count=500):
             who = key.decode().removeprefix(head).removesuffix(tail)
             found[who] = (
-                int(self.client.zcount(key, time.time(), "+inf")),
+                int(self.client.zcount(key, clock.now(), "+inf")),
                 int(self.client.llen(parked_key(who))),
             )
         return found
@@ -66,7 +66,7 @@ class FairShare(Scripted):
         False parked, or sent already by another process."""
         if not calls:
             return []
-        found = self._admit((principal, cap, batch_id, calls), time.time(), mark=False)
+        found = self._admit((principal, cap, batch_id, calls), clock.now(), mark=False)
         answer = _text(self._admit_reads(keys=found[:5], args=found[5:]))
         return [c == "s" for c in answer]
 
@@ -100,7 +100,7 @@ class FairShare(Scripted):
     def next_reads(self, principal: str, cap: int, member: str = "") -> list[str]:
         """`member` (a read of `principal`) left the queue: the parked
         messages whose turn it is now, taken in flight."""
-        now = time.time()
+        now = clock.now()
         args = [now, now + IN_FLIGHT_SECONDS, cap, member]
         found = self._next_reads(keys=_share_keys(principal), args=args)
         return [m.decode() if isinstance(m, bytes) else m for m in found]

@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from runtime import clock
 from runtime.errors import ConfigurationError
 from runtime.flow.budgets import Counter
 from runtime.flow.limits import Limits
@@ -86,7 +86,7 @@ class MemoryTransport(MemoryCopies):
         if chained and len(messages) > 1:
             messages, parallel = [chain.link(messages)], False
         for message in messages:
-            raw = message.wire() | {"sent_at": time.time()}  # as the Celery queue stamps it
+            raw = message.wire() | {"sent_at": clock.now()}  # as the Celery queue stamps it
             (self._reads if parallel else self._effects).submit(self._work, raw)
         return True
 
@@ -144,7 +144,7 @@ class MemoryTransport(MemoryCopies):
             self.keep_record(batch_id, record)
         with self._changed:
             marked = [c for c in call_ids if again or c not in self._sent[batch_id]]
-            self._sent[batch_id].update(dict.fromkeys(marked, time.time()))
+            self._sent[batch_id].update(dict.fromkeys(marked, clock.now()))
             return marked
 
     def known(self, batch_id: str, call_ids: list[str]) -> Known:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +22,7 @@ from celery import Celery
 from kombu.exceptions import BatchPublishError, OperationalError
 from redis.client import Pipeline
 
+from runtime import clock
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport import chain
 from runtime.transport.names import EFFECTS, READS, TASK
@@ -59,7 +59,7 @@ class CeleryQueue:
         try:
             with self.app.producer_or_acquire() as producer, producer.batch() as batch:
                 for index, message in enumerate(messages):
-                    options = task_options(message, queue, self.redactor, sent_at=time.time())
+                    options = task_options(message, queue, self.redactor, sent_at=clock.now())
                     self.app.send_task(TASK, producer=producer, result_cls=_Sent, **options)
                     if index == 0:
                         batch.flush()  # a worker starts on the first while the rest are sent
@@ -87,7 +87,7 @@ class CeleryQueue:
         stencil = self.stencils.usable()
         if stencil is not None:
             for message in messages:
-                options = task_options(message, READS, self.redactor, sent_at=time.time())
+                options = task_options(message, READS, self.redactor, sent_at=clock.now())
                 commands = stencil.commands_for(
                     options["args"][0],
                     options["shadow"],
@@ -99,7 +99,7 @@ class CeleryQueue:
             return
         with self.app.producer_or_acquire() as producer:
             for message in messages:
-                options = task_options(message, READS, self.redactor, sent_at=time.time())
+                options = task_options(message, READS, self.redactor, sent_at=clock.now())
                 riding = _Riding(pipe, learning=self.stencils.wanted())
                 producer._batch_local.current = riding  # kombu 5.7's producer batch slot
                 try:

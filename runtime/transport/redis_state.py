@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import redis
 
+from runtime import clock
 from runtime.flow.budgets import Counter
 from runtime.transport import riding, state_scripts
 from runtime.transport.base import Inbox, Known, Look, Rider
@@ -47,6 +47,7 @@ from runtime.types import ToolResult
 class RedisState(BatchCopies):
     def __init__(self, client: redis.Redis) -> None:
         super().__init__(client)
+        clock.follow(client.time)  # "One clock"
         self._listener: Listener | None = None
         self._listening = threading.Lock()
         self._budget_counters = BudgetCounters(client)
@@ -132,7 +133,7 @@ class RedisState(BatchCopies):
         send: docs/architecture.md, "Round trips and memory")."""
         if not call_ids and plan is None and record is None:
             return []
-        now = str(time.time())
+        now = str(clock.now())
         with (
             reaching(f"batch {batch_id}: cannot mark what was sent"),
             self.client.pipeline(transaction=False) as pipe,

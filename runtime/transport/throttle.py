@@ -14,7 +14,6 @@ a slot are kept in `HELD` for the sweep to carry on when they are due.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from limits.storage import RedisStorage
 from limits.strategies import MovingWindowRateLimiter
 from redis.client import Pipeline
 
+from runtime import clock
 from runtime.transport.fair_share import FairShare, Reads, _text
 from runtime.transport.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
 from runtime.transport.scripted import reached
@@ -103,7 +103,7 @@ class Throttle(FairShare):
         them all); None: each window is searched."""
         if not windows and not slots and reads is None and copy is None and marks is None:
             return {}, "", set()
-        now = time.time()
+        now = clock.now()
 
         keys, args = self._look_arguments(windows, slots, calls, now)
         marking = marks[1] if marks is not None else ()
@@ -187,7 +187,7 @@ class Throttle(FairShare):
         when one frees) of the first that is full."""
         if not slots:
             return None
-        now = time.time()
+        now = clock.now()
         keys = [slots_key(scope) for scope, _ in slots]
         args = [now, now + seconds, member, TTL_SECONDS, len(slots), *(cap for _, cap in slots)]
         index, when = self.enter_script(keys=keys, args=args)  # ENTER with no windows
@@ -199,7 +199,7 @@ class Throttle(FairShare):
         if not slots:
             return []
         keys = [slots_key(scope) for scope, _ in slots]
-        return [int(n) for n in self._free(keys=keys, args=[time.time(), *(c for _, c in slots)])]
+        return [int(n) for n in self._free(keys=keys, args=[clock.now(), *(c for _, c in slots)])]
 
     @reached
     def release(self, scopes: Sequence[str], member: str) -> None:
@@ -225,7 +225,7 @@ class Throttle(FairShare):
     @reached
     def slots_used(self) -> dict[str, int]:
         """Slots held now by scope (`/metrics`)."""
-        now = time.time()
+        now = clock.now()
         keys = list(self.client.scan_iter(match=slots_key("*"), count=500))
         with self.client.pipeline(transaction=False) as pipe:
             for key in keys:

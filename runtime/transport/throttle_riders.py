@@ -6,7 +6,6 @@ command again on its own)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from limits import RateLimitItem
 from redis.client import Pipeline
 
+from runtime import clock
 from runtime.transport.fair_share import IN_FLIGHT_SECONDS, _share_keys
 from runtime.transport.names import TTL_SECONDS, slots_key
 
@@ -32,7 +32,7 @@ class Finish:
         self.throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
         keys, args = [slots_key(scope) for scope in self.scopes], [self.member, len(self.scopes)]
         if self.share is not None:
-            now = time.time()
+            now = clock.now()
             keys += _share_keys(self.share[0])
             args += [now, now + IN_FLIGHT_SECONDS, self.share[1]]
         pipe.evalsha(self.throttle.finish_script.sha, len(keys), *keys, *args)
@@ -59,7 +59,7 @@ class Entry:
     def ride(self, pipe: Pipeline) -> None:
         throttle = self.throttle
         throttle.load()  # a script rides as EVALSHA: it must be in Redis's cache
-        now = time.time()
+        now = clock.now()
         keys = [slots_key(scope) for scope, _ in self.slots]
         keys += [throttle.window_key(item, scope) for item, scope in self.windows]
         args = [now, now + self.seconds, self.member, TTL_SECONDS, len(self.slots)]

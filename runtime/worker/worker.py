@@ -17,11 +17,10 @@ no second copy of this logic (docs/architecture.md, "The worker").
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from runtime import logs, sessions, tracing
+from runtime import clock, logs, sessions, tracing
 from runtime.batch.advance import Advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
@@ -113,7 +112,7 @@ class Worker:
             else:
                 self.publish(step, outcome.result, outcome.ended)
             if following is not None:  # its queue wait starts now, as if it were handed on
-                following.sent_at = time.time()
+                following.sent_at = clock.now()
             step, index = following, index + 1
         return first
 

@@ -270,3 +270,36 @@ def test_what_a_dead_worker_left_on_its_host_dies_without_a_worker_starting(leas
         return fields is None or fields[0] in "ZX"
 
     wait_for(gone, timeout=LEASE * 4, what="the orphan killed by a live worker's heartbeat")
+
+
+def test_a_sweeping_worker_whose_clock_runs_ahead_ends_no_batch_before_its_deadline(
+    tmp_path, user_settings, workspace, request
+):
+    """The sweep holder's clock is a minute ahead of the submitter's; a batch
+    given 30 s is judged against a deadline on Redis's clock, as leases are,
+    so the sweep does not end it at once as past its deadline."""
+    request.addfinalizer(lambda: release(workspace, "x"))
+    with FaultStack(
+        tmp_path / "home",
+        user_settings=user_settings,
+        visibility_timeout=3600,
+        lease_seconds=LEASE,
+        reads_workers=0,
+        effects_workers=0,
+    ) as stack:
+        judge = stack.add_worker("reads", env={clock_skew.SKEW: "60"})
+        wait_for(lambda: (stack.sweep_holder() or ("", None))[1] == judge, what="the sweep held")
+        stack.add_worker("effects")
+        with stack.client() as runtime:
+            handle = runtime.submit(
+                [call("x", "held_write", label="x")],
+                mode="auto",
+                workspace=workspace,
+                rules=ALLOW,
+                timeout=30,
+            )
+            wait_for(lambda: held(workspace, "x"), timeout=20, what="x under way")
+            time.sleep(LEASE)  # sweeps, each a judgement of the deadline
+            release(workspace, "x")
+            [result] = handle.results(timeout=30)
+        assert result.status == Status.ok, (result.status, result.model_message)
