@@ -177,6 +177,18 @@ def test_a_warm_shutdown_hands_the_sweep_on_at_once(leased):
 SKEW = 10 * LEASE  # far more than a lease, either way
 
 
+def workerless_stack(tmp_path, user_settings) -> FaultStack:
+    """A stack of the test's own with no worker yet: the test adds them, skewed or not."""
+    return FaultStack(
+        tmp_path / "home",
+        user_settings=user_settings,
+        visibility_timeout=3600,
+        lease_seconds=LEASE,
+        reads_workers=0,
+        effects_workers=0,
+    )
+
+
 @pytest.mark.parametrize(
     ("skewed", "seconds"),
     [("effects", -SKEW), ("reads", SKEW)],
@@ -190,14 +202,7 @@ def test_a_clock_skewed_by_more_than_a_lease_ends_no_live_call(
     ahead (on its own clock, every other lease lapsed long ago). Leases are
     written and judged on Redis's clock, so the call runs to its end."""
     request.addfinalizer(lambda: release(workspace, "x"))
-    with FaultStack(
-        tmp_path / "home",
-        user_settings=user_settings,
-        visibility_timeout=3600,
-        lease_seconds=LEASE,
-        reads_workers=0,
-        effects_workers=0,
-    ) as stack:
+    with workerless_stack(tmp_path, user_settings) as stack:
         skew = {clock_skew.SKEW: str(seconds)}
         judge = stack.add_worker("reads", env=skew if skewed == "reads" else None)
         state = redis.Redis.from_url(stack.redis_url)
@@ -279,14 +284,7 @@ def test_a_sweeping_worker_whose_clock_runs_ahead_ends_no_batch_before_its_deadl
     given 30 s is judged against a deadline on Redis's clock, as leases are,
     so the sweep does not end it at once as past its deadline."""
     request.addfinalizer(lambda: release(workspace, "x"))
-    with FaultStack(
-        tmp_path / "home",
-        user_settings=user_settings,
-        visibility_timeout=3600,
-        lease_seconds=LEASE,
-        reads_workers=0,
-        effects_workers=0,
-    ) as stack:
+    with workerless_stack(tmp_path, user_settings) as stack:
         judge = stack.add_worker("reads", env={clock_skew.SKEW: "60"})
         wait_for(lambda: (stack.sweep_holder() or ("", None))[1] == judge, what="the sweep held")
         stack.add_worker("effects")
