@@ -321,3 +321,7 @@ class BatchState(ResultBus, SendMarks, Copies, Leases, Budgets, Protocol):
 
 class Transport(Queue, BatchState, Protocol):
     """Both seams in one object, as a `Runtime` is given them."""
+
+    # The key its messages are signed with when it brings its own (the in-process
+    # transport's); None: the deployment's, from the settings.
+    key: bytes | None
