@@ -15,7 +15,7 @@ from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.transport import broker
 from runtime.transport.cluster import CeleryTransport
-from runtime.transport.throttle import Throttle
+from runtime.transport.flow.throttle import Throttle
 
 
 @dataclass(frozen=True)
