@@ -19,6 +19,10 @@ from redis.commands.core import Script
 from runtime.transport.flow.fair_share import IN_FLIGHT_SECONDS, _share_keys
 from runtime.transport.names import TTL_SECONDS, slots_key
 
+Slots = Sequence[tuple[str, int]]  # (scope, cap) of each concurrency cap
+Windows = Sequence[tuple[RateLimitItem, str]]  # (rate, scope) of each window
+Full = tuple[int, float] | None  # None: taken; else (index, when it frees) of the first full
+
 
 class Scripts(Protocol):
     """What a riding command needs of the `Throttle` that made it
@@ -35,13 +39,7 @@ class Scripts(Protocol):
 
     def window_key(self, item: RateLimitItem, scope: str) -> str: ...
 
-    def enter(
-        self,
-        slots: Sequence[tuple[str, int]],
-        member: str,
-        seconds: float,
-        windows: Sequence[tuple[RateLimitItem, str]],
-    ) -> tuple[int, float] | None: ...
+    def enter(self, slots: Slots, member: str, seconds: float, windows: Windows) -> Full: ...
 
     def finish(
         self, scopes: Sequence[str], member: str, share: tuple[str, int] | None
