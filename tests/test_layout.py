@@ -42,6 +42,7 @@ LAYERS = [
     {"tools", "adapters"},
     {"transport", "transcript"},
     {"execution", "batch"},
+    {"assembly"},
     {"worker"},
     {"client"},
     {"testing"},

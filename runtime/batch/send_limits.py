@@ -35,9 +35,9 @@ from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry
-from runtime.transport.base import BatchState, Queue
+from runtime.transport.base import BatchState, Pipe, Queue
+from runtime.transport.flow.throttle import Finish, Reads
 from runtime.transport.names import lease_member
-from runtime.transport.throttle import Finish, Reads
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")
@@ -252,7 +252,7 @@ class Finishing:
     finish: Finish
     call_id: str
 
-    def ride(self, pipe: Any) -> None:
+    def ride(self, pipe: Pipe) -> None:
         self.finish.ride(pipe)
 
     def landed(self, answers: list[Any] | None) -> None:

@@ -134,7 +134,7 @@ def _unlogged(name: str) -> Iterator[None]:
 def _pending(runtime, call_id: str, batch: str | None):
     rows = [row for row in runtime.pending_approvals(batch) if row.call_id == call_id]
     if not rows:
-        asked = runtime.approvals.find(call_id, batch)
+        asked = runtime.deployment.approvals.find(call_id, batch)
         if any(row.status == "expired" or row.status == "pending" for row in asked):
             fail(
                 f"the approval of call {call_id!r} expired; it can no longer be answered "

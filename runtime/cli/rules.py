@@ -65,15 +65,13 @@ def remembering(
     """`toolrun approve --remember`: the answer to give, and the list the rule
     it remembered lands in. The CLI holds the ledger and the signing key, so it
     answers as an admin would and may remember a rule wider than the call."""
-    from runtime.client.remembering import approve_and_remember
     from runtime.gate.remembering import RememberRefused
 
     kept: list = []
 
     def answered() -> bool:
         try:
-            row = approve_and_remember(
-                runtime.services,
+            row = runtime.remember(
                 batch_id,
                 call_id,
                 scope=scope,

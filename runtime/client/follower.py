@@ -52,10 +52,10 @@ class Follower:
 
     def follow(self, run: BatchRun) -> None:
         """Look at `run` until every call of it has ended (a first look at once)."""
-        on_arrival = getattr(run.inbox, "on_arrival", None)
-        entry = _Followed(run, pushes=on_arrival is not None)
-        if on_arrival is not None:
-            on_arrival(lambda: self._wake(entry))
+        inbox = run.inbox
+        entry = _Followed(run, pushes=inbox is not None)
+        if inbox is not None:
+            inbox.on_arrival(lambda: self._wake(entry))
         with self._changed:
             if self._closed:
                 return
@@ -65,7 +65,7 @@ class Follower:
             if not entry.pushes:
                 self._poll(entry, now)
             self._start()
-            here = entry.pushes and getattr(run.inbox, "quick", False)
+            here = inbox is not None and inbox.quick
             if not here:
                 self._enqueue(entry)
             entry.busy = here
@@ -114,7 +114,8 @@ class Follower:
                 or entry.run not in self._followed
                 or entry.busy
                 or entry.queued
-                or not getattr(entry.run.inbox, "quick", False)
+                or entry.run.inbox is None
+                or not entry.run.inbox.quick
             ):
                 self._enqueue(entry)
                 return

@@ -15,11 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import redis
-from celery import Celery
-
 from runtime import adapters, clock, config, tracing
-from runtime.batch.advance import Advancer
+from runtime.assembly.deployment import Deployment
+from runtime.assembly.parts import advancer, client_transport
 from runtime.batch.progress import CANCEL_GRACE
 from runtime.batch.view import CLOSED_BY
 from runtime.client.attach import attached, known_row, lost_race
@@ -38,7 +36,7 @@ from runtime.client.intake import (
     submitted_turn_key,
 )
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
-from runtime.client.remembering import remembered_for
+from runtime.client.remembering import approve_and_remember, remembered_for
 from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch, StackError
 from runtime.flow.limits import Limits
@@ -46,16 +44,14 @@ from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
+from runtime.ledger.tables import RememberedRuleRow
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
 from runtime.transcript import build as build_transcript
 from runtime.transcript import seal
-from runtime.transport.app import make_app
 from runtime.transport.base import Transport
-from runtime.transport.cluster import CeleryTransport
 from runtime.transport.reachability import require_reachable
-from runtime.transport.redis_client import client_state
 from runtime.types import Batch, Mode, OnError, ToolCall
 
 log = logging.getLogger("toolrun.client")
@@ -77,51 +73,49 @@ class Runtime(AsyncSubmits):
         ledger: Ledger | None = None,
     ) -> None:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
-        `runtime.worker.in_memory.memory_transport` to run batches in process."""
+        `runtime.worker.in_memory.memory_transport` to run batches in process.
+        What it is connected to is its own: `settings`, `registry`, `ledger`
+        and `policies` may be read; a process that serves the cluster reads
+        the rest through `deployment` (docs/architecture.md, "Assembly")."""
         self.settings = settings
         # The deployment first: a client that finds none writes nothing (no ledger file).
-        self.redis_url: str | None = None if transport is not None else config.redis_url(settings)
+        url = None if transport is not None else config.redis_url(settings)
         tracing.configure()  # from OTEL_*, unless the application set tracing up itself
         self.registry = registry or load_tools(
             settings.module_names, mcp_servers_file=settings.mcp_servers_file
         )
         self.ledger = ledger or Ledger.from_settings(settings)
-        self.app: Celery | None = None  # the Celery app and Redis client, when on Celery
-        self.client: redis.Redis | None = None
-        if self.redis_url is not None:
-            self.app = make_app(settings, redis_url=self.redis_url)
-            self.client = client_state(settings, self.redis_url)
-            transport = CeleryTransport(self.app, self.client, redactor=self.ledger.redactor)
+        on_celery = None  # the transport, when this runtime built it on Celery and Redis
+        if transport is None:
+            transport = on_celery = client_transport(settings, url, redactor=self.ledger.redactor)
         try:
-            key = getattr(transport, "key", None) or config.signing_key(settings)
+            key = transport.key or config.signing_key(settings)
         except StackError:
-            if self.redis_url is not None:  # a Redis that does not answer explains it better
+            if url is not None:  # a Redis that does not answer explains it better
                 require_reachable(settings)
             raise
-        self.transport = transport
-        self.approvals = Approvals(self.ledger, key)
+        self._transport = transport
+        self._approvals = Approvals(self.ledger, key)
         self.policies = PolicySources(settings)  # org and user files: errors surface now
         bindings.check(self.policies.rules(), self.registry)  # and rules that cannot bind
-        self.follower = Follower()  # every open batch of this runtime, on a few threads
+        self.deployment = Deployment(self.ledger, self._approvals, on_celery, url)
+        self._follower = Follower()  # every open batch of this runtime, on a few threads
         self._offload = ThreadPoolExecutor(OFFLOAD_THREADS, thread_name_prefix="toolrun-offload")
         self._closed = False
-        advancer = Advancer(
-            ledger=self.ledger,
+        self._services = Services(
             registry=self.registry,
-            key=key,
-            queue=transport,
-            state=transport,
-            approvals=self.approvals,
-            lease_seconds=settings.lease_seconds,
-            resend_after=settings.resend_after,
-            unrecorded_patience=settings.unrecorded_patience,
-            notifiers=self.policies.notifiers,
-        )
-        self.services = Services(
-            registry=self.registry,
-            approvals=self.approvals,
+            approvals=self._approvals,
             transport=transport,
-            advancer=advancer,
+            advancer=advancer(
+                settings,
+                ledger=self.ledger,
+                registry=self.registry,
+                key=key,
+                queue=transport,
+                state=transport,
+                approvals=self._approvals,
+                notifiers=self.policies.notifiers,
+            ),
             key=key,
             approval_timeout=settings.approval_timeout,
             max_argument_bytes=settings.max_argument_bytes,
@@ -207,7 +201,7 @@ class Runtime(AsyncSubmits):
             rules,
             remembered_for(self.ledger, self.registry, batch, submitter),
         ).counted_for(submitter)
-        if self.services.transport.throttle is None and (
+        if self._services.transport.throttle is None and (
             held := Limits.from_snapshot(policy.limits).held_in_redis()
         ):  # a project file's: the in-process transport refused the others at startup
             raise InvalidBatch(f"{'; '.join(held)} need Redis: this transport cannot hold them")
@@ -220,7 +214,7 @@ class Runtime(AsyncSubmits):
         if self._closed:
             raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
-        run = BatchRun(batch, self.services)
+        run = BatchRun(batch, self._services)
         deadline = clock.now() + (timeout or self.settings.batch_timeout)
         columns = {"submitter": submitter, "format": format, **(model_usage or {})}
         if conversation is not None:
@@ -237,14 +231,14 @@ class Runtime(AsyncSubmits):
                 owner=owner,
             )
         if not started:  # a racing submitter of `key` won
-            return lost_race(self.follower, self.services, batch, policy, key)
-        self.follower.follow(run)
+            return lost_race(self._follower, self._services, batch, policy, key)
+        self._follower.follow(run)
         return BatchHandle(run)
 
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
         results that have ended, then those still to come."""
-        return attached(self.follower, self.services, self.ledger, batch_id)
+        return attached(self._follower, self._services, self.ledger, batch_id)
 
     def transcript(self, batch_id: str) -> dict[str, Any]:
         """The batch's transcript from the ledger (`toolrun.transcript/1`),
@@ -253,11 +247,11 @@ class Runtime(AsyncSubmits):
         document = build_transcript(self.ledger, batch_id)
         if document is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
-        return seal(document, self.services.key)
+        return seal(document, self._services.key)
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
         """Calls waiting for a human, from the ledger: any process sees them."""
-        return self.approvals.pending(batch_id)
+        return self._approvals.pending(batch_id)
 
     def approve(
         self, batch_id: str, call_id: str, *, by: str, updated_arguments: Any = None
@@ -266,7 +260,7 @@ class Runtime(AsyncSubmits):
         given), and carry its batch on from here. False if it was not waiting:
         already answered, or expired."""
         return answer(
-            self.services,
+            self._services,
             batch_id,
             call_id,
             approve=True,
@@ -274,15 +268,21 @@ class Runtime(AsyncSubmits):
             updated_arguments=updated_arguments,
         )
 
+    def remember(self, batch_id: str, call_id: str, **options: Any) -> RememberedRuleRow | None:
+        """Approve a waiting call and remember a rule for calls like it, with
+        `approve_and_remember`'s options (docs/architecture.md, "Remembered
+        rules"); None if it was not waiting."""
+        return approve_and_remember(self._services, batch_id, call_id, **options)
+
     def cancel(self, batch_id: str, *, by: str = "client") -> None:
         """Cancel a batch from any process that can reach its Redis and ledger."""
-        self.services.advancer.cancel(batch_id, by=by)
+        self._services.advancer.cancel(batch_id, by=by)
 
     def deny(self, batch_id: str, call_id: str, reason: str, *, by: str) -> bool:
         """Refuse a waiting call: it ends `denied` with `reason` (what the model
         reads), recorded as answered `by`, and its batch is carried on from
         here. False if it was not waiting: already answered, or expired."""
-        return answer(self.services, batch_id, call_id, approve=False, by=by, reason=reason)
+        return answer(self._services, batch_id, call_id, approve=False, by=by, reason=reason)
 
     def submit_message(
         self, message: Any, format: adapters.Format | None = None, **options: Any
@@ -327,10 +327,10 @@ class Runtime(AsyncSubmits):
             return
         self._closed = True
         if cancel:
-            self.follower.cancel_all(by=CLOSED_BY, seconds=CLOSE_SECONDS)
-        self.follower.close()
+            self._follower.cancel_all(by=CLOSED_BY, seconds=CLOSE_SECONDS)
+        self._follower.close()
         self._offload.shutdown(wait=False, cancel_futures=True)
-        self.transport.close()
+        self._transport.close()
         self.ledger.close()
 
     def __enter__(self) -> Runtime:

@@ -23,9 +23,9 @@ from runtime.flow.limits import Concurrency, Limits, Rate
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.reached import Reached
 from runtime.ledger.tables import EventKind
-from runtime.transport.base import BatchState
+from runtime.transport.base import BatchState, Pipe
+from runtime.transport.flow.throttle import Entry
 from runtime.transport.names import lease_member
-from runtime.transport.throttle import Entry
 from runtime.types import CallMessage, ToolResult
 
 log = logging.getLogger("toolrun.limits")
@@ -79,7 +79,7 @@ class Entering:
     limits: list[tuple[Rate | Concurrency, str]]  # its slots' then its windows'
     verdict: Admitted | Refused | Delayed | None = None
 
-    def ride(self, pipe: Any) -> None:
+    def ride(self, pipe: Pipe) -> None:
         self.entry.ride(pipe)
 
     def landed(self, answers: list[Any]) -> None:

@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
         cursors=Cursors(),
         waits=Waits(
             runtime.policies.limits.size and runtime.policies.limits.size.waits_per_key,
-            runtime.transport.throttle,  # None: the in-process transport
+            runtime.deployment.throttle,  # None: the in-process transport
         ),
         json=json_response,
     )

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.client.remembering import approve_and_remember
 from runtime.gate.remembering import BeyondRole, RememberRefused
 from runtime.gateway import access, roles
 from runtime.gateway.auth import bearer
@@ -104,8 +103,7 @@ def _remembering(gateway: Any, key: Key, batch_id: str, call_id: str, body: Appr
             f"key {key.name!r} is confined to workspace roots: it may remember for a workspace only"
         )
     try:
-        row = approve_and_remember(
-            gateway.runtime.services,
+        row = gateway.runtime.remember(
             batch_id,
             call_id,
             scope=body.remember,
@@ -146,7 +144,7 @@ def deny(
 def _answerable(request: Request, key: Key, batch_id: str, call_id: str) -> Any:
     roles.require(key, Role.approver)
     gateway = request.app.state.gateway
-    row = gateway.runtime.approvals.get(batch_id, call_id)
+    row = gateway.runtime.deployment.approvals.get(batch_id, call_id)
     if row is None or not access.approvals(gateway, key, [row]):
         raise NotFound(f"no approval for call {call_id!r} of batch {batch_id!r}")
     return gateway

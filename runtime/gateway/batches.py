@@ -14,7 +14,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from runtime import adapters, transcript
-from runtime.errors import KeyConflict
+from runtime.errors import InvalidBatch, KeyConflict
 from runtime.gateway import access, events, problems, roles
 from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key, Role
@@ -308,11 +308,11 @@ def transcript_of(
     sealed with a digest and an HMAC under the deployment's signing key."""
     gateway = request.app.state.gateway
     access.owner(gateway, key, batch_id)
-    runtime = gateway.runtime
-    document = transcript.build(runtime.ledger, batch_id)
-    if document is None:
-        raise Problem(404, "not found", f"no batch {batch_id!r}")
-    text = transcript.render(transcript.seal(document, runtime.services.key), format)
+    try:
+        document = gateway.runtime.transcript(batch_id)
+    except InvalidBatch:
+        raise Problem(404, "not found", f"no batch {batch_id!r}") from None
+    text = transcript.render(document, format)
     return Response(text, media_type=transcript.MEDIA_TYPES[format])
 
 

@@ -16,16 +16,16 @@ from prometheus_client.registry import Collector
 
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Limits
-from runtime.transport.base import BatchState
+from runtime.transport.flow.throttle import Throttle
 
 log = logging.getLogger("toolrun.metrics")
 LABELS = ["limit", "scope"]
 
 
 class LimitGauges(Collector):
-    def __init__(self, limits: Limits, state: BatchState | None = None) -> None:
-        self.limits = limits
-        self.throttle = state.throttle if state is not None else None
+    def __init__(self, limits: Limits, throttle: Throttle | None = None) -> None:
+        """`throttle`: the cluster's, which holds the windows, slots and shares."""
+        self.limits, self.throttle = limits, throttle
 
     def collect(self) -> Iterator[Metric]:
         if self.throttle is None or not self.limits:

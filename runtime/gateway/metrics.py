@@ -103,7 +103,8 @@ def cluster_registry(runtime) -> CollectorRegistry:
     """A registry holding only the cluster's figures (`toolrun metrics`),
     unknown tools' names folded into one label value."""
     figures = CollectorRegistry()
-    figures.register(Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app))
+    deployment = runtime.deployment
+    figures.register(Cluster(Tallies(deployment.client), deployment.approvals, app=deployment.app))
     figures.register(_usage(runtime))
     registry = CollectorRegistry()
     registry.register(Shown(figures, _tools(runtime)))
@@ -117,7 +118,7 @@ def _tools(runtime) -> Callable[[], set[str]]:
 
 def _usage(runtime) -> usage_metrics.Usage:
     files = (runtime.policies.org, runtime.policies.user)
-    return usage_metrics.Usage(runtime.ledger, runtime.transport, files)
+    return usage_metrics.Usage(runtime.ledger, runtime.deployment.budgets_used, files)
 
 
 class Metrics:
@@ -126,13 +127,14 @@ class Metrics:
         too (calls waiting and running per queue: what an autoscaler needs)."""
         self.registry = CollectorRegistry()
         self.tools = _tools(runtime)
-        if runtime is not None and runtime.client is not None:
+        deployment = runtime.deployment if runtime is not None else None
+        if deployment is not None and deployment.client is not None:
             self.registry.register(
-                Cluster(Tallies(runtime.client), runtime.approvals, app=runtime.app)
+                Cluster(Tallies(deployment.client), deployment.approvals, app=deployment.app)
             )
-        if runtime is not None:
+        if runtime is not None and deployment is not None:
             self.registry.register(_usage(runtime))
-            self.registry.register(LimitGauges(runtime.policies.limits, runtime.transport))
+            self.registry.register(LimitGauges(runtime.policies.limits, deployment.throttle))
         self.requests = Counter(
             "toolrun_gateway_requests",
             "HTTP requests answered",

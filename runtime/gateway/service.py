@@ -15,7 +15,6 @@ from runtime.gateway.auth import bearer
 from runtime.gateway.keys import Key
 from runtime.gateway.metrics import CONTENT_TYPE
 from runtime.gateway.problems import Problem
-from runtime.transport import broker
 from runtime.types import Mode
 
 router = APIRouter()
@@ -56,12 +55,8 @@ def health() -> dict[str, str]:
 def ready(request: Request) -> dict[str, str]:
     """Redis, the broker (when it is not that Redis) and the ledger answer:
     the gateway can take batches."""
-    runtime = request.app.state.gateway.runtime
     try:
-        runtime.client.ping()
-        if runtime.app is not None and runtime.app.conf.broker_url != runtime.redis_url:
-            broker.ping(runtime.app)
-        runtime.ledger.ping()
+        request.app.state.gateway.runtime.deployment.ping()
     except Exception as error:  # noqa: BLE001 - any fault means not ready
         raise Problem(503, "not ready", f"{type(error).__name__}: {error}") from None
     return {"status": "ready"}

@@ -7,9 +7,8 @@ now, from Redis."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -24,10 +23,15 @@ LABELS = ["tool", "key", "status"]
 
 
 class Usage(Collector):
-    def __init__(self, ledger: Ledger, state: Any = None, files: tuple[dict, ...] = ()) -> None:
-        """`state`: the transport, whose Redis holds the budgets' counters;
+    def __init__(
+        self,
+        ledger: Ledger,
+        counters: Callable[[], dict[str, float] | None] | None = None,
+        files: tuple[dict, ...] = (),
+    ) -> None:
+        """`counters`: reads the budgets' counters Redis holds (None: none are);
         `files`: the org and user settings read at startup (their budgets)."""
-        self.ledger, self.state = ledger, state
+        self.ledger, self.counters = ledger, counters
         self.budgets: dict[tuple[str, str], Budget] = {
             (source_tag(b.source), b.name): b
             for data in files
@@ -61,12 +65,14 @@ class Usage(Collector):
         yield from families.values()
 
     def _budgets(self) -> Iterator[Metric]:
-        if not self.budgets or not hasattr(self.state, "budgets_used"):
+        if not self.budgets or self.counters is None:
             return
         try:
-            counters = self.state.budgets_used()
+            counters = self.counters()
         except StateUnavailable as error:
             log.warning("metrics: budgets: %s", error)
+            return
+        if counters is None:
             return
         labels = ["budget", "key", "window", "measure"]
         used = GaugeMetricFamily(

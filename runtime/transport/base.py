@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.flow.budgets import Counter
-from runtime.transport.throttle import Throttle
+from runtime.transport.flow.throttle import Throttle
 from runtime.types import CallMessage, ToolResult
 
 
@@ -74,13 +74,20 @@ class Queue(Protocol):
         ...
 
 
+class Pipe(Protocol):
+    """A round trip being built, as a rider sees it: a script the store
+    already holds, called by its digest, with its keys and arguments."""
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: str | int | float) -> object: ...
+
+
 class Rider(Protocol):
     """Flow control's commands riding a round trip the state makes anyway
     (docs/architecture.md, "Flow control"): `ride` puts them on its Redis
     pipeline, `landed` is given their answers. A state that cannot carry
     them calls `landed(None)`: they go on their own."""
 
-    def ride(self, pipe: Any) -> None: ...
+    def ride(self, pipe: Pipe) -> None: ...
 
     def landed(self, answers: list[Any] | None) -> None: ...
 
@@ -321,3 +328,7 @@ class BatchState(ResultBus, SendMarks, Copies, Leases, Budgets, Protocol):
 
 class Transport(Queue, BatchState, Protocol):
     """Both seams in one object, as a `Runtime` is given them."""
+
+    # The key its messages are signed with when it brings its own (the in-process
+    # transport's); None: the deployment's, from the settings.
+    key: bytes | None

@@ -22,6 +22,8 @@ from runtime.types import CallMessage
 
 
 class CeleryTransport(RedisState):
+    key: bytes | None = None  # messages are signed with the deployment's key
+
     def __init__(self, app: Celery, client: redis.Redis, *, redactor: Redactor = BUILT_IN) -> None:
         super().__init__(client)
         self.app, self.queue = app, CeleryQueue(app, redactor=redactor)

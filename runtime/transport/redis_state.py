@@ -22,8 +22,9 @@ from runtime import clock
 from runtime.flow.budgets import Counter
 from runtime.transport import riding, state_scripts
 from runtime.transport.base import Inbox, Known, Look, Rider
-from runtime.transport.budget_counters import BudgetCounters
 from runtime.transport.copies import BatchCopies
+from runtime.transport.flow.budget_counters import BudgetCounters
+from runtime.transport.flow.throttle import Throttle
 from runtime.transport.leases import left, reaching
 from runtime.transport.listener import Listener
 from runtime.transport.names import (
@@ -40,7 +41,6 @@ from runtime.transport.names import (
     sent_key,
 )
 from runtime.transport.patience import persisting
-from runtime.transport.throttle import Throttle
 from runtime.types import ToolResult
 
 

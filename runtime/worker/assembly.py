@@ -8,13 +8,12 @@ from dataclasses import dataclass
 
 from celery import Celery
 
-from runtime.config import redis_url, signing_key
+from runtime.assembly.parts import worker_transport
+from runtime.config import signing_key
 from runtime.ledger.store import Ledger
 from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
 from runtime.tools.loading import load_tools
-from runtime.transport.cluster import CeleryTransport
-from runtime.transport.redis_client import state_client
 from runtime.worker.worker import Worker
 
 
@@ -32,10 +31,8 @@ class Parts:
 
     def worker(self, app: Celery) -> Worker:
         """A `Worker` with this process's own ledger engine and Redis pool."""
-        url = redis_url(self.settings, required=False) or app.conf.result_backend  # the state's
         ledger = Ledger.from_settings(self.settings, lazy=True)
-        client = state_client(self.settings, url)
-        transport = CeleryTransport(app, client, redactor=ledger.redactor)
+        transport = worker_transport(self.settings, app, redactor=ledger.redactor)
         return Worker(
             settings=self.settings,
             registry=self.registry,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime import clock, logs, sessions, tracing
-from runtime.batch.advance import Advancer
+from runtime.assembly.parts import advancer
 from runtime.errors import StateUnavailable
 from runtime.execution import executor, time_limits
 from runtime.execution.handover import Previous, settled_after
@@ -56,16 +56,14 @@ class Worker:
     ) -> None:
         self.settings, self.registry, self.ledger, self.key = settings, registry, ledger, key
         self.queue, self.state, self.name = queue, state, name
-        self.advancer = Advancer(
+        self.advancer = advancer(
+            settings,
             ledger=ledger,
             registry=registry,
             key=key,
             queue=queue,
             state=state,
             approvals=Approvals(ledger, key),
-            lease_seconds=settings.lease_seconds,
-            resend_after=settings.resend_after,
-            unrecorded_patience=settings.unrecorded_patience,
             notifiers=org_notifiers(settings),
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE

@@ -94,7 +94,7 @@ def test_each_notifier_is_told_once_per_waiting_call_signed_and_retried(
         stream = handle.stream(timeout=60)
         notice(stream, "w1")
         for _ in range(3):  # other processes carrying the batch on ask nobody again
-            other.services.advancer.advance(handle.batch_id)
+            other._services.advancer.advance(handle.batch_id)
         first = receiver.wait_for(2)
         # Answered from another process; the worker that ends w1 asks for w2.
         env = {**stack_env(stack, user_settings), "TOOLRUN_POLICY_FILE": str(policy)}

@@ -61,5 +61,5 @@ def test_the_patience_is_a_setting_of_the_client_and_the_worker(tmp_path):
         home=tmp_path / "home", user_settings_file=tmp_path / "user.json", unrecorded_patience=2.5
     )
     with memory_runtime(settings=settings) as runtime:
-        assert runtime.services.advancer.unrecorded.patience == 2.5  # the client's
-        assert runtime.transport.worker.advancer.unrecorded.patience == 2.5  # the worker's
+        assert runtime._services.advancer.unrecorded.patience == 2.5  # the client's
+        assert runtime._transport.worker.advancer.unrecorded.patience == 2.5  # the worker's

@@ -125,7 +125,7 @@ def harness(
             "user_settings_file": user_file,
         }
         runtime = Runtime(settings.model_copy(update=client))
-        conf = baseline.shared_conf(runtime.app)
+        conf = baseline.shared_conf(runtime.deployment.app)
         baseline.app.conf.update(
             broker_url=broker_url or record.redis_url, result_backend=record.redis_url
         )

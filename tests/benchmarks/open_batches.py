@@ -86,7 +86,7 @@ def _until(done, seconds: float) -> bool:
 
 def measure(runtime: Runtime, workspace: Path, batches: int) -> dict[str, Any]:
     """Open `batches` one-call batches waiting for approval; what they cost."""
-    port = int(runtime.redis_url.rsplit(":", 1)[1].split("/")[0])
+    port = int(runtime.deployment.redis_url.rsplit(":", 1)[1].split("/")[0])
     runtime.submit(
         [{"id": "warm", "name": NOOP, "arguments": {}}], mode="auto", workspace=workspace
     ).results(timeout=60)

@@ -167,7 +167,7 @@ def _monitor(bench: Harness, work: Callable[[], object]) -> list[tuple[int, str]
     """(client port, command) of everything Redis ran while `work` ran (and 0.3 s after)."""
     seen: list[tuple[int, str]] = []
     stop = f"bench-monitor-stop-{time.time_ns()}"
-    client = bench.runtime.client
+    client = bench.runtime.deployment.client
 
     def listen(monitor) -> None:
         while True:
@@ -259,7 +259,7 @@ def worker_body(bench: Harness, calls: int, out: Path) -> str:
     from pyinstrument import Profiler
 
     task, inbox = _task_module(bench), queue.Queue()
-    app = bench.runtime.app
+    app = bench.runtime.deployment.app
     app.send_task = lambda name, args=None, **options: inbox.put(args[0])
     kinds = {
         "reads": ([NOOP], None),

@@ -96,7 +96,10 @@ def user_env(state: Path) -> dict[str, str]:
 
 
 def from_env(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    script = "from runtime import Runtime\nrt = Runtime.from_env()\nprint(rt.redis_url)\nrt.close()"
+    script = (
+        "from runtime import Runtime\nrt = Runtime.from_env()\n"
+        "print(rt.deployment.redis_url)\nrt.close()"
+    )
     return subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
     )

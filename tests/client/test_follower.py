@@ -54,12 +54,12 @@ def test_a_hundred_batches_waiting_for_approval_add_no_thread(rt, workspace):
     for handle in handles:
         assert isinstance(next(iter(handle.stream(timeout=30))), ApprovalRequested)
     assert client_threads() <= threads  # other tests' threads may end meanwhile, never start
-    assert len(rt.follower.open_runs()) == 100
+    assert len(rt._follower.open_runs()) == 100
     for handle in handles:
         assert handle.deny("w", "no", by="test")
     assert {handle.results(30)[0].status for handle in handles} == {Status.denied}
-    assert rt.follower.open_runs() == []
-    assert sum(t.is_alive() for t in rt.follower._threads) == DRIVERS  # this runtime's own
+    assert rt._follower.open_runs() == []
+    assert sum(t.is_alive() for t in rt._follower._threads) == DRIVERS  # this runtime's own
 
 
 def test_with_no_sweep_the_follower_ends_a_batch_at_its_deadline(unswept, workspace):

@@ -93,7 +93,7 @@ def test_the_async_handle_streams_on_the_event_loop_and_keeps_the_results(rt, wo
 
 
 def test_the_async_stream_shows_notices_and_its_timeout_ends_the_batch(rt, workspace):
-    rt.services = dataclasses.replace(rt.services, approval_timeout=3600)
+    rt._services = dataclasses.replace(rt._services, approval_timeout=3600)
 
     async def main():
         handle = await rt.asubmit(

@@ -68,7 +68,7 @@ def test_a_chain_runs_its_steps_in_order_and_a_failure_breaks_it(rt, workspace):
     results = handle.results(10)
     assert [r.status for r in results] == [Status.ok] * 3 + [Status.error, Status.skipped]
     assert labels(workspace) == ["0", "1", "2", "explode"]
-    chained = [m for m in rt.transport.taken if m.batch_id == handle.batch_id]
+    chained = [m for m in rt._transport.taken if m.batch_id == handle.batch_id]
     assert len(chained[0].then) == 4  # one message carried the chain; workers handed it on
 
 
@@ -136,7 +136,7 @@ def test_approvals_refused_updated_and_expired(rt, workspace):
 
 def _answer(rt, handle) -> None:
     for call_id, answer in (("a", "deny"), ("b", "approve")):
-        while not rt.approvals.get(handle.batch_id, call_id):
+        while not rt.deployment.approvals.get(handle.batch_id, call_id):
             time.sleep(0.01)
         if answer == "deny":
             handle.deny(call_id, "not this one", by="bob")
@@ -145,11 +145,11 @@ def _answer(rt, handle) -> None:
 
 
 def test_an_unanswered_approval_expires_and_its_call_is_denied(rt, workspace):
-    rt.services = dataclasses.replace(rt.services, approval_timeout=0.2)
+    rt._services = dataclasses.replace(rt._services, approval_timeout=0.2)
     handle = rt.submit([call("a", "bump", label="a")], mode="default", workspace=workspace)
     [result] = handle.results(10)
     assert result.status is Status.denied and "approval timed out" in result.model_message
-    assert rt.approvals.get(handle.batch_id, "a").status == "expired"
+    assert rt.deployment.approvals.get(handle.batch_id, "a").status == "expired"
     assert not handle.approve("a", by="late")  # an expired approval cannot be answered
     assert labels(workspace) == []
 
@@ -216,14 +216,16 @@ def test_a_submitter_that_loses_the_race_for_its_key_writes_and_sends_nothing(rt
     calls = [ToolCall(id="w", name="bump", arguments={"label": "w"})]
     batch = Batch(id=keyed_id("raced"), calls=calls, workspace=str(Path(workspace).resolve()))
     allow = rt.policies.policy_for(Path(batch.workspace), WRITES)
-    winner = BatchRun(batch, rt.services)
+    winner = BatchRun(batch, rt._services)
     assert winner.start(allow, deadline=time.time() + 30, key="raced")
-    rt.follower.follow(winner)
+    rt._follower.follow(winner)
     assert [r.status for r in BatchHandle(winner).results(10)] == [Status.ok]
-    written, sent = _rows(rt, batch.id), len(rt.transport.taken)
+    written, sent = _rows(rt, batch.id), len(rt._transport.taken)
     deny = rt.policies.policy_for(Path(batch.workspace), {"deny": ["bump"]})
-    assert BatchRun(batch, rt.services).start(deny, deadline=time.time() + 30, key="raced") is False
+    assert (
+        BatchRun(batch, rt._services).start(deny, deadline=time.time() + 30, key="raced") is False
+    )
     assert _rows(rt, batch.id) == written
-    assert len(rt.transport.taken) == sent
+    assert len(rt._transport.taken) == sent
     assert rt.ledger.ends(batch.id)["w"].status is Status.ok
     assert labels(workspace) == ["w"]

@@ -99,7 +99,7 @@ def test_attaching_to_a_batch_this_process_follows_shares_its_events(make, works
     first = rt.submit(ASKS, mode="default", workspace=workspace)
     _asked(first)
     second = rt.attach(first.batch_id)
-    assert rt.follower.open_runs() == [first._run] and second._run is first._run
+    assert rt._follower.open_runs() == [first._run] and second._run is first._run
     assert first.deny("w", "no", by="test")
     assert second.results()[0].status is Status.denied and first.done
 

@@ -31,7 +31,7 @@ def test_rates_slots_and_shares_show_what_is_left(state):
     assert state.throttle.take([(slot, 3)], "b c1", 30) is None
     state.throttle.admit_reads(f"k{tag}", 1, "b", [("c1", "{}"), ("c2", '{"member": "b c2"}')])
     registry = CollectorRegistry()
-    registry.register(LimitGauges(limits, state))
+    registry.register(LimitGauges(limits, state.throttle))
     text = generate_latest(registry).decode()
     assert f'toolrun_limit_rate_remaining{{limit="r{tag}",scope="k{tag}"}} 6.0' in text
     assert f'toolrun_limit_slots_remaining{{limit="c{tag}",scope="k{tag}"}} 2.0' in text
@@ -42,5 +42,5 @@ def test_rates_slots_and_shares_show_what_is_left(state):
 
 def test_without_limits_there_are_no_gauges(state):
     registry = CollectorRegistry()
-    registry.register(LimitGauges(Limits(), state))
+    registry.register(LimitGauges(Limits(), state.throttle))
     assert "toolrun_limit" not in generate_latest(registry).decode()

@@ -15,7 +15,7 @@ import redis
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import Problem
 from runtime.gateway.waits import Waits
-from runtime.transport.throttle import Throttle
+from runtime.transport.flow.throttle import Throttle
 from tests.support.gateway import running_gateway
 from tests.support.waiting import wait_for
 

@@ -143,7 +143,7 @@ def test_an_unanswered_approval_expires(stack, user_settings, workspace):
         [result] = handle.results(timeout=60)
         assert result.status is Status.denied and "approval timed out" in result.model_message
         assert time.monotonic() - started < 30
-        assert rt.approvals.get(handle.batch_id, "w1").status == "expired"
+        assert rt.deployment.approvals.get(handle.batch_id, "w1").status == "expired"
         assert marks(workspace, "effects") == []
     finally:
         rt.close()
@@ -198,7 +198,7 @@ def test_an_approval_given_while_redis_is_down_is_stored_and_its_batch_goes_on(
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     [line] = done.stdout.splitlines()
     assert f"approved w1 of batch {handle.batch_id}" in line and "Redis" in line, line
-    assert runtime.approvals.get(handle.batch_id, "w1").status == "approved"
+    assert runtime.deployment.approvals.get(handle.batch_id, "w1").status == "approved"
     # The cluster's Redis was never away: its sweep carries the batch on.
     assert [r.status for r in handle.results(timeout=90)] == [Status.ok]
     assert [m["label"] for m in marks(workspace, "effects")] == ["approved offline"]
@@ -323,7 +323,11 @@ def test_a_notice_published_while_the_clients_channel_is_down_still_reaches_it(
     try:
         release(workspace, "first")
         # asked, notice published
-        wait_for(lambda: runtime.approvals.pending(handle.batch_id), 60, "approval request of w1")
+        wait_for(
+            lambda: runtime.deployment.approvals.pending(handle.batch_id),
+            60,
+            "approval request of w1",
+        )
         time.sleep(1.0)
     finally:
         stop.set()

@@ -300,4 +300,4 @@ def test_a_batch_of_reads_whose_submitter_dies_between_send_and_record_lands_and
         assert ("r0", "decision") in kinds and ("r0", "finished") in kinds
         assert [c.status for c in runtime.ledger.calls(row.id)] == ["ok"]
         # its unredacted copy goes too
-        wait_for(lambda: runtime.transport.plan(row.id) is None, 60, "drop of the plan's copy")
+        wait_for(lambda: runtime._transport.plan(row.id) is None, 60, "drop of the plan's copy")

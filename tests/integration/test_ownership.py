@@ -118,7 +118,9 @@ def test_an_approval_answered_after_its_submitter_died_continues_the_batch(owned
         "rules": {"allow": ["bump"]},
         "timeout": 60,
     }
-    batch_id = submit_and_kill(stack, spec, lambda b: runtime.approvals.get(b, "o") is not None)
+    batch_id = submit_and_kill(
+        stack, spec, lambda b: runtime.deployment.approvals.get(b, "o") is not None
+    )
     assert marks(workspace, "effects") == []  # and the order below shows nothing ran before
     assert runtime.approve(batch_id, "o", by="alice")
     results = runtime.attach(batch_id).results(timeout=30)
@@ -181,7 +183,9 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
     handle = runtime.submit(
         [call("o", "obliterate", label="asked")], mode="default", workspace=workspace, timeout=30
     )
-    wait_for(lambda: runtime.approvals.get(handle.batch_id, "o"), what="approval request")
+    wait_for(
+        lambda: runtime.deployment.approvals.get(handle.batch_id, "o"), what="approval request"
+    )
     if forged == "status":  # approved by someone who never had the key
         _forge(
             runtime,
@@ -193,7 +197,7 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
             seal="0" * 64,
         )
     else:  # a genuine approval, then one of its fields changed
-        assert runtime.approvals.answer(
+        assert runtime.deployment.approvals.answer(
             handle.batch_id, "o", approve=False, by="alice", reason="no"
         )
         honest = {
@@ -205,7 +209,7 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
         from runtime.ledger.approvals import seal_of
 
         honest["seal"] = seal_of(
-            runtime.services.key, handle.batch_id, "o", "approved", "alice", {"label": "asked"}
+            runtime._services.key, handle.batch_id, "o", "approved", "alice", {"label": "asked"}
         )
         honest[forged] = {
             "answered_by": "mallory",
@@ -213,7 +217,7 @@ def test_a_tampered_approval_never_runs_with_other_arguments(owned, workspace, f
             "seal": "f" * 64,
         }[forged]
         _forge(runtime, handle.batch_id, **honest)
-    runtime.services.advancer.advance(handle.batch_id)
+    runtime._services.advancer.advance(handle.batch_id)
     [result] = handle.results(timeout=20)
     assert result.status in (Status.denied,), result.model_message
     assert [m["label"] for m in marks(workspace, "effects")] == []

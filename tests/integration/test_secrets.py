@@ -47,7 +47,9 @@ def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspa
     try:
         assert ARG_SECRET.encode() in (client.get(plan_key(handle.batch_id)) or b"")
         assert [r.status.value for r in handle.results(timeout=60)] == ["ok", "ok"]
-        runtime.services.advancer.advance(handle.batch_id)  # any mover closes it, as the sweep does
+        runtime._services.advancer.advance(
+            handle.batch_id
+        )  # any mover closes it, as the sweep does
         wait_for(lambda: runtime.ledger.batch(handle.batch_id).ended_at, 30, "batch marked ended")
         assert client.get(plan_key(handle.batch_id)) is None
         held = [client.dump(k) or b"" for k in client.scan_iter(f"*{handle.batch_id}*")]

@@ -94,7 +94,7 @@ def test_a_call_the_gate_holds_is_an_sdk_approval(runtime, workspace):
     assert result.final_output == "hello | bumped"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["agents"]
     # The SDK's approval is toolrun's, in the ledger with who gave it.
-    [row] = runtime.approvals.find(item.raw_item.call_id)
+    [row] = runtime.deployment.approvals.find(item.raw_item.call_id)
     assert (row.status, row.answered_by) == ("approved", "reviewer")
 
 
@@ -112,5 +112,5 @@ def test_a_rejection_denies_the_toolrun_call(runtime, workspace):
     item, result = asyncio.run(main())
     assert "hello" in result.final_output
     assert marks(workspace, "effects") == []
-    [row] = runtime.approvals.find(item.raw_item.call_id)
+    [row] = runtime.deployment.approvals.find(item.raw_item.call_id)
     assert (row.status, row.answered_by) == ("denied", "openai-agents")

@@ -209,7 +209,7 @@ def test_each_attempt_shows_its_queue_wait_and_cpu_time(tmp_path):
         handle = rt.submit(calls, mode="accept_edits", workspace=tmp_path)
         assert [r.status.value for r in handle.results(timeout=30)] == ["ok"] * 3
         document = valid(transcript.build(rt.ledger, handle.batch_id))
-        taken = {m.call_id: m for m in rt.transport.taken}
+        taken = {m.call_id: m for m in rt._transport.taken}
     assert len(taken["w1"].then) == 1  # w2 went with w1 and was handed on
     for call in document["calls"]:
         [attempt] = call["attempts"]

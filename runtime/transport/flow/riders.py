@@ -8,14 +8,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from limits import RateLimitItem
+from limits.strategies import MovingWindowRateLimiter
 from redis.client import Pipeline
+from redis.commands.core import Script
 
 from runtime import clock
-from runtime.transport.fair_share import IN_FLIGHT_SECONDS, _share_keys
+from runtime.transport.flow.fair_share import IN_FLIGHT_SECONDS, _share_keys
 from runtime.transport.names import TTL_SECONDS, slots_key
+
+Slots = Sequence[tuple[str, int]]  # (scope, cap) of each concurrency cap
+Windows = Sequence[tuple[RateLimitItem, str]]  # (rate, scope) of each window
+Full = tuple[int, float] | None  # None: taken; else (index, when it frees) of the first full
+
+
+class Scripts(Protocol):
+    """What a riding command needs of the `Throttle` that made it
+    (`throttle.py`): its scripts, loaded, and itself to run alone when
+    Redis had lost them."""
+
+    enter_script: Script
+    finish_script: Script
+    rates: MovingWindowRateLimiter
+
+    def load(self) -> None: ...
+
+    def lost(self, answers: list[Any]) -> bool: ...
+
+    def window_key(self, item: RateLimitItem, scope: str) -> str: ...
+
+    def enter(self, slots: Slots, member: str, seconds: float, windows: Windows) -> Full: ...
+
+    def finish(
+        self, scopes: Sequence[str], member: str, share: tuple[str, int] | None
+    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -23,7 +51,7 @@ class Finish:
     """`Throttle.finish` as a command that rides another pipeline: `ride`
     puts it at its end, `landed` reads its answer."""
 
-    throttle: Any  # runtime/transport/throttle.py's Throttle, which makes these
+    throttle: Scripts  # the `Throttle` that made it
     scopes: Sequence[str]
     member: str
     share: tuple[str, int] | None
@@ -50,7 +78,7 @@ class Entry:
     """`Throttle.enter` as a command that rides another pipeline: `ride`
     puts it at its end, `landed` reads its answer."""
 
-    throttle: Any  # runtime/transport/throttle.py's Throttle, which makes these
+    throttle: Scripts  # the `Throttle` that made it
     slots: Sequence[tuple[str, int]]
     member: str
     seconds: float
