@@ -156,24 +156,11 @@ def start_stack(
     stopped again and StackError says which part and quotes its log.
     """
     home = settings.home.resolve()
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if settings.signing_key is None:  # the client and workers of this stack share a fresh key
-        settings = settings.model_copy(update={"signing_key": SecretStr(secrets.token_urlsafe(32))})
-    running = load_record(home)
-    if running is not None:
-        if is_running(running):
-            raise StackError(f"a stack is already running under {home}; run `toolrun down`")
-        stop_stack(home)  # a dead stack's: stop what is left of it, remove its record
+    settings = _claim_home(settings, home)
     schema.upgrade(settings.ledger_url)  # before any worker opens the ledger
     started: list[Target] = []
     try:
-        if settings.redis_url:
-            redis_url, redis_pid = settings.redis_url, None
-            if not is_sentinel(redis_url):  # through Sentinel: the workers find the master
-                wait_for_redis(redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
-        else:
-            redis_url, redis_pid = start_redis(settings, server=redis_server)
-            started.append((redis_pid, redis_needles(redis_url)))
+        redis_url, redis_pid = _redis(settings, redis_server, started)
         record = StackRecord(
             home,
             redis_url,
@@ -182,18 +169,8 @@ def start_stack(
             signing_key=settings.signing_key.get_secret_value(),
             broker_url=settings.broker_url,
         )
-        for queue, count in ((READS, reads_workers), (EFFECTS, effects_workers)):
-            for index in range(1, count + 1):
-                worker = start_worker(
-                    settings,
-                    queue,
-                    redis_url=redis_url,
-                    index=index,
-                    extra_env=extra_env,
-                    wait=False,
-                )
-                record.workers.append(worker)
-                started.append((worker["pid"], _worker_needles(worker)))
+        counts = {READS: reads_workers, EFFECTS: effects_workers}
+        _start_workers(record, settings, counts, extra_env, started)
         if flower:
             record.flower = start_flower(settings, redis_url=redis_url)
             started.append((record.flower["pid"], flower_needles(record.flower)))
@@ -204,19 +181,77 @@ def start_stack(
             started.append((record.gateway["pid"], gateway_needles(record.gateway)))
         record.save()
         if supervise:
-            log = home / "logs" / "supervisor.log"
-            argv = [sys.executable, "-m", "runtime.stack.supervisor", str(home)]
-            record.supervisor_pid = spawn(
-                argv, log=log, env=child_env(settings, redis_url, extra_env)
-            )
-            started.append((record.supervisor_pid, _supervisor_needles(home)))
-            record.save()
+            _start_supervisor(record, settings, extra_env, started)
         return record
     except BaseException as error:
         stop_processes(reversed(started))
         if isinstance(error, Exception) and not isinstance(error, StackError):
             raise StackError(f"the embedded stack did not start: {error}") from error
         raise
+
+
+def _claim_home(settings: Settings, home: Path) -> Settings:
+    """`home` made ready for a new stack: a dead stack's leftovers stopped and
+    its record removed (a live one is a StackError); `settings` with a fresh
+    signing key, which this stack's client and workers share, unless set."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if settings.signing_key is None:
+        settings = settings.model_copy(update={"signing_key": SecretStr(secrets.token_urlsafe(32))})
+    running = load_record(home)
+    if running is not None:
+        if is_running(running):
+            raise StackError(f"a stack is already running under {home}; run `toolrun down`")
+        stop_stack(home)
+    return settings
+
+
+def _redis(settings: Settings, server: str | None, started: list[Target]) -> tuple[str, int | None]:
+    """The stack's Redis: the one TOOLRUN_REDIS_URL names, once it answers, or
+    a private one started here (its URL and pid)."""
+    if not settings.redis_url:
+        redis_url, redis_pid = start_redis(settings, server=server)
+        started.append((redis_pid, redis_needles(redis_url)))
+        return redis_url, redis_pid
+    if not is_sentinel(settings.redis_url):  # through Sentinel: the workers find the master
+        wait_for_redis(settings.redis_url, pid=None, log=None, timeout=STARTUP_TIMEOUT)
+    return settings.redis_url, None
+
+
+def _start_workers(
+    record: StackRecord,
+    settings: Settings,
+    counts: dict[str, int],
+    extra_env: dict[str, str] | None,
+    started: list[Target],
+) -> None:
+    """`counts[queue]` workers of each queue, started without waiting for them."""
+    for queue, count in counts.items():
+        for index in range(1, count + 1):
+            worker = start_worker(
+                settings,
+                queue,
+                redis_url=record.redis_url,
+                index=index,
+                extra_env=extra_env,
+                wait=False,
+            )
+            record.workers.append(worker)
+            started.append((worker["pid"], _worker_needles(worker)))
+
+
+def _start_supervisor(
+    record: StackRecord,
+    settings: Settings,
+    extra_env: dict[str, str] | None,
+    started: list[Target],
+) -> None:
+    """The supervisor that restarts a worker that dies or stops answering."""
+    log = record.home / "logs" / "supervisor.log"
+    argv = [sys.executable, "-m", "runtime.stack.supervisor", str(record.home)]
+    env = child_env(settings, record.redis_url, extra_env)
+    record.supervisor_pid = spawn(argv, log=log, env=env)
+    started.append((record.supervisor_pid, _supervisor_needles(record.home)))
+    record.save()
 
 
 def is_running(record: StackRecord) -> bool:
