@@ -5,9 +5,8 @@ once it was delivered too often (docs/architecture.md, "Brokers").
 - Redis (`redis://`, `rediss://`, `sentinel://`): an unacknowledged message
   comes back after the visibility timeout; kombu looks for such messages often.
   On `redis://` a worker takes several messages per round trip
-  (`redis_broker`); a Sentinel channel closed under a failover keeps its
-  pool; `rediss://` keeps kombu's transport, which turns TLS on for that
-  scheme by name.
+  (`redis_broker`, on `rediss://` too, with the server's certificate
+  checked); a channel closed under a restart or a failover keeps its pool.
 - RabbitMQ (`amqp://`, `amqps://`): `reads` and `effects` are quorum queues
   (replicated, durable), every publish waits for the broker's confirm, and a
   message returned more than `delivery_limit` times is dead-lettered to `DEAD`,
@@ -19,6 +18,7 @@ once it was delivered too often (docs/architecture.md, "Brokers").
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -104,23 +104,21 @@ def _broker_options(settings: Settings, url: str) -> dict[str, Any]:
             # sentinel://: the master's name and the sentinels' password.
             **redis_client.celery_options(settings, url),
         },
-        **({"broker_use_ssl": tls} if (tls := _sentinel_tls(settings, url)) else {}),
-        **({"broker_transport": transport} if (transport := _redis_transport(url)) else {}),
+        **({"broker_use_ssl": tls} if (tls := _tls(settings, url)) else {}),
+        "broker_transport": redis_broker.SENTINEL
+        if redis_client.is_sentinel(url)
+        else redis_broker.NAME,
     }
 
 
-def _redis_transport(url: str) -> str | None:
-    """toolrun's transport for `redis://` and Sentinel; kombu's for `rediss://`,
-    whose TLS kombu turns on by the transport's name: a transport named
-    otherwise would connect without it."""
-    scheme = urlsplit(url).scheme
-    if scheme == "redis":
-        return redis_broker.NAME
-    return redis_broker.SENTINEL if scheme == "sentinel" else None
-
-
-def _sentinel_tls(settings: Settings, url: str) -> dict[str, Any] | None:
-    return redis_client.celery_tls(settings) if redis_client.is_sentinel(url) else None
+def _tls(settings: Settings, url: str) -> dict[str, Any] | None:
+    """TLS for the broker: Sentinel's when it is on; for `rediss://`, the
+    certificate checked, as toolrun's own Redis clients check it (kombu turned
+    TLS on by its transport's name, without a check unless told). A URL's own
+    `ssl_*` options (`ssl_ca_certs`, `ssl_cert_reqs`) take precedence."""
+    if redis_client.is_sentinel(url):
+        return redis_client.celery_tls(settings)
+    return {"ssl_cert_reqs": ssl.CERT_REQUIRED} if urlsplit(url).scheme == "rediss" else None
 
 
 def declare_dead_letters(app: Celery) -> None:

@@ -14,9 +14,9 @@ the head of the queue at once. A Redis without BLMPOP (before 7.0) gets
 kombu's own BRPOP. The synchronous client, which kombu builds anew for every
 ack and every copy, is kept.
 
-Only `redis://` uses it. Sentinel takes kombu's own channel, keeping its pool
-once closed as this one does (`KeepsPool`); `rediss://` keeps kombu's
-transport, which turns TLS on by its name.
+`redis://` and `rediss://` use it (TLS is the app's `broker_use_ssl`,
+`runtime.transport.broker`). Sentinel takes kombu's own channel, keeping its
+pool once closed as this one does (`KeepsPool`).
 """
 
 from __future__ import annotations

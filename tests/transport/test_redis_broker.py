@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
 from runtime.transport import redis_broker
 from runtime.transport.app import make_app
+from tests.support import tls_redis
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.server
@@ -192,7 +194,7 @@ def test_messages_none_of_them_kombus_are_dropped_as_kombu_drops_each(url):
         assert [m.decode()["n"] for m in got] == [7]
 
 
-def test_the_app_takes_it_on_redis_and_sentinel_and_leaves_tls_and_rabbitmq_to_kombu(tmp_path):
+def test_the_app_takes_it_on_redis_and_sentinel_and_leaves_rabbitmq_to_kombu(tmp_path):
     state = "redis://:pw@127.0.0.1:6399/0"
     assert make_app(Settings(home=tmp_path), redis_url=state).conf.broker_transport == (
         redis_broker.NAME
@@ -201,10 +203,7 @@ def test_the_app_takes_it_on_redis_and_sentinel_and_leaves_tls_and_rabbitmq_to_k
     assert make_app(
         sentinel.model_copy(update={"redis_master_name": "m"}), redis_url=state
     ).conf.broker_transport == (redis_broker.SENTINEL)
-    others = (
-        "amqp://guest:guest@127.0.0.1:5672//",
-        "rediss://:pw@127.0.0.1:6380/0",  # kombu's own turns TLS on by its name
-    )
+    others = ("amqp://guest:guest@127.0.0.1:5672//",)
     for broker_url in others:
         settings = Settings(home=tmp_path, broker_url=broker_url, redis_master_name="m")
         assert make_app(settings, redis_url=state).conf.broker_transport is None
@@ -228,3 +227,45 @@ def test_a_pop_whose_socket_errs_puts_what_it_took_back_at_the_head_of_its_queue
         assert client.hlen("unacked") == 0  # nothing was delivered, so nothing was kept
         connection.drain_events(timeout=5)  # the next pop starts, and takes them again
         assert [m.decode()["n"] for m in got] == [0, 1, 2]
+
+
+def closed_under_its_connection(connection: Connection, client: redis.Redis, queue: str) -> int:
+    """Take two messages without acknowledging them, then close the channel as
+    Celery does when Redis goes away: the connection first (kombu cuts its
+    transport loose), then the channel, which restores its messages. How many
+    came back to the queue."""
+    publish(connection, 2)
+    consumer, got = taking(connection, prefetch=2)
+    connection.drain_events(timeout=5)
+    assert len(got) == 2
+    channel = consumer.channel
+    channel.connection.client = None  # what kombu's Connection._close does to its transport
+    channel.close()
+    return client.llen(queue)
+
+
+def test_a_channel_closed_after_its_connection_restores_its_messages(url):
+    """kombu's own channel built a new pool from the connection it had lost
+    and raised AttributeError there, which Celery counts as unrecoverable
+    (docs/architecture.md, "Brokers")."""
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=redis_broker.NAME) as connection:
+        assert closed_under_its_connection(connection, client, "q") == 2
+        assert client.hlen("unacked") == 0
+
+
+@pytest.mark.skipif(not tls_redis.available(), reason="no redis-server or openssl: TLS untested")
+def test_over_tls_the_app_takes_it_with_tls_on_and_it_keeps_its_pool_once_closed(tmp_path):
+    """`rediss://` gets toolrun's transport with TLS on and the certificate
+    checked (kombu's own turned TLS on by the transport's name, without a
+    check unless told); the URL's `ssl_*` options are kept."""
+    with tls_redis.tls_redis(tmp_path / "tls") as (url, ca):
+        broker_url = f"{url}?ssl_ca_certs={ca}"
+        app = make_app(
+            Settings(home=tmp_path, broker_url=broker_url), redis_url="redis://127.0.0.1:1/0"
+        )
+        assert app.conf.broker_transport == redis_broker.NAME
+        client = redis.Redis.from_url(url, ssl_ca_certs=str(ca))
+        with app.connection_for_write() as connection:
+            assert closed_under_its_connection(connection, client, "q") == 2
+        assert app.conf.broker_use_ssl == {"ssl_cert_reqs": ssl.CERT_REQUIRED}
