@@ -190,6 +190,7 @@ def test_an_org_policy_trusts_the_shared_workspaces(env, tmp_path):
     assert not sources.policy_for(tmp_path).trusted
 
 
+@pytest.mark.server  # starts `celery flower` (it stops at once, but it is a server's command)
 def test_the_shipped_placeholders_are_refused_at_startup_in_one_line(env, tmp_path):
     """.env.example copied as it is: every toolrun service stops at once, saying
     which setting still holds a change-me, before it reaches for any server."""
