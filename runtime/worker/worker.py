@@ -67,6 +67,7 @@ class Worker:
             resend_after=settings.resend_after,
             unrecorded_patience=settings.unrecorded_patience,
             notifiers=org_notifiers(settings),
+            notification_resend_after=settings.notification_resend_after,
         )
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
         ledger.announced_by(self._announced)  # a kept end yields to the one published
