@@ -70,6 +70,8 @@ SignedIn = Annotated[Viewer, Depends(_signed_in)]
 
 @router.get("")
 async def page(request: Request) -> Response:
+    """The page: the calls waiting that the signed-in key may see, answered
+    there; without a session, a redirect (303) to sign in."""
     found = await session.viewer(request)
     if found is None:
         return RedirectResponse(f"{session.PATH}/sign-in", 303, headers=HEADERS)
@@ -79,6 +81,7 @@ async def page(request: Request) -> Response:
 
 @router.get("/sign-in")
 async def sign_in_form() -> Response:
+    """The sign-in form: one field, the API key."""
     return _html("sign_in.html", error="")
 
 
@@ -100,6 +103,7 @@ async def sign_in(request: Request) -> Response:
 
 @router.post("/sign-out")
 async def sign_out(request: Request, viewer: SignedIn) -> Response:
+    """Forget the session cookie (a form with the CSRF token in a hidden field)."""
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     csrf.check(request, viewer.session, (form.get(csrf.FIELD) or [""])[0])
     response = RedirectResponse(f"{session.PATH}/sign-in", 303, headers=HEADERS)
@@ -109,6 +113,7 @@ async def sign_out(request: Request, viewer: SignedIn) -> Response:
 
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
+    """The page's script and style sheet (`page.js`, `page.css`)."""
     if name not in FILES:
         return Response(status_code=404)
     return Response(_text(name), media_type=FILES[name], headers=HEADERS)
@@ -116,6 +121,8 @@ async def static(name: str) -> Response:
 
 @router.get("/pending")
 async def pending(request: Request, viewer: SignedIn) -> dict[str, Any]:
+    """The page's list as JSON: each waiting call with its tool, redacted
+    arguments, diff, rule and reason, and what the key may answer."""
     return await run_in_threadpool(listing.pending, request.app.state.gateway, viewer.key)
 
 
