@@ -6,7 +6,6 @@ Without `chromium` and `chromedriver` on PATH these tests skip and say so."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -15,29 +14,15 @@ from tests.support.page import waiting
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.server]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip(
-        "no system chromium and chromedriver (apt-get install chromium chromium-driver)",
-        allow_module_level=True,
-    )
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+# Skips the module without a browser:
+from tests.support.browser import By, WebDriverWait, chromium  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
-    driver.set_page_load_timeout(120)
-    yield driver
-    driver.quit()
+def browser() -> Iterator:
+    with chromium() as driver:
+        yield driver
 
 
 def _article(driver, batch_id: str):
