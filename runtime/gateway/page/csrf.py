@@ -39,10 +39,13 @@ def check(request: Request, session: Session, given: str | None = None) -> None:
 
 
 def same_origin(request: Request) -> None:
-    """A 403 for a request a browser says came from another origin."""
+    """A 403 for a request a browser says came from another origin: one whose
+    `Origin` names neither the `Host` it was sent to nor, behind a proxy, the
+    `X-Forwarded-Host` the proxy says the browser used (a page of another
+    origin can set neither)."""
     origin = request.headers.get("origin")
     if origin is None:
         return
-    host = request.headers.get("host", "")
-    if urlsplit(origin).netloc != host:
+    hosts = {request.headers.get("host", ""), request.headers.get("x-forwarded-host", "")}
+    if urlsplit(origin).netloc not in hosts - {""}:
         raise Forbidden("a request from another origin")

@@ -17,7 +17,9 @@ from runtime.transcript import changes
 
 
 def pending(gateway: Any, key: Key) -> dict[str, Any]:
-    """The page's list for `key` (blocking: call it off the event loop)."""
+    """The page's list for `key` (blocking: call it off the event loop),
+    redacted as everything the gateway answers is (its settings' patterns)."""
+    redactor = gateway.runtime.ledger.redactor
     rows = access.approvals(gateway, key, gateway.runtime.pending_approvals())
     asked: dict[str, dict[str, str | None]] = {}
     places: dict[str, str | None] = {}
@@ -25,16 +27,18 @@ def pending(gateway: Any, key: Key) -> dict[str, Any]:
         asked[batch_id] = _rules(gateway, batch_id)
         found = gateway.runtime.ledger.batch(batch_id)
         places[batch_id] = found.workspace if found else None
-    return {
-        "viewer": key.name,
-        "can_answer": key.role in (Role.approver, Role.admin),
-        "may_widen": key.role is Role.admin,
-        "calls": [_shown(row, asked[row.batch_id], places[row.batch_id]) for row in rows],
-    }
+    return redactor.redact(
+        {
+            "viewer": key.name,
+            "can_answer": key.role in (Role.approver, Role.admin),
+            "may_widen": key.role is Role.admin,
+            "calls": [_shown(row, asked[row.batch_id], places[row.batch_id]) for row in rows],
+        }
+    )
 
 
 def _shown(row: Any, rules: dict[str, str | None], workspace: str | None) -> dict[str, Any]:
-    arguments = redact(row.arguments)
+    arguments = redact(row.arguments)  # stored redacted; the shapes of now, too
     change = changes.lines({"tool": row.tool, "arguments": arguments})
     return {
         "batch_id": row.batch_id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from html import escape
 from importlib import resources
 from string import Template
@@ -27,7 +28,6 @@ from runtime.gateway.keys import authenticate
 from runtime.gateway.page import csrf, listing, session
 from runtime.gateway.page.session import Viewer
 from runtime.gateway.problems import Unauthorized
-from runtime.redaction import redact
 
 router = APIRouter(prefix=session.PATH, include_in_schema=False)
 LOOK_EVERY = 1.0  # seconds between the stream's reads of the pending calls
@@ -129,7 +129,8 @@ async def pending(request: Request, viewer: SignedIn) -> dict[str, Any]:
 @router.get("/stream")
 async def stream(request: Request, viewer: SignedIn) -> EventSourceResponse:
     """`event: approvals` with the whole list each time it changes (looked at
-    every `LOOK_EVERY`); it ends once the viewer's key is revoked. It holds
+    every `LOOK_EVERY`); it ends once the viewer's key is revoked or its
+    session expires. It holds
     one of the key's waits (`waits_per_key`), as a batch's event stream does."""
     gateway = request.app.state.gateway
     release = gateway.waits.take(viewer.key)
@@ -137,11 +138,13 @@ async def stream(request: Request, viewer: SignedIn) -> EventSourceResponse:
     async def changes():
         last = None
         try:
-            while await gateway.standing.still_live(viewer.key.id):
+            while viewer.session.expires > time.time() and await gateway.standing.still_live(
+                viewer.key.id
+            ):
                 shown = await run_in_threadpool(listing.pending, gateway, viewer.key)
                 if shown != last:
                     last = shown
-                    yield {"event": "approvals", "data": json.dumps(redact(shown))}
+                    yield {"event": "approvals", "data": json.dumps(shown)}
                 await asyncio.sleep(LOOK_EVERY)
         finally:
             release()
