@@ -115,3 +115,36 @@ def test_the_stream_lists_the_waiting_calls_and_a_revoked_key_signs_out(gateway,
         )
     with gateway.client(keys["admin"]) as admin:
         assert admin.post(f"/v1/batches/{batch_id}/calls/w/deny").status_code == 200
+
+
+def test_approve_and_remember_on_the_page_keeps_to_the_keys_role(gateway, keys, space):
+    batch_id = waiting(gateway, keys["submitter"], space)
+    path = f"/approvals/calls/{batch_id}/w"
+    with signed_in(gateway, keys["approver"]) as bob:
+        token = {"X-CSRF-Token": csrf_of(bob)}
+        wider = {"answer": "approve", "remember": "workspace", "rule": "write_file(*.txt)"}
+        refused = bob.post(path, json=wider, headers=token)
+        assert refused.status_code == 403 and "only an admin" in refused.json()["detail"]
+        assert (batch_id, "w") in _listed(bob)
+        answer = bob.post(path, json={"answer": "approve", "remember": "workspace"}, headers=token)
+        assert answer.status_code == 200, answer.text
+    assert answer.json()["remembered"]["rule"] == f"write_file({(space / 'w.txt').resolve()})"
+    with gateway.client(keys["submitter"]) as alice:
+        alice.get(f"/v1/batches/{batch_id}", params={"wait": 60})
+        again = {"id": "w", "name": "write_file", "arguments": {"path": "w.txt", "content": "2"}}
+        body = {"calls": [again], "workspace": str(space), "mode": "default"}
+        done = alice.post("/v1/batches", params={"wait": 60}, json=body)
+    assert [r["status"] for r in done.json()["results"]] == ["ok"], done.text  # nobody asked
+
+
+def test_a_denial_on_the_page_carries_its_reason_to_the_model(gateway, keys, space):
+    batch_id = waiting(gateway, keys["submitter"], space)
+    with signed_in(gateway, keys["admin"]) as root:
+        denial = {"answer": "deny", "reason": "not on a Friday"}
+        answer = root.post(
+            f"/approvals/calls/{batch_id}/w", json=denial, headers={"X-CSRF-Token": csrf_of(root)}
+        )
+        assert answer.status_code == 200 and answer.json()["answer"] == "denied"
+    with gateway.client(keys["submitter"]) as alice:
+        [result] = alice.get(f"/v1/batches/{batch_id}", params={"wait": 60}).json()["results"]
+    assert result["status"] == "denied" and "not on a Friday" in result["model_message"]

@@ -2,11 +2,15 @@
 through the system's chromedriver, as the docs' site is: tests/docs/): a
 person signs in with a key, a call that starts to wait appears on the open
 page by itself (the live stream), is approved there, and its batch finishes.
-Without `chromium` and `chromedriver` on PATH these tests skip and say so."""
+Without `chromium` and `chromedriver` on PATH these tests skip and say so.
+Set TOOLRUN_TEST_DOCS_SCREENSHOTS to a directory to keep a screenshot of the
+page with the call on it there."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +50,9 @@ def test_a_waiting_call_appears_is_approved_on_the_page_and_its_batch_finishes(
     article = WebDriverWait(browser, 60).until(lambda d: _article(d, batch_id))
     assert article.find_element(By.CSS_SELECTOR, ".tool").text == "write_file"
     assert "+ hi" in article.find_element(By.CSS_SELECTOR, ".diff-lines").text
+    if folder := os.environ.get("TOOLRUN_TEST_DOCS_SCREENSHOTS"):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(folder) / "approvals-page.png"))
     article.find_element(By.CSS_SELECTOR, "button.approve").click()
     WebDriverWait(browser, 60).until(
         lambda d: "approved by" in article.find_element(By.CSS_SELECTOR, ".outcome").text
