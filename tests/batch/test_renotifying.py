@@ -21,7 +21,7 @@ from tests.support.cli import REPO, stack_env
 from tests.support.waiting import wait_for
 from tests.support.webhooks import Receiver
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.server]  # a stack, a receiver
 WRITE = {"id": "w", "name": "write_file", "arguments": {"path": "n.txt", "content": "x"}}
 SUBMIT_AND_HANG = """
 import json, sys, time

@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from runtime.gateway.keys import Key, key_of
 from runtime.keyring import Purpose, derived
 
-COOKIE = "toolrun_session"
+COOKIE_NAME = "toolrun_session"
 PATH = "/approvals"  # the cookie goes to the page's routes and nowhere else
 LIFETIME = 8 * 3600  # seconds a session lasts after sign-in
 
@@ -69,7 +69,7 @@ async def viewer(request: Request) -> Viewer | None:
     """The request's signed-in key, or None: no cookie, a bad or expired
     one, or a key since revoked."""
     gateway = request.app.state.gateway
-    session = read(gateway.runtime.services.key, request.cookies.get(COOKIE))
+    session = read(gateway.runtime.services.key, request.cookies.get(COOKIE_NAME))
     if session is None or not await gateway.standing.still_live(session.key_id):
         return None
     row = await run_in_threadpool(gateway.keys.get, session.key_id)
@@ -84,9 +84,15 @@ def set_cookie(response: Response, token: str) -> None:
     HTTP-only (no script reads it) and SameSite=Strict (no other site's page
     sends it)."""
     response.set_cookie(
-        COOKIE, token, max_age=LIFETIME, path=PATH, secure=True, httponly=True, samesite="strict"
+        COOKIE_NAME,
+        token,
+        max_age=LIFETIME,
+        path=PATH,
+        secure=True,
+        httponly=True,
+        samesite="strict",
     )
 
 
 def clear_cookie(response: Response) -> None:
-    response.delete_cookie(COOKIE, path=PATH, secure=True, httponly=True, samesite="strict")
+    response.delete_cookie(COOKIE_NAME, path=PATH, secure=True, httponly=True, samesite="strict")
