@@ -128,23 +128,28 @@ async def pending(request: Request, viewer: SignedIn) -> dict[str, Any]:
 
 @router.get("/stream")
 async def stream(request: Request, viewer: SignedIn) -> EventSourceResponse:
-    """`event: approvals` with the whole list each time it changes (looked at
-    every `LOOK_EVERY`); it ends once the viewer's key is revoked or its
+    """`event: approvals` with the whole list each time it changes (the
+    waiting calls' ids read every `LOOK_EVERY`, the list made only when they
+    changed); it ends once the viewer's key is revoked or its
     session expires. It holds
     one of the key's waits (`waits_per_key`), as a batch's event stream does."""
     gateway = request.app.state.gateway
     release = gateway.waits.take(viewer.key)
 
     async def changes():
-        last = None
+        seen, last = None, None
         try:
             while viewer.session.expires > time.time() and await gateway.standing.still_live(
                 viewer.key.id
             ):
-                shown = await run_in_threadpool(listing.pending, gateway, viewer.key)
-                if shown != last:
-                    last = shown
-                    yield {"event": "approvals", "data": json.dumps(shown)}
+                rows = await run_in_threadpool(listing.waiting, gateway)
+                ids = {(row.batch_id, row.call_id) for row in rows}
+                if ids != seen:  # only then can the viewer's list differ
+                    seen = ids
+                    shown = await run_in_threadpool(listing.pending, gateway, viewer.key, rows)
+                    if shown != last:
+                        last = shown
+                        yield {"event": "approvals", "data": json.dumps(shown)}
                 await asyncio.sleep(LOOK_EVERY)
         finally:
             release()
