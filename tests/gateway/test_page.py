@@ -148,3 +148,12 @@ def test_a_denial_on_the_page_carries_its_reason_to_the_model(gateway, keys, spa
     with gateway.client(keys["submitter"]) as alice:
         [result] = alice.get(f"/v1/batches/{batch_id}", params={"wait": 60}).json()["results"]
     assert result["status"] == "denied" and "not on a Friday" in result["model_message"]
+
+
+def test_sign_out_needs_the_csrf_token_and_clears_the_cookie(gateway, keys):
+    with signed_in(gateway, keys["approver"]) as bob:
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        assert bob.post("/approvals/sign-out", content="csrf=0", headers=form).status_code == 403
+        out = bob.post("/approvals/sign-out", content=f"csrf={csrf_of(bob)}", headers=form)
+    assert out.status_code == 303 and out.headers["location"] == "/approvals/sign-in"
+    assert out.headers["set-cookie"].startswith('toolrun_session="";')
