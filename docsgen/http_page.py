@@ -133,7 +133,40 @@ def page(doc: dict[str, Any]) -> str:
     for method, path, op in routes(doc):
         index.append(f"| `{method} {path}` | {what(op)} |")
     sections = [operation_section(*route) for route in routes(doc)]
-    return INTRO + "\n".join(index) + "\n\n" + "\n".join(sections) + schemas_section(doc)
+    return (
+        INTRO
+        + "\n".join(index)
+        + "\n\n"
+        + page_section()
+        + "\n".join(sections)
+        + schemas_section(doc)
+    )
+
+
+PAGE_INTRO = """\
+## The approvals page
+
+For people in a browser, not for programs, so not in the OpenAPI document:
+sign in at `/approvals/sign-in` with a key; the browser then holds a session
+cookie (not the key), and every answer carries the page's CSRF token
+([the how-to](../how-to/approvals-page.md)).
+
+| route | what |
+|---|---|
+"""
+
+
+def page_section() -> str:
+    """The approvals page's routes (runtime/gateway/page/views.py), from their docstrings."""
+    from runtime.gateway.page.views import router
+
+    rows = []
+    for route in router.routes:
+        summary = (route.endpoint.__doc__ or "").strip().split("\n\n")[0]
+        rows += [
+            f"| `{method} {route.path}` | {cell(summary)} |" for method in sorted(route.methods)
+        ]
+    return PAGE_INTRO + "\n".join(rows) + "\n\n"
 
 
 def openapi_json(doc: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Keys per purpose, derived from the one signing key (docs/architecture.md,
-"Secrets"): task messages, transcripts, approvals and approval notifications
-are each signed under a
+"Secrets"): task messages, transcripts, approvals, approval notifications
+and the approvals page's sessions and CSRF tokens are each signed under a
 key of their own, `HMAC-SHA256(signing key, "toolrun/v1/<purpose>")`, so a
 signature made for one never verifies as another (a signed task message is no
 transcript, whatever its JSON). Every process that holds the signing key
@@ -20,6 +20,8 @@ class Purpose(StrEnum):
     transcript = "transcript"
     approval = "approval"
     notification = "notification"  # approval webhooks' bodies (runtime/batch/notifying.py)
+    page_session = "page-session"  # the approvals page's cookie (runtime/gateway/page/session.py)
+    page_csrf = "page-csrf"  # its per-session CSRF token (runtime/gateway/page/csrf.py)
 
 
 @functools.lru_cache(maxsize=64)

@@ -124,6 +124,16 @@ class Settings(BaseSettings):
     resend_after: float = Field(
         15.0, gt=0, description="Seconds after which a sent call no worker took is sent again."
     )
+    notification_resend_after: float = Field(
+        120.0,
+        gt=0,
+        description=(
+            "Seconds after a call started to wait before the sweep sends an approval "
+            "notification no process recorded again, once (its sender died); one that "
+            "failed is sent again at the next sweep (docs/architecture.md, "
+            '"Approval notifications").'
+        ),
+    )
     kill_grace: float = Field(
         5.0, gt=0, description="Seconds past a tool's timeout before its process is killed."
     )

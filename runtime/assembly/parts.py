@@ -46,8 +46,8 @@ def advancer(
     approvals: Approvals,
     notifiers: tuple[Notifier, ...],
 ) -> Advancer:
-    """The batch mover of a client or a worker, with the lease, resend and
-    unrecorded-batch timings of `settings`."""
+    """The batch mover of a client or a worker, with the lease, resend,
+    unrecorded-batch and notification-resend timings of `settings`."""
     return Advancer(
         ledger=ledger,
         registry=registry,
@@ -58,5 +58,6 @@ def advancer(
         lease_seconds=settings.lease_seconds,
         resend_after=settings.resend_after,
         unrecorded_patience=settings.unrecorded_patience,
+        notification_resend_after=settings.notification_resend_after,
         notifiers=notifiers,
     )

@@ -21,6 +21,7 @@ from runtime.batch.approving import Approving
 from runtime.batch.notifying import Notifying
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
+from runtime.batch.renotifying import AFTER, Renotifying
 from runtime.batch.send_limits import Flow
 from runtime.batch.unrecorded import PATIENCE, UnrecordedEnds
 from runtime.batch.view import Viewer
@@ -54,6 +55,7 @@ class Advancer:
         resend_after: float = RESEND_AFTER,
         unrecorded_patience: float = PATIENCE,
         notifiers: tuple[Notifier, ...] = (),
+        notification_resend_after: float = AFTER,
     ) -> None:
         self.ledger, self.registry, self.key = ledger, registry, key
         self.queue, self.state, self.approvals = queue, state, approvals
@@ -69,6 +71,11 @@ class Advancer:
             conclude=self.conclude,
             notifying=Notifying(notifiers, key=key, ledger=ledger) if notifiers else None,
         )
+        self.renotifying = None  # lost approval notifications, sent again by the sweep
+        if self.approving.notifying is not None:
+            self.renotifying = Renotifying(
+                self.approving.notifying, approvals, after=notification_resend_after
+            )
         self.viewer = Viewer(
             ledger=ledger,
             registry=registry,
@@ -185,6 +192,11 @@ class Advancer:
         attention = self.ledger.needing_attention(now=now, stale_before=stale)
         for batch_id, call_id in attention.expired:
             self.approvals.expire(batch_id, call_id)
+        if self.renotifying is not None:
+            try:
+                self.renotifying.sweep(now)
+            except LedgerUnavailable:  # the next sweep looks again
+                pass
         lapsed = liveness.lapsed(self.state)
         found = set(attention.batches) | {batch_id for batch_id, _ in attention.expired}
         found |= {batch_id for batch_id, _ in lapsed} | self.flow.due()

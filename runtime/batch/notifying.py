@@ -93,7 +93,11 @@ class Notifying:
                 name=f"toolrun-notify-{notifier.name}",
             ).start()
 
-    def deliver(self, notifier: Notifier, batch_id: str, call_id: str, message: dict) -> None:
+    def deliver(
+        self, notifier: Notifier, batch_id: str, call_id: str, message: dict, *, again: bool = False
+    ) -> None:
+        """POST `message` with retries and record the outcome (`again`: the
+        sweep's second delivery, marked so in the row: renotifying.py)."""
         body = json.dumps(message, separators=(",", ":"), default=str).encode()
         delivery = f"{batch_id}/{call_id}/{notifier.name}"
         retrying = Retrying(
@@ -120,6 +124,8 @@ class Notifying:
                 extra={"batch_id": batch_id, "call_id": call_id},
             )
         detail = {"notifier": notifier.name, "http_status": status, "error": error}
+        if again:
+            detail["again"] = True
         try:
             self.ledger.record_event(
                 batch_id,

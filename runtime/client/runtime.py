@@ -42,6 +42,7 @@ from runtime.errors import InvalidBatch, StackError
 from runtime.flow.limits import Limits
 from runtime.gate import bindings
 from runtime.gate.policy import PolicySources
+from runtime.keyring import Purpose, derived
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import RememberedRuleRow
@@ -273,6 +274,13 @@ class Runtime(AsyncSubmits):
         `approve_and_remember`'s options (docs/architecture.md, "Remembered
         rules"); None if it was not waiting."""
         return approve_and_remember(self._services, batch_id, call_id, **options)
+
+    def key_for(self, purpose: Purpose) -> bytes:
+        """This deployment's key for one purpose, derived from its signing key
+        (which never leaves the Runtime): the gateway's page signs its
+        sessions and CSRF tokens with theirs (docs/architecture.md, "The
+        approvals page")."""
+        return derived(self._services.key, purpose)
 
     def cancel(self, batch_id: str, *, by: str = "client") -> None:
         """Cancel a batch from any process that can reach its Redis and ledger."""

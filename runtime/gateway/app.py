@@ -19,6 +19,7 @@ from runtime.gateway.bodies import BodyLimit
 from runtime.gateway.cursors import Cursors
 from runtime.gateway.handles import Handles
 from runtime.gateway.metrics import CountRequests, Metrics
+from runtime.gateway.page import views as page
 from runtime.gateway.shortcuts import Shortcuts
 from runtime.gateway.waits import Waits
 from runtime.ledger.keys import Keys
@@ -96,7 +97,7 @@ def create_app(settings: Settings | None = None, runtime: Runtime | None = None)
 
     app.openapi = openapi  # what /openapi.json answers
     problems.install(app, redactor)
-    for router in (batches.router, approvals.router, service.router, usage.router):
+    for router in (batches.router, approvals.router, service.router, usage.router, page.router):
         app.include_router(router)
     app.add_middleware(Shortcuts, api=app)  # inside the two below, as the routes are
     app.add_middleware(BodyLimit, limit=settings.gateway_max_body_bytes)

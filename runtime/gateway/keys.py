@@ -90,6 +90,11 @@ def authenticate(keys: Keys, token: str) -> Key | None:
         return None
     if not hmac.compare_digest(row.secret_hash, digest(token)):
         return None
+    return key_of(row)
+
+
+def key_of(row: ApiKeyRow) -> Key:
+    """The key a stored row stands for (live or not: the caller checks)."""
     return Key(
         id=row.id,
         name=row.name,

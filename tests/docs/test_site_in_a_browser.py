@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -25,18 +24,9 @@ from tests.docs.conftest import Built
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.server]  # a web server and a browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip(
-        "no system chromium and chromedriver (apt-get install chromium chromium-driver)",
-        allow_module_level=True,
-    )
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+# Skips the module without a browser:
+from tests.support.browser import By, WebDriverWait, chromium, expected_conditions  # noqa: E402
 
 
 class Quiet(SimpleHTTPRequestHandler):
@@ -56,16 +46,9 @@ def served(built_site: Built) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    options.add_argument("--window-size=1280,900")
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
-    driver.set_page_load_timeout(120)
-    yield driver
-    driver.quit()
+def browser() -> Iterator:
+    with chromium(width=1280, height=900) as driver:
+        yield driver
 
 
 def built_pages(site: Path) -> set[str]:

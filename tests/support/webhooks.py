@@ -1,5 +1,7 @@
 """A webhook receiver on 127.0.0.1 for tests: it keeps every request it is
-sent, and answers the first `failures` requests of each delivery id with a 500."""
+sent, and answers the first `failures` requests of each delivery id with a 500
+(with `stall`, the first of each is held unanswered until the receiver
+closes: its sender can be killed while it waits)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, failures: int = 1) -> None:
-        self.failures = failures
+    def __init__(self, failures: int = 1, *, stall: bool = False) -> None:
+        self.failures, self.stall = failures, stall
+        self._closing = threading.Event()
         self.requests: list[Received] = []
         self._seen: Counter[str] = Counter()
         self._changed = threading.Condition()
@@ -35,6 +38,8 @@ class Receiver:
                     code = 500 if first <= receiver.failures else 200
                     receiver.requests.append(Received(self.path, headers, body, code))
                     receiver._changed.notify_all()
+                if receiver.stall and first == 1:
+                    receiver._closing.wait(120)
                 self.send_response(code)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -51,6 +56,7 @@ class Receiver:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._closing.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -59,6 +65,12 @@ class Receiver:
         with self._changed:
             self._changed.wait_for(lambda: len(self.accepted()) >= count, timeout)
             return self.accepted()
+
+    def seen(self, count: int, timeout: float = 60) -> list[Received]:
+        """Every request, once there are at least `count` of them."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.requests) >= count, timeout)
+            return list(self.requests)
 
     def accepted(self) -> list[Received]:
         return [request for request in self.requests if request.answered == 200]

@@ -1,0 +1,2 @@
+"""The approvals page: people answer waiting calls in a browser
+(docs/architecture.md, "The approvals page")."""
