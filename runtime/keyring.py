@@ -20,6 +20,7 @@ class Purpose(StrEnum):
     transcript = "transcript"
     approval = "approval"
     notification = "notification"  # approval webhooks' bodies (runtime/batch/notifying.py)
+    hook = "hook"  # policy hooks' HTTP requests (runtime/gate/hooks/http_hook.py)
 
 
 @functools.lru_cache(maxsize=64)

@@ -24,12 +24,15 @@ from runtime.execution.outcomes import Outcome
 from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
+from runtime.gate.hooks import post as post_hooks
+from runtime.gate.hooks.calling import Consulted
 from runtime.gate.policy import Policy
 from runtime.ledger.claims import Start
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.rows import event_fields
 from runtime.ledger.store import EventKind, Ledger
 from runtime.ledger.tables import utc_now
+from runtime.redaction import redactor_for
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.settings import Settings
@@ -100,9 +103,11 @@ def execute(
     if isinstance(admission, Refused):
         return outcomes.refusal(ledger, message, admission, meta)
     if claimed:
-        outcome = _claimed(admission, message, ledger, settings, worker, state, previous, defer)
+        outcome = _claimed(
+            admission, message, ledger, settings, worker, state, key, previous, defer
+        )
     else:
-        outcome = _at_least_once(admission, message, ledger, settings, worker, state, taking)
+        outcome = _at_least_once(admission, message, ledger, settings, worker, state, key, taking)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
         budget_checks.charge(outcome.result, spending, state, message.batch_id)
     return outcome
@@ -126,6 +131,7 @@ def _at_least_once(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    key: bytes,
     taking: start_limits.Entering | None = None,
 ) -> Outcome:
     """A read or an idempotent call: safe to run again, so nothing is claimed.
@@ -181,7 +187,7 @@ def _at_least_once(
             )
         )
         started_at = None
-    result = _invoke(admission, message, settings, ledger, worker, look.delivery, retried)
+    result = _invoke(admission, message, settings, ledger, worker, look.delivery, retried, key)
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
@@ -195,6 +201,7 @@ def _claimed(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    key: bytes,
     previous: Previous | None = None,
     defer: bool = False,
 ) -> Outcome:
@@ -246,7 +253,7 @@ def _claimed(
         )
 
     with fenced(state, message.batch_id, call.id, settings.lease_seconds):
-        result = _invoke(admission, message, settings, ledger, worker, begun.delivery, retried)
+        result = _invoke(admission, message, settings, ledger, worker, begun.delivery, retried, key)
     if defer:  # the next step's claim writes it
         return Outcome(result, None, deferred=True)
     return outcomes.record(ledger, message, result)  # publishing the end releases the lease
@@ -260,9 +267,11 @@ def _invoke(
     worker: str | None,
     delivery: int,
     retried: Callable[[int, BaseException], None],
+    key: bytes,
 ) -> ToolResult:
+    """The tool's result, with the policy's post hooks' notes and marks."""
     quiet = ledger.quiet
-    return invoke(
+    result = invoke(
         admission,
         message,
         settings,
@@ -271,6 +280,20 @@ def _invoke(
         on_retry=retried,
         quiet=quiet,
     )
+    hooks = Policy.from_snapshot(message.policy).hooks
+    if not any(hook.when == "post" for hook in hooks):
+        return result
+
+    def record(asked: Consulted) -> None:
+        fields = asked.fields()
+        ledger.eventually(
+            lambda: ledger.record_event(
+                message.batch_id, message.call_id, EventKind.hook, worker=worker, **fields
+            )
+        )
+
+    redactor = redactor_for(settings.redaction_patterns)
+    return post_hooks.after(result, message, hooks, key=key, redactor=redactor, record=record)
 
 
 def _hold(state: Leases | None, message: CallMessage, seconds: float) -> ToolResult | None:

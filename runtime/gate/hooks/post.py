@@ -1,0 +1,71 @@
+"""Post hooks: each result a worker's tool produced, shown to the policy's
+post hooks (from the signed snapshot the call's message carries) before it is
+recorded and published (docs/architecture.md, "Policy hooks").
+
+A hook's `note` is appended to the result's model message, naming the hook,
+for the model to read; its `mark` is appended to the screen summary. Each
+answer, latency and failure is an event row of kind `hook`. A post hook
+cannot undo what the tool did, so its failure changes nothing in the result,
+whatever its `on_failure` says; the row records it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from runtime.gate.hooks.calling import Consulted, consult
+from runtime.gate.hooks.declaration import Hook
+from runtime.types import CallMessage, ToolResult
+
+
+def after(
+    result: ToolResult,
+    message: CallMessage,
+    hooks: tuple[Hook, ...],
+    *,
+    key: bytes,
+    redactor: Any,
+    record: Callable[[Consulted], None],
+) -> ToolResult:
+    """`result` with every post hook's note and mark; `record(consulted)`
+    writes each hook's row."""
+    for hook in hooks:
+        if hook.when != "post" or not hook.sees(message.tool):
+            continue
+        asked = consult(hook, request(result, message, hook, redactor), key, message.tool)
+        record(asked)
+        answer = asked.answer
+        changes: dict[str, Any] = {}
+        if answer.note:
+            note = f"[note from hook {hook.name!r}: {answer.note}]"
+            changes["model_message"] = f"{result.model_message}\n\n{note}"
+        if answer.mark:
+            changes["summary"] = f"{result.summary} [marked {answer.mark!r} by hook {hook.name!r}]"
+        if changes:
+            result = result.model_copy(update=changes)
+    return result
+
+
+def request(result: ToolResult, message: CallMessage, hook: Hook, redactor: Any) -> dict[str, Any]:
+    """What a post hook is shown: the call, and the result as the worker
+    formatted it (already redacted, as everything leaving a worker is)."""
+    arguments = message.arguments
+    return {
+        "event": "post_tool_use",
+        "hook": hook.name,
+        "batch_id": message.batch_id,
+        "call_id": message.call_id,
+        "tool": message.tool,
+        "arguments": redactor.redact(arguments) if hook.redact else arguments,
+        "mode": message.mode.value,
+        "workspace": message.workspace,
+        "decision": message.decision,
+        "result": {
+            "status": result.status.value,
+            "model_message": result.model_message,
+            "summary": result.summary,
+            "content": result.content,
+            "error": result.error.model_dump(mode="json") if result.error else None,
+        },
+    }
