@@ -11,6 +11,7 @@ non-idempotent side effect runs only if this delivery claims it in the ledger.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -271,6 +272,7 @@ def _invoke(
 ) -> ToolResult:
     """The tool's result, with the policy's post hooks' notes and marks."""
     quiet = ledger.quiet
+    began = time.monotonic()
     result = invoke(
         admission,
         message,
@@ -293,7 +295,13 @@ def _invoke(
         )
 
     redactor = redactor_for(settings.redaction_patterns)
-    return post_hooks.after(result, message, hooks, key=key, redactor=redactor, record=record)
+    # The pool process dies at the hard limit, counted from the tool's start:
+    # the post hooks get what is left of it, less a margin to record the end.
+    limit = (admission.spec.timeout or settings.default_timeout) + settings.kill_grace
+    left = limit - (time.monotonic() - began) - min(1.0, settings.kill_grace / 2)
+    return post_hooks.after(
+        result, message, hooks, key=key, redactor=redactor, record=record, seconds=left
+    )
 
 
 def _hold(state: Leases | None, message: CallMessage, seconds: float) -> ToolResult | None:

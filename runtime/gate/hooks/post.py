@@ -6,14 +6,19 @@ A hook's `note` is appended to the result's model message, naming the hook,
 for the model to read; its `mark` is appended to the screen summary. Each
 answer, latency and failure is an event row of kind `hook`. A post hook
 cannot undo what the tool did, so its failure changes nothing in the result,
-whatever its `on_failure` says; the row records it.
+whatever its `on_failure` says; the row records it. Post hooks run in the pool
+process before the call's hard limit kills it, so together they get what is
+left of that limit (docs/architecture.md, "Policy hooks").
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from runtime.gate.hooks.answer import Answer
 from runtime.gate.hooks.calling import Consulted, consult
 from runtime.gate.hooks.declaration import Hook
 from runtime.types import CallMessage, ToolResult
@@ -27,12 +32,23 @@ def after(
     key: bytes,
     redactor: Any,
     record: Callable[[Consulted], None],
+    seconds: float | None = None,
 ) -> ToolResult:
     """`result` with every post hook's note and mark; `record(consulted)`
-    writes each hook's row."""
+    writes each hook's row. `seconds`: what all of them may take together (a
+    hook's timeout is cut to what is left; with nothing left it is not asked,
+    and its row says so)."""
+    deadline = time.monotonic() + seconds if seconds is not None else None
     for hook in hooks:
         if hook.when != "post" or not hook.sees(message.tool):
             continue
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                why = "not asked: no time left before the call's hard limit"
+                record(Consulted(hook, Answer(), 0.0, why, non_blocking=True))
+                continue
+            hook = replace(hook, timeout=min(hook.timeout, left))
         asked = consult(hook, request(result, message, hook, redactor), key, message.tool)
         record(asked)
         answer = asked.answer

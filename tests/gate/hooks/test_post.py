@@ -48,3 +48,13 @@ def test_a_post_hook_sees_only_its_tools_and_pre_hooks_are_not_asked(tmp_path):
     pre = Hook("note", "pre", "python", f"{__name__}:note", "org", "org.json")
     found, rows = noted(tmp_path, hook("note", tools=["bump"]), pre)
     assert found.model_message == "x" and rows == []
+
+
+def test_with_no_time_left_a_post_hook_is_not_asked_and_its_row_says_so(tmp_path):
+    sent = CallMessage.model_validate(message("c1", "echo", {"text": "x"}, workspace=tmp_path))
+    result = ToolResult(call_id="c1", tool="echo", status=Status.ok, model_message="x", summary="x")
+    rows = []
+    found = post.after(
+        result, sent, (hook("note"),), key=b"k", redactor=BUILT_IN, record=rows.append, seconds=0
+    )
+    assert found == result and "no time left" in rows[0].failure
