@@ -7,7 +7,8 @@ What holds, whatever a hook answers:
 - A call the gate denied or refused never reaches a hook: no hook weakens a deny.
 - A hook's `deny` ends the call `denied`, naming the hook and its reason; its
   `ask` makes an allowed call wait for a person (in `auto` mode, where nobody
-  answers, it is a deny). Only an org hook's `allow` lifts the gate's `ask`;
+  answers, it is a deny). Only an org hook's `allow` lifts the gate's `ask`,
+  and only one an allow rule would lift (the mode's, `requires_approval`);
   a user's or project's `allow` counts for nothing.
 - Replaced arguments are validated against the tool's schema (invalid: an
   `invalid_arguments` result naming the hook) and go through the whole gate
@@ -120,10 +121,19 @@ def _judged(current: Admitted, asked: Consulted, gate: Gate) -> Admitted | Refus
     if answer.effect is Effect.ask and effect is Effect.allow:
         decision = Decision.ask(f"hook {hook.name!r} asks{said}", rule=rule, source=hook.source)
         return replace(current, decision=decision)
-    if answer.effect is Effect.allow and effect is Effect.ask and hook.org:
+    if answer.effect is Effect.allow and effect is Effect.ask and hook.org and _liftable(current):
         reason = f"allowed by hook {hook.name!r}{said}"
         return replace(current, decision=Decision.allow(reason, rule=rule, source=hook.source))
     return current
+
+
+def _liftable(current: Admitted) -> bool:
+    """Whether an allow may lift this ask: the one the mode's table or the
+    tool's `requires_approval` made, as an allow rule would. An ask rule (of
+    any level: ask beats allow), a protected file, an unknown risk and another
+    hook's ask stand."""
+    decision = current.decision
+    return decision.source == "mode" or decision.rule == "requires_approval"
 
 
 def _replaced(

@@ -141,3 +141,18 @@ def test_a_hook_row_names_the_hook_and_its_latency(tmp_path):
     row = pre.event("b1", "c1", found.consulted[0], BUILT_IN)
     assert (row["kind"], row["rule"], row["reason"]) == ("hook", "hook:answer_deny", "no")
     assert row["effect"] is None and row["detail"]["latency_ms"] >= 0
+
+
+def test_an_org_hook_lifts_no_ask_rule_and_no_protected_file(tmp_path):
+    ruled = screened(tmp_path, "bump", {"label": "x"}, hook("answer_allow"), ask=["bump"])
+    assert ruled.admission.decision.effect is Effect.ask and ruled.admission.approved_by is None
+    arguments = {"path": ".git/hooks/pre-commit", "content": "x"}
+    guarded = screened(
+        tmp_path, "write_file", arguments, hook("answer_allow"), allow=["write_file"]
+    )
+    assert guarded.admission.decision.rule == "protected-file"
+
+
+def test_a_later_hook_s_allow_does_not_lift_an_earlier_hook_s_ask(tmp_path):
+    found = screened(tmp_path, "echo", {"text": "x"}, hook("answer_ask"), hook("answer_allow"))
+    assert found.admission.decision.rule == "hook:answer_ask"
