@@ -17,6 +17,7 @@ import pytest
 
 from runtime import config
 from runtime.keyring import Purpose, derived
+from runtime.transcript import render
 from runtime.types import ApprovalRequested, Status
 from tests.conftest import runtime_on
 from tests.support.hook_answers import DENIAL
@@ -108,9 +109,13 @@ def test_a_hook_denies_naming_itself_and_its_reason(closed, kind, workspace):
     handle, result = one(closed, workspace, "echo", "deny")  # a read: the gate allows it
     assert result.status is Status.denied, result
     assert f"{kind}-gate" in result.model_message and DENIAL in result.model_message
-    transcript = closed.transcript(handle.batch_id)["calls"][0]
+    document = closed.transcript(handle.batch_id)
+    transcript = document["calls"][0]
     assert transcript["decision"]["rule"] == f"hook:{kind}-gate"
     assert [h["hook"] for h in transcript["hooks"]] == [f"{kind}-gate"]
+    text = render(document, "md")
+    assert f"**Hook** `{kind}-gate` (pre, {kind}) in " in text
+    assert f"ms: deny; reason: {DENIAL}" in text
 
 
 def test_a_hook_asks_and_a_person_answers(closed, kind, workspace):
