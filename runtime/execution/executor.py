@@ -26,14 +26,12 @@ from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
 from runtime.gate.hooks import post as post_hooks
-from runtime.gate.hooks.calling import Consulted
 from runtime.gate.policy import Policy
 from runtime.ledger.claims import Start
 from runtime.ledger.ends import CallEnd
 from runtime.ledger.rows import event_fields
 from runtime.ledger.store import EventKind, Ledger
 from runtime.ledger.tables import utc_now
-from runtime.redaction import redactor_for
 from runtime.registry.capabilities import Registry
 from runtime.results import endings
 from runtime.settings import Settings
@@ -282,25 +280,8 @@ def _invoke(
         on_retry=retried,
         quiet=quiet,
     )
-    hooks = Policy.from_snapshot(message.policy).hooks
-    if not any(hook.when == "post" for hook in hooks):
-        return result
-
-    def record(asked: Consulted) -> None:
-        fields = asked.fields()
-        ledger.eventually(
-            lambda: ledger.record_event(
-                message.batch_id, message.call_id, EventKind.hook, worker=worker, **fields
-            )
-        )
-
-    redactor = redactor_for(settings.redaction_patterns)
-    # The pool process dies at the hard limit, counted from the tool's start:
-    # the post hooks get what is left of it, less a margin to record the end.
-    limit = (admission.spec.timeout or settings.default_timeout) + settings.kill_grace
-    left = limit - (time.monotonic() - began) - min(1.0, settings.kill_grace / 2)
-    return post_hooks.after(
-        result, message, hooks, key=key, redactor=redactor, record=record, seconds=left
+    return post_hooks.on_worker(
+        result, message, admission.spec, settings, ledger, worker, key, began
     )
 
 

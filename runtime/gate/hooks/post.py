@@ -21,7 +21,46 @@ from typing import Any
 from runtime.gate.hooks.answer import Answer
 from runtime.gate.hooks.calling import Consulted, consult
 from runtime.gate.hooks.declaration import Hook
+from runtime.ledger.store import Ledger
+from runtime.ledger.tables import EventKind
+from runtime.redaction import redactor_for
+from runtime.registry.capabilities import CapabilitySpec
+from runtime.settings import Settings
 from runtime.types import CallMessage, ToolResult
+
+
+def on_worker(
+    result: ToolResult,
+    message: CallMessage,
+    spec: CapabilitySpec,
+    settings: Settings,
+    ledger: Ledger,
+    worker: str | None,
+    key: bytes,
+    began: float,
+) -> ToolResult:
+    """The post hooks of the signed policy the message carries, on the result
+    of its tool, which started at `began` (`time.monotonic()`); each hook's
+    row written by this worker."""
+    declared = message.policy.get("hooks")  # read alone: most policies have none
+    hooks = tuple(Hook.from_dict(hook) for hook in declared or () if hook["when"] == "post")
+    if not hooks:
+        return result
+
+    def record(asked: Consulted) -> None:
+        fields = asked.fields()
+        ledger.eventually(
+            lambda: ledger.record_event(
+                message.batch_id, message.call_id, EventKind.hook, worker=worker, **fields
+            )
+        )
+
+    redactor = redactor_for(settings.redaction_patterns)
+    # The pool process dies at the hard limit, counted from the tool's start:
+    # the post hooks get what is left of it, less a margin to record the end.
+    limit = (spec.timeout or settings.default_timeout) + settings.kill_grace
+    left = limit - (time.monotonic() - began) - min(1.0, settings.kill_grace / 2)
+    return after(result, message, hooks, key=key, redactor=redactor, record=record, seconds=left)
 
 
 def after(
