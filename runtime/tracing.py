@@ -192,7 +192,7 @@ def call_span(
 
 @contextmanager
 def hook_span(name: str, when: str, kind: str, tool: str) -> Iterator[dict[str, Any]]:
-    """`toolrun hook {name}` around one policy hook's consultation, a child of
+    """`policy_hook {name}` around one policy hook's consultation, a child of
     the batch's span (pre hooks, on the submitter) or the call's (post hooks, on
     the worker); what the caller puts in the yielded dict (the answer, the
     failure, the latency) becomes the span's attributes as it ends."""
@@ -207,7 +207,7 @@ def hook_span(name: str, when: str, kind: str, tool: str) -> Iterator[dict[str, 
         "gen_ai.tool.name": tool,
     }
     tracer = trace.get_tracer(SCOPE)
-    with tracer.start_as_current_span(f"toolrun hook {name}", attributes=attributes) as span:
+    with tracer.start_as_current_span(f"policy_hook {name}", attributes=attributes) as span:
         yield found
         for field, value in found.items():
             span.set_attribute(f"toolrun.hook.{field}", value)

@@ -34,7 +34,7 @@ def ask(hook: Hook, request: dict[str, Any], key: bytes) -> Any:
     workspace = request.get("workspace")
     cwd = workspace if workspace and Path(workspace).is_dir() else None
     env = {name: os.environ[name] for name in KEPT_ENV if name in os.environ}
-    env |= {"TOOLRUN_HOOK": hook.name, "TOOLRUN_HOOK_WHEN": hook.when}
+    env |= {"HOOK_NAME": hook.name, "HOOK_WHEN": hook.when}
     try:
         process = subprocess.Popen(  # noqa: S603 - the settings' own command
             argv,

@@ -47,7 +47,7 @@ def test_a_hook_s_span_holds_its_answer_or_failure_and_latency():
     )
     assert done.returncode == 0, done.stderr
     spans = json.loads(done.stdout)
-    answered, failed = spans["toolrun hook gate"], spans["toolrun hook gate!"]
+    answered, failed = spans["policy_hook gate"], spans["policy_hook gate!"]
     assert answered["parent"] and failed["parent"]
     assert answered["attributes"]["toolrun.hook.decision"] == "deny"
     assert answered["attributes"]["toolrun.hook.reason"] == "not on a Friday"

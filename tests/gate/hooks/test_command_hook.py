@@ -52,7 +52,7 @@ def test_the_environment_is_an_allowlist(monkeypatch, tmp_path):
     code = "import json,os; print(json.dumps({'reason': json.dumps(sorted(os.environ))}))"
     answer = command_hook.ask(script(code), {"workspace": str(tmp_path)}, b"")
     names = json.loads(answer["reason"])
-    assert "TOOLRUN_SIGNING_KEY" not in names and "TOOLRUN_HOOK" in names
+    assert "TOOLRUN_SIGNING_KEY" not in names and "HOOK_NAME" in names
 
 
 def test_a_command_that_cannot_start_fails():
