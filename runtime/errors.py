@@ -105,6 +105,18 @@ class TooManyOpenBatches(InvalidBatch):
     `limits.size.open_batches_per_key` allows (the gateway's 429)."""
 
 
+class HookFailed(ToolrunError):
+    """A policy hook gave no answer: it timed out, could not be reached or
+    started, or answered with something that is not an answer. The org's
+    `on_failure` says what the call gets then (runtime/gate/hooks/), unless
+    the failure is `non_blocking`: a command that exited with a code other than
+    0 or 2, which Claude Code's hooks treat as an error that blocks nothing."""
+
+    def __init__(self, message: str, *, non_blocking: bool = False) -> None:
+        super().__init__(message)
+        self.non_blocking = non_blocking
+
+
 class CallTimedOut(BaseException):
     """Raised inside a tool's thread once its call has timed out, so a tool still
     running Python code stops instead of holding a core or a slot for nothing.

@@ -22,6 +22,7 @@ class Purpose(StrEnum):
     notification = "notification"  # approval webhooks' bodies (runtime/batch/notifying.py)
     page_session = "page-session"  # the approvals page's cookie (runtime/gateway/page/session.py)
     page_csrf = "page-csrf"  # its per-session CSRF token (runtime/gateway/page/csrf.py)
+    hook = "hook"  # policy hooks' HTTP requests (runtime/gate/hooks/http_hook.py)
 
 
 @functools.lru_cache(maxsize=64)

@@ -188,3 +188,28 @@ def call_span(
                 {"toolrun.approval.by": str(redactor.redact(message.approved_by))},
             )
         yield CallSpan(span)
+
+
+@contextmanager
+def hook_span(name: str, when: str, kind: str, tool: str) -> Iterator[dict[str, Any]]:
+    """`policy_hook {name}` around one policy hook's consultation, a child of
+    the batch's span (pre hooks, on the submitter) or the call's (post hooks, on
+    the worker); what the caller puts in the yielded dict (the answer, the
+    failure, the latency) becomes the span's attributes as it ends."""
+    found: dict[str, Any] = {}
+    if not enabled():
+        yield found
+        return
+    attributes = {
+        "toolrun.hook.name": name,
+        "toolrun.hook.when": when,
+        "toolrun.hook.kind": kind,
+        "gen_ai.tool.name": tool,
+    }
+    tracer = trace.get_tracer(SCOPE)
+    with tracer.start_as_current_span(f"policy_hook {name}", attributes=attributes) as span:
+        yield found
+        for field, value in found.items():
+            span.set_attribute(f"toolrun.hook.{field}", value)
+        if "failure" in found:
+            span.set_status(StatusCode.ERROR, str(found["failure"]))

@@ -128,9 +128,13 @@ class Approving:
         waited = None
         if row.answered_at is not None:  # the call's usage counts its wait for the answer
             waited = round((row.answered_at - row.requested_at).total_seconds() * 1000, 3)
+        # The gate may allow what a pre hook asked about: the approval is still the person's.
+        by = admitted.decision.source.removeprefix("approval:")
+        if not admitted.decision.source.startswith("approval:"):
+            by = row.answered_by or "unknown"
         message = signer.message(
             admitted,
-            admitted.decision.source.removeprefix("approval:"),
+            by,
             stage=(stage, size, last),
             approval_ms=waited,
         )

@@ -48,7 +48,7 @@ class Signer:
             position=self.positions[call.id],
             policy=self.snapshot,
             decision=admission.decision.as_dict(),
-            approved_by=approved_by,
+            approved_by=approved_by or admission.approved_by,
             on_error=batch.on_error,
             reply_to=self.reply_to,
             stage=index,

@@ -30,13 +30,20 @@ class Recording(StrEnum):
 
 class BatchAudit:
     def __init__(
-        self, ledger: Ledger, batch: Batch, policy: Policy, owner: dict | None = None
+        self,
+        ledger: Ledger,
+        batch: Batch,
+        policy: Policy,
+        owner: dict | None = None,
+        hooks: list[dict] | None = None,
     ) -> None:
-        """`owner`: the gateway key that submits the batch, written with its record."""
+        """`owner`: the gateway key that submits the batch, written with its
+        record; `hooks`: the rows of what its pre hooks answered, written with it too."""
         self.ledger = ledger
         self.batch = batch
         self.policy = policy
         self.owner = owner
+        self.hooks = hooks or []
         self.owned = False  # whether this submit wrote `owner` (with the batch's record)
         self.theirs = False  # its rows, once buffered, found the batch recorded by another
         self.record: BatchRecord | None = None  # what `admissions` writes, kept as data
@@ -79,7 +86,7 @@ class BatchAudit:
             )
             for a in admissions
             if isinstance(a, Admitted)
-        ]
+        ] + self.hooks
         ends = [
             EndRecord(
                 a.result,

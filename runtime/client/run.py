@@ -30,6 +30,7 @@ from runtime.errors import LedgerUnavailable, TooManyOpenBatches
 from runtime.execution import budget_checks
 from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit
+from runtime.gate.hooks import pre as pre_hooks
 from runtime.gate.policy import Policy
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.batch_record import BatchRecord
@@ -65,6 +66,8 @@ class BatchRun:
 
     def __init__(self, batch: Batch, services: Services) -> None:
         self.batch, self.services = batch, services
+        self.submitted = batch  # as the model sent it: pre hooks may replace arguments
+        self.hook_rows: list[dict] = []  # what the pre hooks answered, recorded with the batch
         self.events = BatchEvents([call.id for call in batch.calls])
         self.order = {call.id: index for index, call in enumerate(batch.calls)}
         self.inbox: Inbox | None = None
@@ -103,7 +106,9 @@ class BatchRun:
         admissions = self._admit(policy)
         plan = self._plan(admissions, policy, deadline=deadline, traceparent=traceparent)
         columns = self._columns(policy, plan, deadline=deadline, key=key, given=columns)
-        audit = BatchAudit(self.services.approvals.ledger, self.batch, policy, owner)
+        audit = BatchAudit(
+            self.services.approvals.ledger, self.batch, policy, owner, self.hook_rows
+        )
         if key is None and open_cap is None and first_send.reads_only(plan):
             first_send.send_first(
                 audit,
@@ -133,8 +138,37 @@ class BatchRun:
             )
             for call in batch.calls
         ]
+        admissions = self._screen(admissions, policy)
         spending = Spending.from_snapshot(policy.spending)
         return budget_checks.hold(admissions, spending, services.transport, batch.id)
+
+    def _screen(self, admissions: Admissions, policy: Policy) -> Admissions:
+        """The policy's pre hooks on every admitted call (docs/architecture.md,
+        "Policy hooks"); a call whose arguments a hook replaced carries them
+        from here on, in the batch's rows, its plan and its message."""
+        if not any(hook.when == "pre" for hook in policy.hooks):
+            return admissions
+        batch, services = self.batch, self.services
+        redactor = services.approvals.ledger.redactor
+        gate = pre_hooks.Gate(
+            registry=services.registry,
+            mode=batch.mode,
+            workspace=Path(batch.workspace),
+            policy=policy,
+            batch_id=batch.id,
+            key=services.key,
+            redactor=redactor,
+            max_argument_bytes=services.max_argument_bytes,
+        )
+        screened = [pre_hooks.screen(admission, gate) for admission in admissions]
+        self.hook_rows = [
+            pre_hooks.event(batch.id, s.admission.call.id, asked, redactor)
+            for s in screened
+            for asked in s.consulted
+        ]
+        calls = {s.admission.call.id: s.admission.call for s in screened}
+        self.batch = batch.model_copy(update={"calls": [calls[c.id] for c in batch.calls]})
+        return [s.admission for s in screened]
 
     def _plan(
         self, admissions: Admissions, policy: Policy, *, deadline: float, traceparent: str | None
@@ -164,7 +198,7 @@ class BatchRun:
         self.tokens = {name: (given or {}).get(name) for name in TOKENS}
         return {
             "key": key,
-            "fingerprint": fingerprint(self.batch, policy),
+            "fingerprint": fingerprint(self.submitted, policy),
             "deadline_at": datetime.fromtimestamp(deadline, UTC),
             "created_at": datetime.now(UTC),
             # What the batch's transcript tells (docs/architecture.md, "Transcripts"):

@@ -11,6 +11,7 @@ non-idempotent side effect runs only if this delivery claims it in the ledger.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from runtime.execution.outcomes import Outcome
 from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit, refuse
 from runtime.gate.decision import Decision
+from runtime.gate.hooks import post as post_hooks
 from runtime.gate.policy import Policy
 from runtime.ledger.claims import Start
 from runtime.ledger.ends import CallEnd
@@ -100,9 +102,11 @@ def execute(
     if isinstance(admission, Refused):
         return outcomes.refusal(ledger, message, admission, meta)
     if claimed:
-        outcome = _claimed(admission, message, ledger, settings, worker, state, previous, defer)
+        outcome = _claimed(
+            admission, message, ledger, settings, worker, state, key, previous, defer
+        )
     else:
-        outcome = _at_least_once(admission, message, ledger, settings, worker, state, taking)
+        outcome = _at_least_once(admission, message, ledger, settings, worker, state, key, taking)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
         budget_checks.charge(outcome.result, spending, state, message.batch_id)
     return outcome
@@ -126,6 +130,7 @@ def _at_least_once(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    key: bytes,
     taking: start_limits.Entering | None = None,
 ) -> Outcome:
     """A read or an idempotent call: safe to run again, so nothing is claimed.
@@ -181,7 +186,7 @@ def _at_least_once(
             )
         )
         started_at = None
-    result = _invoke(admission, message, settings, ledger, worker, look.delivery, retried)
+    result = _invoke(admission, message, settings, ledger, worker, look.delivery, retried, key)
     end = CallEnd(
         message.batch_id, result, started_at=started_at, retries=retries, redactor=ledger.redactor
     )
@@ -195,6 +200,7 @@ def _claimed(
     settings: Settings,
     worker: str | None,
     state: BatchState | None,
+    key: bytes,
     previous: Previous | None = None,
     defer: bool = False,
 ) -> Outcome:
@@ -246,7 +252,7 @@ def _claimed(
         )
 
     with fenced(state, message.batch_id, call.id, settings.lease_seconds):
-        result = _invoke(admission, message, settings, ledger, worker, begun.delivery, retried)
+        result = _invoke(admission, message, settings, ledger, worker, begun.delivery, retried, key)
     if defer:  # the next step's claim writes it
         return Outcome(result, None, deferred=True)
     return outcomes.record(ledger, message, result)  # publishing the end releases the lease
@@ -260,9 +266,12 @@ def _invoke(
     worker: str | None,
     delivery: int,
     retried: Callable[[int, BaseException], None],
+    key: bytes,
 ) -> ToolResult:
+    """The tool's result, with the policy's post hooks' notes and marks."""
     quiet = ledger.quiet
-    return invoke(
+    began = time.monotonic()
+    result = invoke(
         admission,
         message,
         settings,
@@ -270,6 +279,9 @@ def _invoke(
         worker=worker,
         on_retry=retried,
         quiet=quiet,
+    )
+    return post_hooks.on_worker(
+        result, message, admission.spec, settings, ledger, worker, key, began
     )
 
 

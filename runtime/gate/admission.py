@@ -36,6 +36,9 @@ class Admitted:
     spec: CapabilitySpec
     arguments: BaseModel
     decision: Decision
+    # An org policy hook that let through what the gate would ask about
+    # ("hook:<name>"): the signed message carries it as the approval.
+    approved_by: str | None = None
 
 
 @dataclass(frozen=True)

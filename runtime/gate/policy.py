@@ -9,6 +9,7 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
      "workspace_roots": ["/srv/agents"],       # org file only
      "internal_hosts": ["10.2.0.0/16", "db.internal"],  # org file only
      "notifications": [{"url": "https://..."}],  # org file only (gate/notifiers.py)
+     "hooks": [{"name": "opa", "when": "pre", "kind": "http", "url": "https://..."}],
      "sandbox": {"enabled": false,             # org file only
                  "network": {"allow": ["pypi.org", "*.npmjs.org"]}}}
 
@@ -19,6 +20,9 @@ each such call says so (docs/architecture.md, "The sandbox"); it is on otherwise
 Its `network.allow` lists the hosts (exact, `*.domain`, addresses or ranges) that
 sandboxed processes may reach through the call's proxy; without it, no network.
 Only the org decides: a project or user file has no `sandbox` key.
+`hooks` are policy hooks (runtime/gate/hooks/declaration.py): any file may
+declare them, a project file's only count in a trusted workspace, and only the
+org's may allow what the gate would ask about.
 
 Org policy is `TOOLRUN_POLICY_FILE`, the project file `<workspace>/.toolrun/
 settings.json`, the user file `TOOLRUN_USER_SETTINGS_FILE`. A file that cannot
@@ -42,6 +46,8 @@ from runtime.flow import limit_reading
 from runtime.flow import limits as flow_limits
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
+from runtime.gate.hooks import declaration as hook_declaration
+from runtime.gate.hooks.declaration import Hook
 from runtime.gate.notifiers import Notifier
 from runtime.gate.notifiers import read as read_notifiers
 from runtime.gate.rules import Level, Rule, parse
@@ -58,9 +64,10 @@ KEYS = {
         "prices",
         "notifications",
         "sandbox",
+        "hooks",
     },
-    Level.user: {"permissions", "trusted_workspaces", "limits"},
-    Level.project: {"permissions", "limits"},
+    Level.user: {"permissions", "trusted_workspaces", "limits", "hooks"},
+    Level.project: {"permissions", "limits", "hooks"},
 }
 
 
@@ -80,6 +87,10 @@ class Policy:
     limits: dict[str, Any] | None = None
     # The org's sandbox switch ({"enabled": false}); None: the sandbox is on.
     sandbox: dict[str, Any] | None = None
+    # Policy hooks, org's first, then the project's, then the user's.
+    hooks: tuple[Hook, ...] = ()
+    # Who submits the batch, as pre hooks are told; not in the snapshot.
+    submitter: str | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The policy as JSON, carried (signed) in every task message so the
@@ -88,11 +99,13 @@ class Policy:
         usage = {"usage": self.spending} if self.spending else {}
         flow = {"limits": self.limits} if self.limits else {}
         box = {"sandbox": self.sandbox} if self.sandbox else {}
+        hooks = {"hooks": [hook.as_dict() for hook in self.hooks]} if self.hooks else {}
         return {
             **internal,
             **usage,
             **flow,
             **box,
+            **hooks,
             "rules": [
                 {
                     "text": r.text,
@@ -112,7 +125,7 @@ class Policy:
         """The policy with the submitter its budgets and limits are counted for."""
         spending = self.spending and {**self.spending, "principal": principal}
         limits = self.limits and {**self.limits, "principal": principal}
-        return replace(self, spending=spending, limits=limits)
+        return replace(self, spending=spending, limits=limits, submitter=principal)
 
     @classmethod
     def from_snapshot(cls, data: dict[str, Any]) -> Policy:
@@ -132,6 +145,7 @@ class Policy:
             data.get("usage"),
             data.get("limits"),
             data.get("sandbox"),
+            tuple(Hook.from_dict(hook) for hook in data.get("hooks", ())),
         )
 
 
@@ -153,6 +167,8 @@ class PolicySources:
         self.limits = limit_reading.merged(self._org_limits, self._user_limits)
         # Who is told that a call waits for approval ("Approval notifications").
         self.notifiers: tuple[Notifier, ...] = read_notifiers(self.org, self.org.get("_source", ""))
+        self._org_hooks = _hooks(self.org, Level.org)
+        self._user_hooks = _hooks(self.user, Level.user)
 
     def rules(self) -> list[Rule]:
         """The org and user files' rules, known from startup."""
@@ -184,6 +200,9 @@ class PolicySources:
         flow = limit_reading.merged(self._org_limits, _file_limits(project), self._user_limits)
         limits = flow.snapshot() if flow else None
         box = self.org.get("sandbox")
+        # A repository's hook is its code, run by whoever submits: a trusted workspace's only.
+        project_hooks = _hooks(project, Level.project) if trusted else ()
+        hooks = (*self._org_hooks, *project_hooks, *self._user_hooks)
         body = {
             "rules": [r.as_dict() for r in rules],
             "trusted": trusted,
@@ -193,6 +212,7 @@ class PolicySources:
             **({"usage": spending} if spending else {}),
             **({"limits": limits} if limits else {}),
             **({"sandbox": box} if box else {}),
+            **({"hooks": [hook.as_dict() for hook in hooks]} if hooks else {}),
         }
         version = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         return Policy(
@@ -205,6 +225,7 @@ class PolicySources:
             spending,
             limits,
             box,
+            hooks,
         )
 
 
@@ -257,6 +278,7 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
     limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
     read_notifiers(data, str(path))
+    hook_declaration.read(data, str(path), level)
     return data
 
 
@@ -310,6 +332,10 @@ def _rules(data: dict[str, Any], level: Level) -> list[Rule]:
             raise ConfigurationError(f"{source}: permissions.{effect.value} must be a list")
         out += [parse(text, effect, level, source) for text in texts]
     return out
+
+
+def _hooks(data: dict[str, Any], level: Level) -> tuple[Hook, ...]:
+    return hook_declaration.read(data, data.get("_source", level.name), level)
 
 
 def _roots(data: dict[str, Any]) -> tuple[Path, ...]:

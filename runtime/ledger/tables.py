@@ -26,6 +26,7 @@ class EventKind(StrEnum):
     approval_given = "approval_given"
     approval_refused = "approval_refused"
     approval_notified = "approval_notified"  # a notifier told (runtime/batch/notifying.py)
+    hook = "hook"  # a policy hook's answer, latency or failure (runtime/gate/hooks/)
     started = "started"
     retried = "retried"
     finished = "finished"

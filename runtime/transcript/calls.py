@@ -68,7 +68,19 @@ def call(
         "approval": _approval(approval, events),
         "attempts": attempts(events),
         "result": _result(result, row),
+        **_hooks(events),
     }
+
+
+def _hooks(events: list[EventRow]) -> dict[str, Any]:
+    """What the policy's hooks answered about the call, when any was asked
+    (docs/architecture.md, "Policy hooks")."""
+    found = [
+        {**(e.detail if isinstance(e.detail, dict) else {}), "at": when(e.at)}
+        for e in events
+        if e.kind == EventKind.hook
+    ]
+    return {"hooks": found} if found else {}
 
 
 def decision(events: list[EventRow]) -> dict[str, Any] | None:

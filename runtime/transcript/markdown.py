@@ -132,6 +132,7 @@ def _call(call: dict[str, Any]) -> list[str]:
             + ("; the arguments were changed" if approval["arguments_changed"] else "")
             + f" (asked: {approval['reason']})"
         )
+    out += [_hook(asked) for asked in call.get("hooks", ())]
     for attempt in call["attempts"]:
         wall, spent = attempt["wall_ms"], costs(attempt)
         out.append(
@@ -157,6 +158,21 @@ def _call(call: dict[str, Any]) -> list[str]:
         out += ["", "Message to the model:", "", *_fence(result["model_message"], "text")]
     out.append("")
     return out
+
+
+def _hook(asked: dict[str, Any]) -> str:
+    """One policy hook's line: what it said, how fast, or how it failed."""
+    said = [f"{asked['decision']}" if "decision" in asked else "no opinion"]
+    said += [f"reason: {asked['reason']}"] if "reason" in asked else []
+    said += ["replaced the arguments"] if asked.get("arguments_replaced") else []
+    said += [f"note: {asked['note']}"] if "note" in asked else []
+    said += [f"mark: {asked['mark']}"] if "mark" in asked else []
+    if "failure" in asked:
+        said = [f"failed ({asked['failure']}), {asked['on_failure']}"]
+    return (
+        f"- **Hook** `{asked['hook']}` ({asked['when']}, {asked['kind']}) in "
+        f"{asked['latency_ms']:.1f} ms: {'; '.join(said)}"
+    )
 
 
 def _totals(totals: dict[str, Any]) -> list[str]:
