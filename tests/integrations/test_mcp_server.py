@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +19,8 @@ from tests.support.tools import marks
 
 
 @asynccontextmanager
-async def served(stack, user_settings, workspace: Path, *flags: str):
+async def served(stack, user_settings, workspace: Path, *flags: str, **client: Any):
+    """`client`: the MCP client's own options (an elicitation callback)."""
     argv = [SCRIPT] if SCRIPT else [sys.executable, "-m", "runtime.cli"]
     parameters = StdioServerParameters(
         command=argv[0],
@@ -27,8 +29,8 @@ async def served(stack, user_settings, workspace: Path, *flags: str):
         cwd=str(REPO),  # where the test tools import from, as the workers do
     )
     with (workspace.parent / "server.log").open("w+") as errlog:
-        async with Client(stdio_client(parameters, errlog=errlog)) as client:
-            yield client
+        async with Client(stdio_client(parameters, errlog=errlog), **client) as session:
+            yield session
 
 
 def call_once(stack, user_settings, workspace: Path, name: str, arguments: dict, *flags: str):
