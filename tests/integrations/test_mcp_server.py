@@ -172,5 +172,5 @@ def test_a_call_the_client_cancels_is_cancelled_in_toolrun(
     assert text(after) == "still serving"
     [row] = waiting
     [ended] = runtime.attach(row.batch_id).results(timeout=30)
-    assert ended.status == "cancelled"
+    assert ended.status == "cancelled", ended.model_message
     assert marks(workspace, "effects") == []
