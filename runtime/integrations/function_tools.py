@@ -31,10 +31,8 @@ class Calls:
         self.rt, self.options, self.by = rt, options, by
 
     def submit(self, name: str, arguments: Any, call_id: str) -> BatchHandle:
-        said = json.dumps([name, arguments, call_id], sort_keys=True, default=str)
-        key = "agents-" + hashlib.sha256(said.encode()).hexdigest()[:32]
         call = {"id": call_id, "name": name, "arguments": arguments}
-        return self.options.submit(self.rt, [call], key)
+        return self.options.submit(self.rt, [call], key_of(name, arguments, call_id))
 
     def asks(self, name: str, arguments: Any, call_id: str) -> bool:
         """Whether the gate holds the call for a person (the SDK then interrupts)."""
@@ -49,6 +47,13 @@ class Calls:
             handle.approve(call_id, by=self.by)
             outcome = settle(handle, answered={call_id})
         return outcome.results[call_id].model_message
+
+
+def key_of(name: str, arguments: Any, call_id: str) -> str:
+    """The key of a call's one-call batch: submitting the call again with it
+    (from any process) attaches to that batch."""
+    said = json.dumps([name, arguments, call_id], sort_keys=True, default=str)
+    return "agents-" + hashlib.sha256(said.encode()).hexdigest()[:32]
 
 
 def function_tools(

@@ -105,4 +105,5 @@ def _message(outcome: Outcome, call: dict[str, Any]) -> ToolMessage:
         tool_call_id=call["id"],
         name=call["name"],
         status="success" if result.status is Status.ok else "error",
+        response_metadata={"toolrun_batch_id": outcome.batch_id},
     )

@@ -19,6 +19,13 @@ from pydantic_ai.models.function import FunctionModel
 from runtime.integrations.batches import Options
 from runtime.integrations.deferred_tools import answer, run_requests, toolset
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
+
+CALLS = [
+    {"id": "read-1", "name": "echo", "arguments": {"text": "hello"}},
+    {"id": "write-2", "name": "bump", "arguments": {"label": "agent"}},
+]
+POLICY = {"mode": "default", "rules": {"allow": ["bump"]}}
 
 
 def scripted(messages, info):
@@ -70,8 +77,7 @@ def test_a_turn_runs_as_one_batch_and_the_run_resumes_from_its_results(runtime, 
     bot = agent(runtime)
     first = bot.run_sync("go")
     assert isinstance(first.output, DeferredToolRequests)
-    options = Options(mode="default", workspace=workspace, rules={"allow": ["bump"]})
-    batch = run_requests(runtime, first.output, options)
+    batch = run_requests(runtime, first.output, Options(**POLICY, workspace=workspace))
     assert batch.complete
     assert batch.results.calls == {"read-1": "hello", "write-2": "bumped"}
     # One batch, the model's order, run by the workers and in the ledger.
@@ -80,21 +86,8 @@ def test_a_turn_runs_as_one_batch_and_the_run_resumes_from_its_results(runtime, 
     assert all(r.worker is not None for r in results)
     assert resumed(bot, first, batch) == "hello | bumped"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["agent"]
-    # The same results and ledger rows as the same calls submitted directly.
-    calls = [
-        {"id": "read-1", "name": "echo", "arguments": {"text": "hello"}},
-        {"id": "write-2", "name": "bump", "arguments": {"label": "agent"}},
-    ]
-    direct = runtime.submit(calls, mode="default", workspace=workspace, rules={"allow": ["bump"]})
-    assert [r.model_message for r in direct.results(timeout=30)] == ["hello", "bumped"]
-    assert rows(runtime, batch.batch_id) == rows(runtime, direct.batch_id)
-
-
-def rows(runtime, batch_id: str) -> list[tuple[str, str]]:
-    """A batch's ledger rows as (call, kind), in an order that ignores timing."""
-    found = sorted((row.call_id or "", row.kind) for row in runtime.ledger.events(batch_id))
-    assert ("write-2", "finished") in found, found
-    return found
+    # The same results, ledger rows and transcript as the calls submitted directly.
+    assert_same_as_direct(runtime, batch.batch_id, CALLS, **POLICY, workspace=workspace)
 
 
 def test_a_call_the_gate_holds_is_a_pydantic_ai_approval_and_its_answer_runs_it(runtime, workspace):

@@ -16,6 +16,7 @@ from mcp.client.stdio import stdio_client
 
 from tests.support.cli import REPO, SCRIPT, stack_env
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
 
 
 @asynccontextmanager
@@ -81,6 +82,8 @@ def test_a_read_runs_on_the_workers_and_lands_in_the_ledger(
     assert ended.worker is not None and ended.status == "ok"
     kinds = [row.kind for row in runtime.ledger.events(batch_id)]
     assert "decision" in kinds and "finished" in kinds
+    call = {"id": result.meta["toolrun/call_id"], "name": "echo", "arguments": {"text": "over mcp"}}
+    assert_same_as_direct(runtime, batch_id, [call], mode="default", workspace=workspace)
 
 
 def test_bad_input_is_an_error_result_the_model_reads(stack, user_settings, workspace):

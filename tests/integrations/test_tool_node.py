@@ -17,6 +17,7 @@ from langgraph.types import Command
 from runtime.integrations.batches import Options
 from runtime.integrations.tool_node import ToolrunNode
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
 
 TURN = AIMessage(
     content="",
@@ -56,6 +57,11 @@ def test_a_turn_runs_as_one_batch_and_answers_in_the_models_order(runtime, works
     assert replies[0].content == "hello" and "echo" in replies[2].content
     assert state["messages"][-1].content == "done"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["graph"]
+    # The same results, ledger rows and transcript as the calls submitted directly.
+    [batch_id] = {m.response_metadata["toolrun_batch_id"] for m in replies}
+    calls = [{"id": c["id"], "name": c["name"], "arguments": c["args"]} for c in TURN.tool_calls]
+    policy = {"mode": "default", "rules": {"allow": ["bump"]}}
+    assert_same_as_direct(runtime, batch_id, calls, **policy, workspace=workspace)
 
 
 def test_an_approval_is_an_interrupt_and_the_resume_edits_the_call(runtime, workspace):
