@@ -6,6 +6,8 @@ answered with Pydantic AI's own approval values."""
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic_ai import (
     Agent,
     DeferredToolRequests,
@@ -17,7 +19,13 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import FunctionModel
 
 from runtime.integrations.batches import Options
-from runtime.integrations.deferred_tools import answer, run_requests, toolset
+from runtime.integrations.deferred_tools import (
+    aanswer,
+    answer,
+    arun_requests,
+    run_requests,
+    toolset,
+)
 from tests.support.tools import marks
 from tests.support.twins import assert_same_as_direct
 
@@ -111,3 +119,24 @@ def test_a_denial_reaches_the_model_and_runs_nothing(runtime, workspace):
     assert batch.complete and "not on a Friday" in batch.results.calls["write-2"]
     assert "not on a Friday" in resumed(bot, first, batch)
     assert marks(workspace, "effects") == []
+
+
+def test_on_the_event_loop_a_turn_is_one_batch_and_its_approval_is_answered(runtime, workspace):
+    """`await agent.run(...)` with `arun_requests` and `aanswer`: no thread waits."""
+    bot = agent(runtime)
+
+    async def main():
+        first = await bot.run("go")
+        options = Options(mode="default", workspace=workspace)
+        batch = await arun_requests(runtime, first.output, options)
+        assert [part.tool_call_id for part in batch.approvals.approvals] == ["write-2"]
+        given = DeferredToolResults(approvals={"write-2": True})
+        batch = await aanswer(runtime, batch, given, by="person")
+        assert batch.complete
+        resumed = await bot.run(
+            message_history=first.all_messages(), deferred_tool_results=batch.results
+        )
+        return resumed.output
+
+    assert asyncio.run(main()) == "hello | bumped"
+    assert [mark["label"] for mark in marks(workspace, "effects")] == ["agent"]
