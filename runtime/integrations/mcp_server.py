@@ -56,7 +56,8 @@ async def call(
     call_id = f"mcp-{uuid4().hex[:12]}"
     arguments = {} if params.arguments is None else params.arguments
     entry = {"id": call_id, "name": params.name, "arguments": arguments}
-    handle = await options.asubmit(rt, [entry])
+    with anyio.CancelScope(shield=True):  # a cancel meanwhile reaches `_cancelling`
+        handle = await options.asubmit(rt, [entry])
     await progress.step(0.0, f"submitted as toolrun batch {handle.batch_id}")
     asks = options.client_answers and elicitation.supported(ctx)
     wait = 0.0 if asks else options.approval_wait
