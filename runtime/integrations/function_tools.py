@@ -92,6 +92,20 @@ def reject(
     handle.deny(raw.call_id, reason, by=by)
 
 
+async def areject(
+    rt: Runtime,
+    state: RunState,
+    item: ToolApprovalItem,
+    reason: str,
+    *,
+    options: Options | None = None,
+    by: str = "openai-agents",
+) -> None:
+    """`reject` from the event loop: its ledger work runs on a thread."""
+    deny = functools.partial(reject, rt, state, item, reason, options=options, by=by)
+    await asyncio.to_thread(deny)
+
+
 def _tool(spec: CapabilitySpec, calls: Calls) -> FunctionTool:
     async def needs_approval(_ctx: RunContextWrapper, arguments: dict, call_id: str) -> bool:
         return await calls.asks(spec.name, arguments, call_id)

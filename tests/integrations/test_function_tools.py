@@ -18,7 +18,7 @@ from openai.types.responses import (
 )
 
 from runtime.integrations.batches import Options
-from runtime.integrations.function_tools import function_tools, key_of, reject
+from runtime.integrations.function_tools import areject, function_tools, key_of
 from tests.support.tools import marks
 from tests.support.twins import assert_same_as_direct
 
@@ -117,7 +117,7 @@ def test_a_rejection_denies_the_toolrun_call(runtime, workspace):
         first = await Runner.run(bot, "go")
         [item] = first.interruptions
         state = first.to_state()
-        await asyncio.to_thread(reject, runtime, state, item, "not today", options=options)
+        await areject(runtime, state, item, "not today", options=options)
         return item, await Runner.run(bot, state)
 
     item, result = asyncio.run(main())
