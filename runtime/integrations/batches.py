@@ -7,15 +7,18 @@ in the cluster and the answer reaches it through `Runtime.approve`/`deny`."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from runtime.batch.notification import commands
 from runtime.client import Runtime
-from runtime.client.handle import BatchHandle
-from runtime.types import ApprovalRequested, ToolResult
+from runtime.client.handle import AsyncBatchHandle, BatchHandle
+from runtime.types import ApprovalRequested, Event, ToolResult
 
 
 @dataclass(frozen=True)
@@ -23,27 +26,38 @@ class Options:
     """The policy a face submits its batches under, fixed when it is built:
     mode, workspace, rules of its own (`{"allow": [...], "deny": [...], "ask":
     [...]}`) and who the ledger says submitted them. `approval_wait`: seconds
-    to wait for a person to answer before handing a waiting call back."""
+    to wait for a person to answer before handing a waiting call back.
+    `client_answers`: whether the person at the framework's side may answer
+    the batch's approvals there (an MCP elicitation); the HTTP face allows it
+    only to a key that may answer approvals."""
 
     mode: str | None = None
     workspace: str | Path | None = None
     rules: dict[str, list[str]] | None = None
     submitter: str | None = None
     approval_wait: float = 0.0
+    client_answers: bool = True
 
     def submit(
         self, rt: Runtime, calls: Iterable[dict[str, Any]], key: str | None = None
     ) -> BatchHandle:
         """`key`: the same calls submitted again with it attach to the batch it
         started (a framework that runs a step again, as LangGraph does on resume)."""
-        return rt.submit(
-            list(calls),
-            mode=self.mode,
-            workspace=self.workspace,
-            rules=self.rules,
-            submitter=self.submitter,
-            key=key,
-        )
+        return rt.submit(list(calls), key=key, **self._policy())
+
+    async def asubmit(
+        self, rt: Runtime, calls: Iterable[dict[str, Any]], key: str | None = None
+    ) -> AsyncBatchHandle:
+        """`submit` on the event loop (`Runtime.asubmit`)."""
+        return await rt.asubmit(list(calls), key=key, **self._policy())
+
+    def _policy(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "workspace": self.workspace,
+            "rules": self.rules,
+            "submitter": self.submitter,
+        }
 
 
 @dataclass
@@ -105,3 +119,55 @@ def run(
 ) -> Outcome:
     """Submit `calls` as one batch under `options` and settle it."""
     return settle(options.submit(rt, calls, key), options.approval_wait)
+
+
+Seen = Callable[[Event], Awaitable[None]]
+
+
+async def asettle(
+    handle: AsyncBatchHandle,
+    approval_wait: float = 0.0,
+    answered: Collection[str] = (),
+    seen: Seen | None = None,
+) -> Outcome:
+    """`settle` on the event loop: no thread waits for the batch. `seen` is
+    awaited with each event as it arrives (a face's progress)."""
+    calls = len(handle.handle.batch.calls)
+    ended: set[str] = set()
+    asking: set[str] = set()
+
+    async def follow(until_all_end: bool) -> None:
+        async with aclosing(handle.stream()) as events:
+            async for event in events:
+                if seen is not None:
+                    await seen(event)
+                if isinstance(event, ToolResult):
+                    ended.add(event.call_id)
+                    asking.discard(event.call_id)
+                elif event.call_id not in answered and event.call_id not in ended:
+                    asking.add(event.call_id)
+                if len(ended) == calls or (not until_all_end and len(ended | asking) >= calls):
+                    return
+
+    await follow(until_all_end=False)  # the batch's deadline ends every call, so this ends
+    if asking and approval_wait > 0:
+        with anyio.move_on_after(approval_wait):
+            await follow(until_all_end=True)
+    finals, waiting = handle.handle.so_far()
+    return Outcome(
+        handle.batch_id,
+        {result.call_id: result for result in finals},
+        {notice.call_id: notice for notice in waiting},
+    )
+
+
+async def arun(
+    rt: Runtime, calls: Iterable[dict[str, Any]], options: Options, key: str | None = None
+) -> Outcome:
+    """`run` on the event loop: `Runtime.asubmit`, then `asettle`."""
+    return await asettle(await options.asubmit(rt, calls, key), options.approval_wait)
+
+
+async def aattach(rt: Runtime, batch_id: str) -> AsyncBatchHandle:
+    """`Runtime.attach` for the event loop: its ledger read runs on a thread."""
+    return AsyncBatchHandle(await anyio.to_thread.run_sync(rt.attach, batch_id))

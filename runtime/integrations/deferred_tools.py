@@ -9,14 +9,16 @@ bool), is given to toolrun by `answer`. Needs the `pydantic-ai` extra."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import anyio
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset
 
 from runtime.client import Runtime
-from runtime.integrations.batches import Options, Outcome, run, settle
+from runtime.integrations.batches import Options, Outcome, aattach, arun, asettle, run, settle
 
 
 def toolset(rt: Runtime, *, names: list[str] | None = None) -> ExternalToolset:
@@ -55,12 +57,23 @@ def run_requests(rt: Runtime, requests: DeferredToolRequests, options: Options) 
     """Run `requests.calls` (in the model's order) as one toolrun batch.
     (Calls another toolset asked approval for, `requests.approvals`, are not
     toolrun's: the application answers them as before.)"""
-    calls = [
+    outcome = run(rt, _calls(requests), options)
+    return _batch(outcome, {part.tool_call_id: part for part in requests.calls})
+
+
+async def arun_requests(
+    rt: Runtime, requests: DeferredToolRequests, options: Options
+) -> DeferredBatch:
+    """`run_requests` on the event loop (`Runtime.asubmit`): for `await agent.run(...)`."""
+    outcome = await arun(rt, _calls(requests), options)
+    return _batch(outcome, {part.tool_call_id: part for part in requests.calls})
+
+
+def _calls(requests: DeferredToolRequests) -> list[dict[str, Any]]:
+    return [
         {"id": part.tool_call_id, "name": part.tool_name, "arguments": part.args_as_dict()}
         for part in requests.calls
     ]
-    outcome = run(rt, calls, options)
-    return _batch(outcome, {part.tool_call_id: part for part in requests.calls})
 
 
 def answer(
@@ -70,6 +83,21 @@ def answer(
     values (`True` or `ToolApproved(override_args=...)` approve, `False` or
     `ToolDenied(message)` deny), and settle the batch again: complete, or with
     the calls that now wait (a later step of the batch may ask too)."""
+    _give(rt, batch, answers, by)
+    settled = settle(rt.attach(batch.batch_id), answered=answers.approvals.keys())
+    return _batch(settled, batch.parts)
+
+
+async def aanswer(
+    rt: Runtime, batch: DeferredBatch, answers: DeferredToolResults, *, by: str
+) -> DeferredBatch:
+    """`answer` on the event loop: the ledger's writes on a thread, the wait on the loop."""
+    await anyio.to_thread.run_sync(_give, rt, batch, answers, by)
+    settled = await asettle(await aattach(rt, batch.batch_id), answered=answers.approvals.keys())
+    return _batch(settled, batch.parts)
+
+
+def _give(rt: Runtime, batch: DeferredBatch, answers: DeferredToolResults, by: str) -> None:
     for call_id, given in answers.approvals.items():
         if isinstance(given, ToolDenied) or given is False:
             reason = given.message if isinstance(given, ToolDenied) else "denied by a person"
@@ -77,8 +105,6 @@ def answer(
         else:
             updated = given.override_args if isinstance(given, ToolApproved) else None
             rt.approve(batch.batch_id, call_id, by=by, updated_arguments=updated)
-    settled = settle(rt.attach(batch.batch_id), answered=answers.approvals.keys())
-    return _batch(settled, batch.parts)
 
 
 def _batch(outcome: Outcome, parts: dict[str, ToolCallPart]) -> DeferredBatch:

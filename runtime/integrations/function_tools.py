@@ -1,14 +1,17 @@
 """The OpenAI Agents SDK's function tools run by toolrun (docs/architecture.md,
 "Integrations"): `function_tools(rt, options)` is the registry's tools as
 `FunctionTool`s whose `needs_approval` asks toolrun's gate and whose
-`on_invoke_tool` runs the call on toolrun's workers. The SDK runs a turn's
-function tools one by one (each its own `on_invoke_tool`), so each call is a
-one-call batch: the SDK, not toolrun, orders a turn's calls. Needs the
-`openai-agents` extra."""
+`on_invoke_tool` runs the call on toolrun's workers, on the event loop (no
+thread waits for a batch). The SDK asks `needs_approval` of each of a turn's
+calls and runs each through its own `on_invoke_tool`, as tasks of their own,
+so each call is a one-call batch: the SDK, not toolrun, orders a turn's calls
+(docs/architecture.md, "Integrations", says why a turn cannot be one batch).
+Needs the `openai-agents` extra."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 from typing import Any
@@ -17,8 +20,8 @@ from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
 from agents.tool_context import ToolContext
 
 from runtime.client import Runtime
-from runtime.client.handle import BatchHandle
-from runtime.integrations.batches import Options, Outcome, settle
+from runtime.client.handle import AsyncBatchHandle, BatchHandle
+from runtime.integrations.batches import Options, Outcome, aattach, asettle
 from runtime.registry.capabilities import CapabilitySpec
 
 
@@ -31,24 +34,35 @@ class Calls:
         self.rt, self.options, self.by = rt, options, by
 
     def submit(self, name: str, arguments: Any, call_id: str) -> BatchHandle:
-        said = json.dumps([name, arguments, call_id], sort_keys=True, default=str)
-        key = "agents-" + hashlib.sha256(said.encode()).hexdigest()[:32]
         call = {"id": call_id, "name": name, "arguments": arguments}
-        return self.options.submit(self.rt, [call], key)
+        return self.options.submit(self.rt, [call], key_of(name, arguments, call_id))
 
-    def asks(self, name: str, arguments: Any, call_id: str) -> bool:
+    async def asubmit(self, name: str, arguments: Any, call_id: str) -> AsyncBatchHandle:
+        call = {"id": call_id, "name": name, "arguments": arguments}
+        return await self.options.asubmit(self.rt, [call], key_of(name, arguments, call_id))
+
+    async def asks(self, name: str, arguments: Any, call_id: str) -> bool:
         """Whether the gate holds the call for a person (the SDK then interrupts)."""
-        return call_id in settle(self.submit(name, arguments, call_id)).waiting
+        return call_id in (await asettle(await self.asubmit(name, arguments, call_id))).waiting
 
-    def result(self, name: str, arguments: Any, call_id: str) -> str:
+    async def result(self, name: str, arguments: Any, call_id: str) -> str:
         """The call's result as the model reads it; a call still waiting here was
         approved through the SDK, so toolrun is told so first."""
-        handle = self.submit(name, arguments, call_id)
-        outcome: Outcome = settle(handle)
+        handle = await self.asubmit(name, arguments, call_id)
+        outcome: Outcome = await asettle(handle)
         if call_id in outcome.waiting:
-            handle.approve(call_id, by=self.by)
-            outcome = settle(handle, answered={call_id})
+            approve = functools.partial(self.rt.approve, handle.batch_id, call_id, by=self.by)
+            await asyncio.to_thread(approve)
+            handle = await aattach(self.rt, handle.batch_id)
+            outcome = await asettle(handle, answered={call_id})
         return outcome.results[call_id].model_message
+
+
+def key_of(name: str, arguments: Any, call_id: str) -> str:
+    """The key of a call's one-call batch: submitting the call again with it
+    (from any process) attaches to that batch."""
+    said = json.dumps([name, arguments, call_id], sort_keys=True, default=str)
+    return "agents-" + hashlib.sha256(said.encode()).hexdigest()[:32]
 
 
 def function_tools(
@@ -78,13 +92,26 @@ def reject(
     handle.deny(raw.call_id, reason, by=by)
 
 
+async def areject(
+    rt: Runtime,
+    state: RunState,
+    item: ToolApprovalItem,
+    reason: str,
+    *,
+    options: Options | None = None,
+    by: str = "openai-agents",
+) -> None:
+    """`reject` from the event loop: its ledger work runs on a thread."""
+    deny = functools.partial(reject, rt, state, item, reason, options=options, by=by)
+    await asyncio.to_thread(deny)
+
+
 def _tool(spec: CapabilitySpec, calls: Calls) -> FunctionTool:
     async def needs_approval(_ctx: RunContextWrapper, arguments: dict, call_id: str) -> bool:
-        return await asyncio.to_thread(calls.asks, spec.name, arguments, call_id)
+        return await calls.asks(spec.name, arguments, call_id)
 
     async def invoke(ctx: ToolContext, input_json: str) -> str:
-        arguments = _parsed(input_json)
-        return await asyncio.to_thread(calls.result, spec.name, arguments, ctx.tool_call_id)
+        return await calls.result(spec.name, _parsed(input_json), ctx.tool_call_id)
 
     return FunctionTool(
         name=spec.name,

@@ -2,7 +2,8 @@
 the HTTP gateway's keys (docs/architecture.md, "Integrations"): every request
 carries a live submitter or admin key as a bearer token; a call runs with the
 key as its submitter, in a mode no higher than the key's and only if the
-server's workspace lies inside the key's roots. Needs the `mcp` and `gateway`
+server's workspace lies inside the key's roots; only an admin key's client is
+asked to answer an approval (an elicitation). Needs the `mcp` and `gateway`
 extras."""
 
 from __future__ import annotations
@@ -61,12 +62,20 @@ def bound(ctx: Any, options: Options) -> Options:
         raise Refused(problem.detail) from None
     if key.roots is not None and not within(str(options.workspace), key.roots):
         raise Refused(f"this server's workspace is outside the roots of key {key.name!r}")
-    return replace(options, mode=mode.value, submitter=key.principal)
+    # Only a key that may answer approvals answers one at its client (the
+    # gateway's rule): a submitter's call that asks waits for an approver.
+    answers = options.client_answers and key.role is Role.admin
+    return replace(options, mode=mode.value, submitter=key.principal, client_answers=answers)
+
+
+def principal(ctx: Any) -> str | None:
+    """Who made the request: its key, to which its request state is bound."""
+    return ctx.request.state.toolrun_key.principal
 
 
 def serve_http(rt: Runtime, options: Options, host: str, port: int) -> None:
     """Serve on http://host:port/mcp until stopped; the batches stay the cluster's."""
-    app = server(rt, options, bind=bound).streamable_http_app(host=host)
+    app = server(rt, options, bind=bound, principal=principal).streamable_http_app(host=host)
     try:
         uvicorn.run(RequireKey(app, Keys(rt.ledger)), host=host, port=port, log_config=None)
     finally:

@@ -12,56 +12,50 @@ import hashlib
 import json
 from typing import Any
 
+import anyio
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.types import interrupt
 
 from runtime.client import Runtime
-from runtime.integrations.batches import Options, Outcome, run, settle
+from runtime.integrations.batches import Options, Outcome, aattach, arun, asettle, run, settle
 from runtime.types import Status
 
 REJECTED = "rejected by a person"
 
 
-class ToolrunNode:
-    """A graph node over `MessagesState`-shaped state (a `messages` list)."""
+class ToolrunNode(RunnableLambda):
+    """A graph node over `MessagesState`-shaped state (a `messages` list), for
+    `graph.invoke` and, on the event loop with no thread waiting, `ainvoke`."""
 
     def __init__(self, rt: Runtime, options: Options | None = None, *, by: str = "langgraph"):
         """`by`: who the ledger says answered an approval given on resume."""
+        super().__init__(self._run, afunc=self._arun, name="tools")
         self.rt = rt
         self.options = options or Options()
         self.by = by
 
-    def __call__(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        messages = state["messages"]
-        position, message = _last_ai(messages)
-        calls = [
-            {"id": call["id"], "name": call["name"], "arguments": call["args"]}
-            for call in message.tool_calls
-        ]
-        # LangGraph runs the node again from its start on resume: the key makes
-        # that submit attach to the batch the first run started.
-        key = _key(config, position, calls)
+    def _run(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        calls, key = _turn(state, config)
         outcome = run(self.rt, calls, self.options, key)
         while outcome.waiting:
-            answers = interrupt(
-                {
-                    "batch_id": outcome.batch_id,
-                    "waiting": [
-                        {
-                            "call_id": notice.call_id,
-                            "tool": notice.tool,
-                            "reason": notice.reason,
-                            "args": _arguments(calls, notice.call_id),
-                        }
-                        for notice in outcome.waiting.values()
-                    ],
-                }
-            )
-            outcome = self._answer(outcome, answers or {})
+            answers = interrupt(_asked(outcome, calls)) or {}
+            self._answer(outcome, answers)
+            handle = self.rt.attach(outcome.batch_id)
+            outcome = settle(handle, answered=set(answers) & set(outcome.waiting))
         return {"messages": [_message(outcome, call) for call in calls]}
 
-    def _answer(self, outcome: Outcome, answers: dict[str, Any]) -> Outcome:
+    async def _arun(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        calls, key = _turn(state, config)
+        outcome = await arun(self.rt, calls, self.options, key)
+        while outcome.waiting:
+            answers = interrupt(_asked(outcome, calls)) or {}
+            await anyio.to_thread.run_sync(self._answer, outcome, answers)
+            handle = await aattach(self.rt, outcome.batch_id)
+            outcome = await asettle(handle, answered=set(answers) & set(outcome.waiting))
+        return {"messages": [_message(outcome, call) for call in calls]}
+
+    def _answer(self, outcome: Outcome, answers: dict[str, Any]) -> None:
         """Each resume answer, given to toolrun: `True` or `{"type": "approve"}`,
         `{"type": "edit", "args": {...}}`, `False` or `{"type": "reject",
         "message": "why"}`. A waiting call with no answer stays waiting."""
@@ -77,7 +71,34 @@ class ToolrunNode:
             else:
                 reason = given.get("message") if isinstance(given, dict) else None
                 self.rt.deny(batch, call_id, reason or REJECTED, by=self.by)
-        return settle(self.rt.attach(batch), answered=set(answers) & set(outcome.waiting))
+
+
+def _turn(state: dict[str, Any], config: RunnableConfig) -> tuple[list[dict[str, Any]], str]:
+    """The last AI message's calls, and the key of their batch: LangGraph runs
+    the node again from its start on resume, and the key makes that submit
+    attach to the batch the first run started."""
+    position, message = _last_ai(state["messages"])
+    calls = [
+        {"id": call["id"], "name": call["name"], "arguments": call["args"]}
+        for call in message.tool_calls
+    ]
+    return calls, _key(config, position, calls)
+
+
+def _asked(outcome: Outcome, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The interrupt's value: the batch and each call that waits."""
+    return {
+        "batch_id": outcome.batch_id,
+        "waiting": [
+            {
+                "call_id": notice.call_id,
+                "tool": notice.tool,
+                "reason": notice.reason,
+                "args": _arguments(calls, notice.call_id),
+            }
+            for notice in outcome.waiting.values()
+        ],
+    }
 
 
 def _last_ai(messages: list[Any]) -> tuple[int, AIMessage]:
@@ -105,4 +126,5 @@ def _message(outcome: Outcome, call: dict[str, Any]) -> ToolMessage:
         tool_call_id=call["id"],
         name=call["name"],
         status="success" if result.status is Status.ok else "error",
+        response_metadata={"toolrun_batch_id": outcome.batch_id},
     )

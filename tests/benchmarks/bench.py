@@ -21,7 +21,9 @@ waiting for approval, its threads and memory. `--only P7` measures it alone
 (`make bench BENCH_FLAGS="--only P7"`); `--only P1`, `P2`, `P3`, `P4`, `P5`, `P6`
 and `G1` each measure that figure alone, both sides (the machine's load makes them noisy:
 say it next to them). M1 (`mcp_face.py`): a 1-call batch through `toolrun mcp serve`
-against the Python client (`--only M1`). `--trace` turns OpenTelemetry on in the
+against the Python client (`--only M1`). A1 (`agents_turn.py`): a turn of four
+reads through the OpenAI Agents SDK's function tools, four one-call batches,
+against the four as one batch (`--only A1`). `--trace` turns OpenTelemetry on in the
 client and the workers, exporting to an OTLP/HTTP receiver in this process
 (tracing's cost: `--only P1` with and without it).
 """
@@ -47,6 +49,7 @@ import celery
 from rich.console import Console
 
 from tests.benchmarks import (
+    agents_turn,
     baseline,
     compare,
     cpu,
@@ -64,7 +67,7 @@ from tests.benchmarks.report import Figure
 from tests.support import otlp
 
 # What `--only` measures without the rest.
-ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "M1", "P7", "F1", "L1", "I1", "S1")
+ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "M1", "P7", "F1", "L1", "I1", "S1", "A1")
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -82,6 +85,7 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "g1_samples": (100, 5, "G1: one-call batches over HTTP per repetition"),
     "g2_calls": (1000, 40, "G2: no-op reads through the gateway per repetition"),
     "m1_samples": (100, 5, "M1: one-call batches through the MCP face per repetition"),
+    "a1_samples": (50, 3, "A1: turns of four reads through the Agents SDK per repetition"),
     "r1_samples": (200, 20, "R1: redactions of a 32 KiB result per repetition (in-process)"),
     "p7_batches": (5000, 50, "P7: one-call batches waiting for approval in one client process"),
     "f1_flood": (2000, 100, "F1: key A's no-op reads queued while key B's batch is timed"),
@@ -174,6 +178,7 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         found.append(redaction_time.figure(options))
         found += gateway.measure(options, bench, console)
         found.append(mcp_face.measure(options, bench, console))
+        found.append(agents_turn.measure(options, bench, console))
         found += open_batches.figures(options, bench, console)
         found += [limits.f1(options, bench, console), *limits.l1(options, bench, console)]
         console.log("I1: fresh processes importing the client and running toolrun --help")
@@ -203,6 +208,8 @@ def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
         return gateway.measure(options, bench, console, only_g1=True)
     if options.only == "M1":
         return [mcp_face.measure(options, bench, console)]
+    if options.only == "A1":
+        return [agents_turn.measure(options, bench, console)]
     meter = cpu.Meter(bench.processes())
     if options.only == "P2":
         return [compare.p2(options, bench.sides, console, meter)]

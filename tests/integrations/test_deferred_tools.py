@@ -6,6 +6,8 @@ answered with Pydantic AI's own approval values."""
 
 from __future__ import annotations
 
+import asyncio
+
 from pydantic_ai import (
     Agent,
     DeferredToolRequests,
@@ -17,8 +19,21 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import FunctionModel
 
 from runtime.integrations.batches import Options
-from runtime.integrations.deferred_tools import answer, run_requests, toolset
+from runtime.integrations.deferred_tools import (
+    aanswer,
+    answer,
+    arun_requests,
+    run_requests,
+    toolset,
+)
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
+
+CALLS = [
+    {"id": "read-1", "name": "echo", "arguments": {"text": "hello"}},
+    {"id": "write-2", "name": "bump", "arguments": {"label": "agent"}},
+]
+POLICY = {"mode": "default", "rules": {"allow": ["bump"]}}
 
 
 def scripted(messages, info):
@@ -70,8 +85,7 @@ def test_a_turn_runs_as_one_batch_and_the_run_resumes_from_its_results(runtime, 
     bot = agent(runtime)
     first = bot.run_sync("go")
     assert isinstance(first.output, DeferredToolRequests)
-    options = Options(mode="default", workspace=workspace, rules={"allow": ["bump"]})
-    batch = run_requests(runtime, first.output, options)
+    batch = run_requests(runtime, first.output, Options(**POLICY, workspace=workspace))
     assert batch.complete
     assert batch.results.calls == {"read-1": "hello", "write-2": "bumped"}
     # One batch, the model's order, run by the workers and in the ledger.
@@ -80,21 +94,8 @@ def test_a_turn_runs_as_one_batch_and_the_run_resumes_from_its_results(runtime, 
     assert all(r.worker is not None for r in results)
     assert resumed(bot, first, batch) == "hello | bumped"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["agent"]
-    # The same results and ledger rows as the same calls submitted directly.
-    calls = [
-        {"id": "read-1", "name": "echo", "arguments": {"text": "hello"}},
-        {"id": "write-2", "name": "bump", "arguments": {"label": "agent"}},
-    ]
-    direct = runtime.submit(calls, mode="default", workspace=workspace, rules={"allow": ["bump"]})
-    assert [r.model_message for r in direct.results(timeout=30)] == ["hello", "bumped"]
-    assert rows(runtime, batch.batch_id) == rows(runtime, direct.batch_id)
-
-
-def rows(runtime, batch_id: str) -> list[tuple[str, str]]:
-    """A batch's ledger rows as (call, kind), in an order that ignores timing."""
-    found = sorted((row.call_id or "", row.kind) for row in runtime.ledger.events(batch_id))
-    assert ("write-2", "finished") in found, found
-    return found
+    # The same results, ledger rows and transcript as the calls submitted directly.
+    assert_same_as_direct(runtime, batch.batch_id, CALLS, **POLICY, workspace=workspace)
 
 
 def test_a_call_the_gate_holds_is_a_pydantic_ai_approval_and_its_answer_runs_it(runtime, workspace):
@@ -118,3 +119,24 @@ def test_a_denial_reaches_the_model_and_runs_nothing(runtime, workspace):
     assert batch.complete and "not on a Friday" in batch.results.calls["write-2"]
     assert "not on a Friday" in resumed(bot, first, batch)
     assert marks(workspace, "effects") == []
+
+
+def test_on_the_event_loop_a_turn_is_one_batch_and_its_approval_is_answered(runtime, workspace):
+    """`await agent.run(...)` with `arun_requests` and `aanswer`: no thread waits."""
+    bot = agent(runtime)
+
+    async def main():
+        first = await bot.run("go")
+        options = Options(mode="default", workspace=workspace)
+        batch = await arun_requests(runtime, first.output, options)
+        assert [part.tool_call_id for part in batch.approvals.approvals] == ["write-2"]
+        given = DeferredToolResults(approvals={"write-2": True})
+        batch = await aanswer(runtime, batch, given, by="person")
+        assert batch.complete
+        resumed = await bot.run(
+            message_history=first.all_messages(), deferred_tool_results=batch.results
+        )
+        return resumed.output
+
+    assert asyncio.run(main()) == "hello | bumped"
+    assert [mark["label"] for mark in marks(workspace, "effects")] == ["agent"]

@@ -18,8 +18,9 @@ from openai.types.responses import (
 )
 
 from runtime.integrations.batches import Options
-from runtime.integrations.function_tools import function_tools, reject
+from runtime.integrations.function_tools import areject, function_tools, key_of
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -72,10 +73,20 @@ def agent(runtime, options: Options) -> Agent:
 
 def test_the_calls_run_on_toolruns_workers(runtime, workspace):
     options = Options(mode="default", workspace=workspace, rules={"allow": ["bump"]})
-    result = asyncio.run(Runner.run(agent(runtime, options), "go"))
+    bot = agent(runtime, options)
+    result = asyncio.run(Runner.run(bot, "go"))
     assert result.interruptions == []
     assert result.final_output == "hello | bumped"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["agents"]
+    # Each call is a batch of its own (the SDK runs each through its own
+    # on_invoke_tool): the same results, ledger rows and transcript as that
+    # call submitted directly.
+    said = [("echo", {"text": "hello"}), ("bump", {"label": "agents"})]
+    for call_id, (name, arguments) in zip(bot.model.ids, said, strict=True):
+        call = {"id": call_id, "name": name, "arguments": arguments}
+        batch_id = options.submit(runtime, [call], key_of(name, arguments, call_id)).batch_id
+        policy = {"mode": "default", "rules": {"allow": ["bump"]}, "workspace": workspace}
+        assert_same_as_direct(runtime, batch_id, [call], **policy)
 
 
 def test_a_call_the_gate_holds_is_an_sdk_approval(runtime, workspace):
@@ -106,7 +117,7 @@ def test_a_rejection_denies_the_toolrun_call(runtime, workspace):
         first = await Runner.run(bot, "go")
         [item] = first.interruptions
         state = first.to_state()
-        await asyncio.to_thread(reject, runtime, state, item, "not today", options=options)
+        await areject(runtime, state, item, "not today", options=options)
         return item, await Runner.run(bot, state)
 
     item, result = asyncio.run(main())

@@ -4,57 +4,26 @@ gateway key, and a call runs as that key, within its roots and mode."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-
 import anyio
 import httpx
 import httpx2
-import pytest
+import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from runtime.gateway.keys import Role, mint
 from runtime.ledger.keys import Keys
-from runtime.stack.processes import free_port
 from runtime.types import Mode
-from tests.support.cli import REPO, SCRIPT, stack_env
-from tests.support.waiting import wait_for
 
 
-@pytest.fixture
-def served(stack, user_settings, workspace, tmp_path):
-    """The server on a free port, listening; stopped after."""
-    port = free_port()
-    argv = [SCRIPT or "toolrun", "mcp", "serve", "--workspace", str(workspace)]
-    with open(tmp_path / "server.log", "ab") as log:
-        process = subprocess.Popen(
-            [*argv, "--http", str(port)],
-            env=stack_env(stack, user_settings),
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+def call(url: str, token: str | None, name: str, arguments: dict, **options):
+    """`options`: the client's own (an elicitation callback)."""
 
-    def listening() -> bool:
-        assert process.poll() is None, (tmp_path / "server.log").read_text()
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0
-
-    try:
-        wait_for(listening, timeout=60, what="MCP server listening")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-
-
-def call(url: str, token: str | None, name: str, arguments: dict):
     async def main():
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with httpx2.AsyncClient(headers=headers) as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, **options) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 return names, await client.call_tool(name, arguments)
 
@@ -104,3 +73,23 @@ def test_a_call_runs_no_higher_than_the_keys_mode(served, runtime, workspace):
     )
     names, result = call(served, token, "echo", {"text": "x"})
     assert names == set() and result.is_error and "plan" in result.content[0].text
+
+
+def test_only_an_admin_keys_client_is_asked_to_approve(served, runtime, workspace):
+    """The gateway's rule: a submitter key answers no approval, its call waits
+    for an approver; an admin key's client is asked, and its answer counts."""
+    asked = []
+
+    async def person(_ctx, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept")
+
+    keys, suffix = Keys(runtime.ledger), workspace.parent.name
+    submitter = mint(keys, f"sub-{suffix}", Role.submitter, roots=[str(workspace)])
+    _, waits = call(served, submitter, "bump", {"label": "sub"}, elicitation_callback=person)
+    assert asked == [] and waits.meta["toolrun/status"] == "awaiting_approval"
+    admin = mint(keys, f"adm-{suffix}", Role.admin)
+    _, ran = call(served, admin, "bump", {"label": "adm"}, elicitation_callback=person)
+    assert len(asked) == 1 and ran.is_error is False
+    [row] = runtime.approvals.find(ran.meta["toolrun/call_id"])
+    assert (row.status, row.answered_by) == ("approved", f"key:adm-{suffix}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -15,10 +16,12 @@ from mcp.client.stdio import stdio_client
 
 from tests.support.cli import REPO, SCRIPT, stack_env
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
 
 
 @asynccontextmanager
-async def served(stack, user_settings, workspace: Path, *flags: str):
+async def served(stack, user_settings, workspace: Path, *flags: str, **client: Any):
+    """`client`: the MCP client's own options (an elicitation callback)."""
     argv = [SCRIPT] if SCRIPT else [sys.executable, "-m", "runtime.cli"]
     parameters = StdioServerParameters(
         command=argv[0],
@@ -27,8 +30,8 @@ async def served(stack, user_settings, workspace: Path, *flags: str):
         cwd=str(REPO),  # where the test tools import from, as the workers do
     )
     with (workspace.parent / "server.log").open("w+") as errlog:
-        async with Client(stdio_client(parameters, errlog=errlog)) as client:
-            yield client
+        async with Client(stdio_client(parameters, errlog=errlog), **client) as session:
+            yield session
 
 
 def call_once(stack, user_settings, workspace: Path, name: str, arguments: dict, *flags: str):
@@ -79,6 +82,8 @@ def test_a_read_runs_on_the_workers_and_lands_in_the_ledger(
     assert ended.worker is not None and ended.status == "ok"
     kinds = [row.kind for row in runtime.ledger.events(batch_id)]
     assert "decision" in kinds and "finished" in kinds
+    call = {"id": result.meta["toolrun/call_id"], "name": "echo", "arguments": {"text": "over mcp"}}
+    assert_same_as_direct(runtime, batch_id, [call], mode="default", workspace=workspace)
 
 
 def test_bad_input_is_an_error_result_the_model_reads(stack, user_settings, workspace):
@@ -170,5 +175,5 @@ def test_a_call_the_client_cancels_is_cancelled_in_toolrun(
     assert text(after) == "still serving"
     [row] = waiting
     [ended] = runtime.attach(row.batch_id).results(timeout=30)
-    assert ended.status == "cancelled"
+    assert ended.status == "cancelled", ended.model_message
     assert marks(workspace, "effects") == []

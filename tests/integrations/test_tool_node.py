@@ -5,6 +5,7 @@ returns `ToolMessage`s in the model's order; a call the gate holds is an
 
 from __future__ import annotations
 
+import asyncio
 from uuid import uuid4
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -17,6 +18,7 @@ from langgraph.types import Command
 from runtime.integrations.batches import Options
 from runtime.integrations.tool_node import ToolrunNode
 from tests.support.tools import marks
+from tests.support.twins import assert_same_as_direct
 
 TURN = AIMessage(
     content="",
@@ -56,6 +58,11 @@ def test_a_turn_runs_as_one_batch_and_answers_in_the_models_order(runtime, works
     assert replies[0].content == "hello" and "echo" in replies[2].content
     assert state["messages"][-1].content == "done"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["graph"]
+    # The same results, ledger rows and transcript as the calls submitted directly.
+    [batch_id] = {m.response_metadata["toolrun_batch_id"] for m in replies}
+    calls = [{"id": c["id"], "name": c["name"], "arguments": c["args"]} for c in TURN.tool_calls]
+    policy = {"mode": "default", "rules": {"allow": ["bump"]}}
+    assert_same_as_direct(runtime, batch_id, calls, **policy, workspace=workspace)
 
 
 def test_an_approval_is_an_interrupt_and_the_resume_edits_the_call(runtime, workspace):
@@ -83,3 +90,19 @@ def test_a_rejection_is_an_error_message_the_model_reads(runtime, workspace):
     write = tool_messages(state)[1]
     assert write.status == "error" and "not on a Friday" in write.content
     assert marks(workspace, "effects") == []
+
+
+def test_on_the_event_loop_the_node_interrupts_and_resumes(runtime, workspace):
+    """`ainvoke`: the node's async face, its wait on the event loop."""
+    app, config = graph(runtime, Options(mode="default", workspace=workspace)), thread()
+
+    async def main():
+        state = await app.ainvoke({"messages": [("user", "go")]}, config)
+        [asked] = state["__interrupt__"]
+        assert [call["call_id"] for call in asked.value["waiting"]] == ["write-2"]
+        return await app.ainvoke(Command(resume={"write-2": True}), config)
+
+    state = asyncio.run(main())
+    assert [m.status for m in tool_messages(state)] == ["success", "success", "error"]
+    assert state["messages"][-1].content == "done"
+    assert [mark["label"] for mark in marks(workspace, "effects")] == ["graph"]
