@@ -170,6 +170,7 @@ def test_tools_offers_only_what_can_run_in_a_mode(env):
 
 
 def test_version_prints_the_installed_package_s_version(tmp_path):
-    done = toolrun("--version", env=toolrun_env(tmp_path / "home"))
+    """Through the installed script, as the other tests' forked runs are not."""
+    done = toolrun("--version", env=toolrun_env(tmp_path / "home"), script=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"toolrun {version('tool-runtime')}\n"

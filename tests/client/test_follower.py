@@ -16,7 +16,8 @@ from runtime.settings import Settings
 from runtime.tools.loading import load_tools
 from runtime.types import ApprovalRequested, Status
 from runtime.worker.in_memory import memory_transport
-from tests.support.tools import release
+from tests.support.tools import held_running, release
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
@@ -76,9 +77,12 @@ def test_with_no_sweep_the_follower_ends_a_batch_at_its_deadline(unswept, worksp
 def test_an_end_reaches_an_idle_batch_on_the_arrivals_own_thread(rt, workspace):
     """No hop to a driver thread: a batch no driver is looking at reads its
     inbox where the end arrives (here, the in-memory worker's thread)."""
-    naps = [{"id": "n", "name": "nap", "arguments": {"label": "n", "seconds": 0.3}}]
-    handle = rt.submit(naps, mode="auto", workspace=workspace)
+    held = [{"id": "h", "name": "held", "arguments": {"label": "idle"}}]
+    handle = rt.submit(held, mode="auto", workspace=workspace)
     seen = []
-    handle.subscribe(lambda event: seen.append(threading.current_thread().name))
+    assert handle.subscribe(lambda event: seen.append(threading.current_thread().name)) == []
+    held_running(workspace, 1)  # subscribed before it can end, however busy the machine
+    release(workspace, "idle")
     assert handle.results(30)[0].status is Status.ok
-    assert seen and not seen[0].startswith("toolrun-follower")
+    wait_for(lambda: seen, what="the end's event")
+    assert not seen[0].startswith("toolrun-follower")

@@ -16,6 +16,7 @@ from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import Problem
 from runtime.gateway.waits import Waits
 from runtime.transport.flow.throttle import Throttle
+from runtime.transport.names import slots_key
 from tests.support.gateway import running_gateway
 from tests.support.waiting import wait_for
 
@@ -85,6 +86,12 @@ def _took(waits: Waits, key: Key) -> bool:
     return True
 
 
+def _expiry(throttle: Throttle, holder: Key) -> float:
+    """When the one wait `holder` holds in Redis lapses unless renewed."""
+    [(_, expiry)] = throttle.client.zrange(slots_key(f"waits:{holder.id}"), 0, -1, withscores=True)
+    return expiry
+
+
 def test_a_wait_of_a_process_that_died_lapses_and_one_renewed_does_not(throttles):
     bob, lease = key(f"bob-{uuid.uuid4().hex[:8]}"), 3.0
     dead, alive = Waits(1, throttles[0], lease=1.0), Waits(1, throttles[1], lease=lease)
@@ -94,7 +101,9 @@ def test_a_wait_of_a_process_that_died_lapses_and_one_renewed_does_not(throttles
         with pytest.raises(Problem):
             alive.take(bob)  # the dead one's slot is held until its lease lapses
         wait_for(lambda: _took(alive, bob), what="the dead process's wait lapsing", every=0.1)
-        time.sleep(2 * lease + 0.5)  # past two leases: renewed, it still holds the place
+        taken = time.time()
+        # Renewed after its first lease would have lapsed: it still holds the place.
+        wait_for(lambda: _expiry(throttles[0], bob) > taken + 2 * lease, what="a renewal")
         with pytest.raises(Problem):
             Waits(1, throttles[0], lease=lease).take(bob)
     finally:
