@@ -51,7 +51,7 @@ def test_an_accepted_elicitation_approves_the_call_and_it_runs(
     assert "bump" in question and "'label': 'yes'" in question
     assert result.is_error is False and text(result) == "bumped"
     assert [mark["label"] for mark in marks(workspace, "effects")] == ["yes"]
-    [row] = runtime.approvals.find(result.meta["toolrun/call_id"])
+    [row] = runtime.deployment.approvals.find(result.meta["toolrun/call_id"])
     assert (row.status, row.answered_by) == ("approved", "mcp client")
     # Progress: each value above the last, the last one the call's end.
     values = [value for value, _, _ in progress]

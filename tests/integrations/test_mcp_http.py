@@ -91,5 +91,5 @@ def test_only_an_admin_keys_client_is_asked_to_approve(served, runtime, workspac
     admin = mint(keys, f"adm-{suffix}", Role.admin)
     _, ran = call(served, admin, "bump", {"label": "adm"}, elicitation_callback=person)
     assert len(asked) == 1 and ran.is_error is False
-    [row] = runtime.approvals.find(ran.meta["toolrun/call_id"])
+    [row] = runtime.deployment.approvals.find(ran.meta["toolrun/call_id"])
     assert (row.status, row.answered_by) == ("approved", f"key:adm-{suffix}")
