@@ -20,6 +20,7 @@ class Purpose(StrEnum):
     transcript = "transcript"
     approval = "approval"
     notification = "notification"  # approval webhooks' bodies (runtime/batch/notifying.py)
+    ledger_seal = "ledger-seal"  # a batch's rows when it ends (runtime/ledger/chain.py)
 
 
 @functools.lru_cache(maxsize=64)

@@ -45,7 +45,8 @@ def transcript(
     document = transcripts.build(ledger, what[0])
     if document is None:
         fail(f"no batch {what[0]!r} in the ledger")
-    text = transcripts.render(transcripts.seal(document, key), chosen)
+    rows = ledger.rows_check(what[0], key)  # the rows against their seal (docs/architecture.md)
+    text = transcripts.render(transcripts.seal(document, key, rows), chosen)
     if output is None:
         sys.stdout.write(text)
     else:

@@ -312,7 +312,8 @@ def transcript_of(
     document = transcript.build(runtime.ledger, batch_id)
     if document is None:
         raise Problem(404, "not found", f"no batch {batch_id!r}")
-    text = transcript.render(transcript.seal(document, runtime.services.key), format)
+    rows = runtime.ledger.rows_check(batch_id, runtime.services.key)  # against the end's seal
+    text = transcript.render(transcript.seal(document, runtime.services.key, rows), format)
     return Response(text, media_type=transcript.MEDIA_TYPES[format])
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlmodel import Session
 
 from runtime.ledger.batches import mark_ended
+from runtime.ledger.chain import end_hash
 from runtime.ledger.dialects import insert_for
 from runtime.ledger.prepared import Prepared
 from runtime.ledger.rows import CALLS, ENDS, EVENTS, USAGE, event_fields, lock_batches, scrub, text
@@ -69,6 +70,7 @@ class CallEnd:
             "result": result.model_dump(mode="json"),
             "at": row["at"],
         }
+        self.end["chain"] = end_hash(self.end)  # as written (runtime/ledger/chain.py)
         self.usage = usage_fields(batch_id, result, row["at"], redactor)
         if started_at is not None:
             retries = list(retries)  # each one an attempt more than the start's

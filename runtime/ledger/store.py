@@ -70,6 +70,7 @@ class Ledger(LedgerReads):
             retry_seconds=settings.ledger_retry_seconds,
             lazy=lazy,
             redactor=redactor_for(settings.redaction_patterns),
+            seal_key=_signing_key(settings),
         )
 
     def record_batch(
@@ -275,3 +276,14 @@ class Ledger(LedgerReads):
     def later(self, work: Callable[[], object]) -> None:
         """`work` once the ledger is back, without trying now (it just failed)."""
         self._buffer.keep(work)
+
+
+def _signing_key(settings: Settings) -> bytes | None:
+    """The key a batch's seal is signed with, if this process has one."""
+    from runtime import config
+    from runtime.errors import StackError
+
+    try:
+        return config.signing_key(settings)
+    except StackError:
+        return None

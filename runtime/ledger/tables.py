@@ -87,6 +87,8 @@ class BatchRow(SQLModel, table=True):
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # Signed when the batch ends, over each call's row hashes (runtime/ledger/chain.py).
+    seal: Any = _json_column()
 
 
 class CallRow(SQLModel, table=True):
@@ -134,6 +136,7 @@ class EventRow(SQLModel, table=True):
     attempt: int | None = None
     status: str | None = None
     detail: Any = _json_column()
+    chain: str | None = None  # the row's hash as written (runtime/ledger/chain.py)
 
 
 class ApprovalRow(SQLModel, table=True):
@@ -173,6 +176,7 @@ class EndRow(SQLModel, table=True):
     status: str
     result: Any = _json_column()
     at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    chain: str | None = None  # the row's hash as written (runtime/ledger/chain.py)
 
 
 class PlanRow(SQLModel, table=True):

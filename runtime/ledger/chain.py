@@ -1,0 +1,161 @@
+"""A batch's rows fixed as they are written (docs/architecture.md,
+"Transcripts"): every event and end row carries the SHA-256 of its own
+columns (`chain`), made by the process that writes it; when the batch ends,
+the transaction that marks it ended folds each call's row hashes, in the
+order they were written, into one hash per call and signs those (the
+ledger's seal, under the key of `Purpose.ledger_seal`) on the batch row. An
+export checks the rows against both: a row changed since it was written, or
+rows added, removed or re-hashed since the end, name their call.
+
+Each call's rows are folded at the end rather than chained row to row as
+they land: one call's rows are written by several processes (a read's
+worker may end it before its client records the batch, a buffer replays
+rows late), so a row-to-row chain would need a read and a lock on every
+event; the end's transaction holds the batch's lock already."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, select, update
+
+from runtime.keyring import Purpose, derived
+from runtime.ledger.tables import BatchRow, CallRow, EndRow, EventRow
+
+SEAL_KEY = "toolrun.seal_key"  # where a connection carries the signing key (`Database`)
+EVENT_COLUMNS = (
+    "batch_id", "call_id", "kind", "at", "mode", "risk", "effect", "rule", "source",
+    "reason", "policy_version", "approver", "worker", "attempt", "status", "detail",
+)  # fmt: skip
+END_COLUMNS = ("batch_id", "call_id", "status", "result", "at")
+HEAD_COLUMNS = ("call_id", "position", "tool", "kind", "risk", "arguments")
+EVENTS, ENDS, CALLS = EventRow.__table__, EndRow.__table__, CallRow.__table__
+BATCHES = BatchRow.__table__
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return aware.astimezone(UTC).isoformat()
+    return value
+
+
+def row_hash(row: Any, columns: tuple[str, ...]) -> str:
+    """The hash of a row's columns (a dict, or a row read back), as written."""
+    get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+    body = {name: _plain(get(name)) for name in columns}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def event_hash(row: Any) -> str:
+    return row_hash(row, EVENT_COLUMNS)
+
+
+def end_hash(row: Any) -> str:
+    return row_hash(row, END_COLUMNS)
+
+
+def fold(head: str, hashes: list[str | None]) -> str:
+    """One call's hash: its call row's head, then its rows' hashes in order."""
+    found = hashlib.sha256(head.encode())
+    for one in hashes:
+        found.update(b"\n" + (one or "-").encode())
+    return "sha256:" + found.hexdigest()
+
+
+def signature(key: bytes, batch_id: str, calls: dict[str, str]) -> str:
+    body = json.dumps([batch_id, sorted(calls.items())], separators=(",", ":"))
+    mac = hmac.new(derived(key, Purpose.ledger_seal), body.encode(), hashlib.sha256)
+    return "hmac-sha256:" + mac.hexdigest()
+
+
+def stored_rows(connection: Connection, batch_id: str) -> tuple[list, list, list]:
+    """The batch's call rows, events of calls (in the order written) and ends."""
+    key = {"batch": batch_id}
+    return (
+        list(connection.execute(_HEADS, key)),
+        list(connection.execute(_EVENTS, key)),
+        list(connection.execute(_ENDS, key)),
+    )
+
+
+def call_hashes(heads: list, events: list, ends: list, *, stored: bool = True) -> dict[str, str]:
+    """Each call's hash from its rows: `stored`, their `chain` columns (what
+    was written); else their columns now."""
+    of_call: dict[str, list[str | None]] = {h.call_id: [] for h in heads}
+    for event in events:
+        of_call.setdefault(event.call_id, []).append(event.chain if stored else event_hash(event))
+    for end in ends:
+        of_call.setdefault(end.call_id, []).append(end.chain if stored else end_hash(end))
+    heads_by = {h.call_id: row_hash(h, HEAD_COLUMNS) for h in heads}
+    return {c: fold(heads_by.get(c, "-"), hashes) for c, hashes in of_call.items()}
+
+
+def seal_ended(connection: Connection, batch_id: str) -> None:
+    """Sign and store the batch's seal, in the transaction that marks it
+    ended; a process without the signing key stores its hashes unsigned
+    (which every check then reports)."""
+    key = connection.info.get(SEAL_KEY)
+    calls = call_hashes(*stored_rows(connection, batch_id))
+    seal = {"calls": calls, "hmac": signature(key, batch_id, calls) if key else None}
+    connection.execute(_SEAL, {"batch": batch_id, "seal": seal})
+
+
+def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[str, Any]:
+    """The rows of a batch against their hashes and its seal: `sealed` (ended
+    and sealed) and `problems`, each naming the call whose rows changed."""
+    row = connection.execute(_BATCH, {"batch": batch_id}).first()
+    if row is None:
+        return {"sealed": False, "problems": []}
+    heads, events, ends = stored_rows(connection, batch_id)
+    found = []
+    for kind, rows, hashed in (("event", events, event_hash), ("end", ends, end_hash)):
+        for one in rows:
+            if one.chain is None:
+                found.append(f"call {one.call_id}: its {kind} row has no hash as written")
+            elif one.chain != hashed(one):
+                what = f"{kind} row {getattr(one, 'id', '')} ({getattr(one, 'kind', one.status)})"
+                found.append(f"call {one.call_id}: its {what} changed after it was written")
+    seal = row.seal
+    if row.ended_at is None:
+        return {"sealed": False, "problems": found}
+    if not isinstance(seal, dict) or not isinstance(seal.get("calls"), dict):
+        return {"sealed": False, "problems": [*found, _UNSEALED]}
+    sealed_calls = {str(k): str(v) for k, v in seal["calls"].items()}
+    if key is None or not hmac.compare_digest(
+        str(seal.get("hmac")), signature(key, batch_id, sealed_calls)
+    ):
+        found.append(f"batch {batch_id}: its seal is unsigned, or signed under another key")
+    now = call_hashes(heads, events, ends, stored=True)
+    for call_id in sorted(now.keys() | sealed_calls.keys()):
+        if now.get(call_id) != sealed_calls.get(call_id):
+            found.append(f"call {call_id}: its rows changed after the batch ended")
+    return {"sealed": True, "problems": found}
+
+
+_UNSEALED = (
+    "the batch ended without a seal (ended before toolrun sealed batches): "
+    "its rows cannot be shown unchanged since"
+)
+_HEADS = (
+    select(*(CALLS.c[n] for n in HEAD_COLUMNS))
+    .where(CALLS.c.batch_id == bindparam("batch"))
+    .order_by(CALLS.c.position)
+)
+_EVENTS = (
+    select(EVENTS.c.id, EVENTS.c.chain, *(EVENTS.c[n] for n in EVENT_COLUMNS))
+    .where(EVENTS.c.batch_id == bindparam("batch"), EVENTS.c.call_id.is_not(None))
+    .order_by(EVENTS.c.id)
+)
+_ENDS = (
+    select(ENDS.c.chain, *(ENDS.c[n] for n in END_COLUMNS))
+    .where(ENDS.c.batch_id == bindparam("batch"))
+    .order_by(ENDS.c.call_id)
+)
+_BATCH = select(BATCHES.c.ended_at, BATCHES.c.seal).where(BATCHES.c.id == bindparam("batch"))
+_SEAL = update(BATCHES).where(BATCHES.c.id == bindparam("batch")).values(seal=bindparam("seal"))
