@@ -119,7 +119,7 @@ def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[s
             if one.chain is None:
                 found.append(f"call {one.call_id}: its {kind} row has no hash as written")
             elif one.chain != hashed(one):
-                what = f"{kind} row {getattr(one, 'id', '')} ({getattr(one, 'kind', one.status)})"
+                what = f"{kind} row ({one.kind})" if kind == "event" else f"end row ({one.status})"
                 found.append(f"call {one.call_id}: its {what} changed after it was written")
     seal = row.seal
     if row.ended_at is None:
