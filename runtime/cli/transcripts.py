@@ -15,7 +15,7 @@ from runtime.settings import get_settings
 
 USAGE = (
     "toolrun transcript BATCH_ID [--format json|jsonl|md|html] [--output FILE]\n"
-    "toolrun transcript verify FILE... | verify --conversation ID"
+    "toolrun transcript verify FILE... | verify --conversation ID [--last BATCH_ID]"
 )
 
 
@@ -32,13 +32,17 @@ def transcript(
         str | None,
         typer.Option(help="With verify: check this conversation's chain in the ledger."),
     ] = None,
+    last: Annotated[
+        str | None,
+        typer.Option(help="With verify --conversation: the batch you know to be its last turn."),
+    ] = None,
 ) -> None:
     from runtime import transcript as transcripts
 
     if what[0] == "verify":
-        _verify(what[1:], conversation)
+        _verify(what[1:], conversation, last)
         return
-    if len(what) != 1 or conversation is not None:
+    if len(what) != 1 or conversation is not None or last is not None:
         fail(f"usage: {USAGE}")
     chosen = choice("format", format_, transcripts.FORMATS)
     ledger, key = _ledger_and_key()
@@ -53,15 +57,15 @@ def transcript(
         output.write_text(text)
 
 
-def _verify(files: list[str], conversation: str | None) -> None:
+def _verify(files: list[str], conversation: str | None, last: str | None) -> None:
     from runtime.transcript import conversation as conversations
     from runtime.transcript import integrity, parse
 
-    if bool(files) == (conversation is not None):
+    if bool(files) == (conversation is not None) or (last is not None and conversation is None):
         fail("verify: give transcript files, or --conversation ID (the ledger's chain)")
     if conversation is not None:
-        ledger, _ = _ledger_and_key()
-        problems = conversations.check(ledger, conversation)
+        ledger, key = _ledger_and_key()
+        problems = conversations.check(ledger, conversation, key, last)
         turns = len(ledger.turns(conversation))
         _report(problems, f"conversation {conversation}: {turns} turn(s), every link holds")
         return

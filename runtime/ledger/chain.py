@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, update
 
 from runtime.keyring import Purpose, derived
+from runtime.ledger import turn_seal
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, EventRow
 
 SEAL_KEY = "toolrun.seal_key"  # where a connection carries the signing key (`Database`)
@@ -68,8 +69,10 @@ def fold(head: str, hashes: list[str | None]) -> str:
     return "sha256:" + found.hexdigest()
 
 
-def signature(key: bytes, batch_id: str, calls: dict[str, str]) -> str:
-    body = json.dumps([batch_id, sorted(calls.items())], separators=(",", ":"))
+def signature(key: bytes, batch_id: str, calls: dict[str, str], turn: Any = None) -> str:
+    body = json.dumps(
+        [batch_id, sorted(calls.items()), turn], sort_keys=True, separators=(",", ":")
+    )
     mac = hmac.new(derived(key, Purpose.ledger_seal), body.encode(), hashlib.sha256)
     return "hmac-sha256:" + mac.hexdigest()
 
@@ -102,8 +105,15 @@ def seal_ended(connection: Connection, batch_id: str) -> None:
     (which every check then reports)."""
     key = connection.info.get(SEAL_KEY)
     calls = call_hashes(*stored_rows(connection, batch_id))
-    seal = {"calls": calls, "hmac": signature(key, batch_id, calls) if key else None}
+    turn = turn_seal.turn_of(connection, batch_id)
+    seal = {
+        "calls": calls,
+        "turn": turn,
+        "hmac": signature(key, batch_id, calls, turn) if key else None,
+    }
     connection.execute(_SEAL, {"batch": batch_id, "seal": seal})
+    if turn is not None and key:
+        turn_seal.advance_head(connection, batch_id, turn, key)
 
 
 def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[str, Any]:
@@ -128,7 +138,7 @@ def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[s
         return {"sealed": False, "problems": [*found, _UNSEALED]}
     sealed_calls = {str(k): str(v) for k, v in seal["calls"].items()}
     if key is None or not hmac.compare_digest(
-        str(seal.get("hmac")), signature(key, batch_id, sealed_calls)
+        str(seal.get("hmac")), signature(key, batch_id, sealed_calls, seal.get("turn"))
     ):
         found.append(f"batch {batch_id}: its seal is unsigned, or signed under another key")
     now = call_hashes(heads, events, ends, stored=True)

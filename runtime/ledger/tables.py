@@ -259,6 +259,19 @@ class RememberedRuleRow(SQLModel, table=True):
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
+class ConversationRow(SQLModel, table=True):
+    """A conversation's last sealed turn and how many turns it had then,
+    signed (runtime/ledger/turn_seal.py): a last turn removed from the ledger
+    leaves its conversation's head naming it."""
+
+    __tablename__ = "toolrun_conversation"
+
+    id: str = Field(primary_key=True)
+    turns: int
+    last_batch: str
+    seal: str
+
+
 TABLES = [
     BatchRow.__table__,
     CallRow.__table__,
@@ -270,6 +283,7 @@ TABLES = [
     BatchOwnerRow.__table__,
     UsageRow.__table__,
     RememberedRuleRow.__table__,
+    ConversationRow.__table__,
 ]
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {

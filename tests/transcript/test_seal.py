@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, select, update
 
 from runtime.ledger.chain import event_hash
-from runtime.ledger.tables import EndRow, EventRow
+from runtime.ledger.tables import BatchRow, EndRow, EventRow
 from tests.conftest import runtime_on
 from tests.support.cli import stack_env, toolrun
 from tests.support.postgres import fresh_database
@@ -112,3 +112,85 @@ def test_rows_edited_after_the_end_fail_verify_naming_their_call(
         assert "call e2: its rows changed after the batch ended" in done.stdout
     finally:
         database.dispose()
+
+
+def _conversation(stack, user_settings, workspace, name):
+    """Three turns of `name`, each ended and sealed before the next is submitted."""
+    rt = runtime_on(stack, user_settings)
+    ids, key = [], stack.signing_key.encode()
+    try:
+        for number in range(3):
+            call = {"id": f"t{number}", "name": "echo", "arguments": {"text": f"turn {number}"}}
+            handle = rt.submit([call], workspace=workspace, conversation=name, timeout=60)
+            assert handle.results(timeout=60)[0].ok
+            wait_for(lambda h=handle: rt.ledger.rows_check(h.batch_id, key)["sealed"], timeout=60)
+            ids.append(handle.batch_id)
+    finally:
+        rt.close()
+    return ids
+
+
+def _drop(connection, batch_id):
+    for table in ("toolrun_batch", "toolrun_call", "toolrun_event", "toolrun_end"):
+        column = "id" if table == "toolrun_batch" else "batch_id"
+        connection.exec_driver_sql(f"DELETE FROM {table} WHERE {column} = ?", (batch_id,))  # noqa: S608
+
+
+def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(stack, user_settings, workspace):
+    """Issue 40: dropping a conversation's first or last turn, or editing an
+    earlier turn and making the next one's `previous_digest` again (no key
+    needed), passed `verify --conversation`; each is named now."""
+    from runtime import transcript
+    from runtime.ledger.store import Ledger
+
+    env, tag = stack_env(stack, user_settings), os.urandom(4).hex()
+    names = {what: f"c-{what}-{tag}" for what in ("first", "last", "edit")}
+    turns = {what: _conversation(stack, user_settings, workspace, n) for what, n in names.items()}
+    for name in names.values():
+        done = toolrun("transcript", "verify", "--conversation", name, env=env)
+        assert done.returncode == 0, done.stdout
+        assert "3 turn(s), every link holds" in done.stdout
+
+    database = create_engine(stack.database_url)
+    try:
+        with database.begin() as connection:
+            first, second, _ = turns["first"]
+            _drop(connection, first)
+            connection.execute(  # the second turn made to look like the first
+                update(BatchRow.__table__)
+                .where(BatchRow.__table__.c.id == second)
+                .values(previous_batch=None, previous_digest=None)
+            )
+            _drop(connection, turns["last"][2])
+            first, second, _ = turns["edit"]
+            connection.exec_driver_sql(
+                'UPDATE toolrun_call SET arguments = \'{"text": "forged"}\' WHERE batch_id = ?',
+                (first,),
+            )
+        ledger = Ledger(stack.database_url)
+        forged = transcript.digest(transcript.build(ledger, turns["edit"][0]))
+        ledger.close()
+        with database.begin() as connection:
+            connection.execute(
+                update(BatchRow.__table__)
+                .where(BatchRow.__table__.c.id == turns["edit"][1])
+                .values(previous_digest=forged)
+            )
+    finally:
+        database.dispose()
+
+    done = toolrun("transcript", "verify", "--conversation", names["first"], env=env)
+    assert done.returncode == 1, done.stdout
+    assert f"batch {turns['first'][1]}: is turn 2; the turns before it are missing" in done.stdout
+    assert f"batch {turns['first'][1]}: its link was re-chained after it ended" in done.stdout
+
+    done = toolrun("transcript", "verify", "--conversation", names["last"], env=env)
+    assert done.returncode == 1, done.stdout
+    assert f"its last turn ({turns['last'][2]}, turn 3) is missing from the ledger" in done.stdout
+
+    done = toolrun("transcript", "verify", "--conversation", names["edit"], env=env)
+    assert done.returncode == 1, done.stdout
+    assert f"batch {turns['edit'][0]}: call t0: its rows changed after the batch ended" in (
+        done.stdout
+    )
+    assert f"batch {turns['edit'][1]}: its link was re-chained after it ended" in done.stdout

@@ -1,6 +1,6 @@
-"""row chain: each event and end row's hash as written, and the batch's seal
-over its calls' hashes, signed when the batch ends (docs/architecture.md,
-"Transcripts")
+"""row chain: each event and end row's hash as written, the batch's seal over
+its calls' hashes and its turn, signed when the batch ends, and each
+conversation's signed head (docs/architecture.md, "Transcripts")
 
 Revision ID: 0007
 Revises: '0006'
@@ -25,9 +25,18 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("chain", sa.String(), nullable=True))
     with op.batch_alter_table("toolrun_batch", schema=None) as batch_op:
         batch_op.add_column(sa.Column("seal", sa.JSON(none_as_null=True), nullable=True))
+    op.create_table(
+        "toolrun_conversation",
+        sa.Column("id", sa.String(), nullable=False),
+        sa.Column("turns", sa.Integer(), nullable=False),
+        sa.Column("last_batch", sa.String(), nullable=False),
+        sa.Column("seal", sa.String(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("toolrun_conversation")
     with op.batch_alter_table("toolrun_batch", schema=None) as batch_op:
         batch_op.drop_column("seal")
     with op.batch_alter_table("toolrun_end", schema=None) as batch_op:
