@@ -1,6 +1,7 @@
 """A batch's rows fixed as they are written (docs/architecture.md,
-"Transcripts"): every event and end row carries the SHA-256 of its own
-columns (`chain`), made by the process that writes it; when the batch ends,
+"Transcripts"): every event and end row carries the HMAC of its own columns
+under the ledger seal's key (`chain`), made by the process that writes it,
+in the transaction that inserts it (`stamped`); when the batch ends,
 the transaction that marks it ended folds each call's row hashes, in the
 order they were written, into one hash per call and signs those (the
 ledger's seal, under the key of `Purpose.ledger_seal`) on the batch row. An
@@ -45,20 +46,37 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def row_hash(row: Any, columns: tuple[str, ...]) -> str:
-    """The hash of a row's columns (a dict, or a row read back), as written."""
+def row_hash(row: Any, columns: tuple[str, ...], key: bytes | None = None) -> str:
+    """The hash of a row's columns (a dict, or a row read back): with the
+    signing `key`, an HMAC under the ledger seal's key, which no one without
+    it makes again for a changed row; else a plain SHA-256."""
     get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
     body = {name: _plain(get(name)) for name in columns}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    data = text.encode("utf-8", "surrogatepass")
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    mac = hmac.new(derived(key, Purpose.ledger_seal), b"row\n" + data, hashlib.sha256)
+    return "hmac-sha256:" + mac.hexdigest()
 
 
-def event_hash(row: Any) -> str:
-    return row_hash(row, EVENT_COLUMNS)
+def event_hash(row: Any, key: bytes | None = None) -> str:
+    return row_hash(row, EVENT_COLUMNS, key)
 
 
-def end_hash(row: Any) -> str:
-    return row_hash(row, END_COLUMNS)
+def end_hash(row: Any, key: bytes | None = None) -> str:
+    return row_hash(row, END_COLUMNS, key)
+
+
+def stamped(
+    connection: Connection, rows: list[dict[str, Any]], hashed: Any
+) -> list[dict[str, Any]]:
+    """`rows`, each with its hash as written (`hashed`: `event_hash` or
+    `end_hash`), under the key this connection's ledger holds."""
+    key = connection.info.get(SEAL_KEY)
+    for row in rows:
+        row["chain"] = hashed(row, key)
+    return rows
 
 
 def fold(head: str, hashes: list[str | None]) -> str:
@@ -128,7 +146,7 @@ def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[s
         for one in rows:
             if one.chain is None:
                 found.append(f"call {one.call_id}: its {kind} row has no hash as written")
-            elif one.chain != hashed(one):
+            elif not hmac.compare_digest(one.chain, hashed(one, key)):
                 what = f"{kind} row ({one.kind})" if kind == "event" else f"end row ({one.status})"
                 found.append(f"call {one.call_id}: its {what} changed after it was written")
     seal = row.seal

@@ -14,7 +14,6 @@ from pydantic_core import to_jsonable_python
 from sqlalchemy import Connection, Insert, bindparam, func, insert, select, update
 from sqlalchemy import text as sql
 
-from runtime.ledger.chain import event_hash
 from runtime.ledger.dialects import insert_for
 from runtime.ledger.prepared import Prepared, storable
 from runtime.ledger.tables import (
@@ -115,7 +114,7 @@ def event_fields(
         "attempt": fields.get("attempt"),
         "detail": scrub(fields.get("detail"), redactor),
     }
-    return row | {"chain": event_hash(row)}  # the row as written (runtime/ledger/chain.py)
+    return row | {"chain": None}  # its hash, made as it is inserted (runtime/ledger/chain.py)
 
 
 def lock_batches(connection: Connection, batch_ids: set[str]) -> None:

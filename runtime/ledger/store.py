@@ -17,6 +17,7 @@ from sqlmodel import Session
 from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
 from runtime.ledger import batches, claims, open_batches
 from runtime.ledger.buffer import LedgerBuffer
+from runtime.ledger.chain import event_hash, stamped
 from runtime.ledger.claims import Begun, Start
 from runtime.ledger.ends import CallEnd, write_ends
 from runtime.ledger.group import CommitGroup
@@ -126,7 +127,7 @@ class Ledger(LedgerReads):
             if plan is not None:
                 INSERT_PLAN.execute(connection, {"batch_id": batch.id, "body": plan})
             ended = settle(connection, batch.id)
-            INSERT_EVENTS.execute_many(connection, rows)
+            INSERT_EVENTS.execute_many(connection, stamped(connection, rows, event_hash))
             for end in ends:
                 end.write(connection)  # this batch's lock is held
             ended |= {end.call_id for end in ends}
@@ -141,13 +142,15 @@ class Ledger(LedgerReads):
     ) -> None:
         """One event; `fields` are `EventRow` columns (an unknown one is a TypeError)."""
         row = event_fields(batch_id, call_id, kind, redactor=self.redactor, **fields)
-        self._run(lambda connection: connection.execute(insert(EVENTS), [row]), core=True)
+        self._run(lambda c: c.execute(insert(EVENTS), stamped(c, [row], event_hash)), core=True)
 
     def record_many(self, rows: Iterable[EventRow | dict[str, Any]]) -> None:
         """Several events in one transaction: all land or none do."""
         fields = event_rows(rows, self.redactor)
         if fields:
-            self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
+            self._run(
+                lambda c: c.execute(insert(EVENTS), stamped(c, fields, event_hash)), core=True
+            )
 
     def record_end(self, end: CallEnd) -> bool:
         """A call's end with those of other calls ending now in this process,
@@ -205,7 +208,7 @@ class Ledger(LedgerReads):
 
         def work(session: Session) -> None:
             lock_batches(session.connection(), {batch_id})  # see `lock_batches`
-            session.execute(insert(EVENTS), [row])
+            session.execute(insert(EVENTS), stamped(session.connection(), [row], event_hash))
             call = session.get(CallRow, {"batch_id": batch_id, "call_id": call_id})
             if call is not None:
                 call.status, call.worker, call.attempts = "running", row["worker"], attempt

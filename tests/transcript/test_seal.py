@@ -91,7 +91,7 @@ def test_rows_edited_after_the_end_fail_verify_naming_their_call(
         assert "call e1: its end row (ok) changed after it was written" in done.stdout
         assert "call r1" not in done.stdout and "call e2" not in done.stdout
 
-        with database.begin() as connection:  # an event, forged with its hash made again
+        with database.begin() as connection:  # an event, its hash made again without the key
             mine = (EVENTS.c.batch_id == batch_id) & (EVENTS.c.call_id == "r1")
             row = connection.execute(select(EVENTS).where(mine, EVENTS.c.kind == "finished")).one()
             fields = row._asdict() | {"worker": "elsewhere"}
@@ -102,7 +102,7 @@ def test_rows_edited_after_the_end_fail_verify_naming_their_call(
             )
         done = _verify(batch_id, env, tmp_path / "event.json")
         assert done.returncode == 1, done.stdout
-        assert "call r1: its rows changed after the batch ended" in done.stdout
+        assert "call r1: its event row (finished) changed after it was written" in done.stdout
         assert "call e2" not in done.stdout
 
         with database.begin() as connection:  # a row of a call removed
