@@ -136,7 +136,8 @@ def seal_ended(connection: Connection, batch_id: str) -> None:
 
 def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[str, Any]:
     """The rows of a batch against their hashes and its seal: `sealed` (ended
-    and sealed) and `problems`, each naming the call whose rows changed."""
+    and sealed), `problems`, each naming the call whose rows changed, and
+    `turn`, its number in its conversation as its seal signed it."""
     row = connection.execute(_BATCH, {"batch": batch_id}).first()
     if row is None:
         return {"sealed": False, "problems": []}
@@ -146,7 +147,7 @@ def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[s
         for one in rows:
             if one.chain is None:
                 found.append(f"call {one.call_id}: its {kind} row has no hash as written")
-            elif not hmac.compare_digest(one.chain, hashed(one, key)):
+            elif not hmac.compare_digest(one.chain.encode(), hashed(one, key).encode()):
                 what = f"{kind} row ({one.kind})" if kind == "event" else f"end row ({one.status})"
                 found.append(f"call {one.call_id}: its {what} changed after it was written")
     seal = row.seal
@@ -155,15 +156,17 @@ def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[s
     if not isinstance(seal, dict) or not isinstance(seal.get("calls"), dict):
         return {"sealed": False, "problems": [*found, _UNSEALED]}
     sealed_calls = {str(k): str(v) for k, v in seal["calls"].items()}
+    turn = seal.get("turn")
     if key is None or not hmac.compare_digest(
-        str(seal.get("hmac")), signature(key, batch_id, sealed_calls, seal.get("turn"))
+        str(seal.get("hmac")).encode(), signature(key, batch_id, sealed_calls, turn).encode()
     ):
         found.append(f"batch {batch_id}: its seal is unsigned, or signed under another key")
     now = call_hashes(heads, events, ends, stored=True)
     for call_id in sorted(now.keys() | sealed_calls.keys()):
         if now.get(call_id) != sealed_calls.get(call_id):
             found.append(f"call {call_id}: its rows changed after the batch ended")
-    return {"sealed": True, "problems": found}
+    number = turn.get("number") if isinstance(turn, dict) else None
+    return {"sealed": True, "problems": found} | ({"turn": number} if number else {})
 
 
 _UNSEALED = (

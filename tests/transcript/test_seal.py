@@ -136,7 +136,9 @@ def _drop(connection, batch_id):
         connection.exec_driver_sql(f"DELETE FROM {table} WHERE {column} = ?", (batch_id,))  # noqa: S608
 
 
-def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(stack, user_settings, workspace):
+def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(
+    stack, user_settings, workspace, tmp_path
+):
     """Issue 40: dropping a conversation's first or last turn, or editing an
     earlier turn and making the next one's `previous_digest` again (no key
     needed), passed `verify --conversation`; each is named now."""
@@ -150,6 +152,13 @@ def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(stack, user_set
         done = toolrun("transcript", "verify", "--conversation", name, env=env)
         assert done.returncode == 0, done.stdout
         assert "3 turn(s), every link holds" in done.stdout
+    files = [tmp_path / f"{b}.json" for b in turns["last"]]
+    for batch_id, path in zip(turns["last"], files, strict=True):
+        assert toolrun("transcript", batch_id, "--output", str(path), env=env).returncode == 0
+    assert toolrun("transcript", "verify", *map(str, files), env=env).returncode == 0
+    done = toolrun("transcript", "verify", *map(str, files[1:]), env=env)  # the first left out
+    assert done.returncode == 1, done.stdout
+    assert f"the turn before it ({turns['last'][0]}) is missing" in done.stdout
 
     database = create_engine(stack.database_url)
     try:
