@@ -258,7 +258,12 @@ class Ledger(LedgerReads):
         sweep passes it by, and its plan (unredacted arguments) is deleted.
         False, changing nothing, while a call has no end in the ledger yet
         (it waits in some process's buffer: the sweep comes back)."""
-        return self._run(lambda c: batches.mark_ended(c, batch_id), core=True)
+
+        def work(connection: Connection) -> bool:
+            lock_batches(connection, {batch_id})  # its seal sees every row (PostgreSQL)
+            return batches.mark_ended(connection, batch_id)
+
+        return self._run(work, core=True)
 
     def mark_cancelled(self, batch_id: str, *, by: str) -> datetime:
         """When the batch was cancelled (the first cancel counts); the time is
