@@ -42,7 +42,7 @@ from pydantic import (
     field_validator,
 )
 
-from runtime.gate.addresses import canonical_host
+from runtime.flow.hosts import canonical_host
 
 CALLS_PER_BATCH = 1000  # the default size cap: more is refused at submit
 OnLimit = Literal["delay", "refuse"]

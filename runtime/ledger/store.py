@@ -14,7 +14,8 @@ from typing import Any
 from sqlalchemy import Connection, insert
 from sqlmodel import Session
 
-from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
+from runtime import config
+from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable, StackError
 from runtime.ledger import batches, claims, open_batches
 from runtime.ledger.buffer import LedgerBuffer
 from runtime.ledger.chain import event_hash, stamped
@@ -288,9 +289,6 @@ class Ledger(LedgerReads):
 
 def _signing_key(settings: Settings) -> bytes | None:
     """The key a batch's seal is signed with, if this process has one."""
-    from runtime import config
-    from runtime.errors import StackError
-
     try:
         return config.signing_key(settings)
     except StackError:
