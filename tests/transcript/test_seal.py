@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import create_engine, select, update
 
 from runtime.ledger.chain import event_hash
-from runtime.ledger.tables import BatchRow, EndRow, EventRow
+from runtime.ledger.tables import BatchRow, CallRow, EndRow, EventRow
 from tests.conftest import runtime_on
 from tests.support.cli import stack_env, toolrun
 from tests.support.postgres import fresh_database
@@ -22,6 +22,7 @@ from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 EVENTS, ENDS = EventRow.__table__, EndRow.__table__
+BATCHES, CALLS = BatchRow.__table__, CallRow.__table__
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -131,13 +132,13 @@ def _conversation(stack, user_settings, workspace, name):
 
 
 def _drop(connection, batch_id):
-    for table in ("toolrun_batch", "toolrun_call", "toolrun_event", "toolrun_end"):
-        column = "id" if table == "toolrun_batch" else "batch_id"
-        connection.exec_driver_sql(f"DELETE FROM {table} WHERE {column} = ?", (batch_id,))  # noqa: S608
+    connection.execute(BATCHES.delete().where(BATCHES.c.id == batch_id))
+    for table in (CALLS, EVENTS, ENDS):
+        connection.execute(table.delete().where(table.c.batch_id == batch_id))
 
 
 def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(
-    stack, user_settings, workspace, tmp_path
+    backend, user_settings, workspace, tmp_path
 ):
     """Issue 40: dropping a conversation's first or last turn, or editing an
     earlier turn and making the next one's `previous_digest` again (no key
@@ -145,9 +146,9 @@ def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(
     from runtime import transcript
     from runtime.ledger.store import Ledger
 
-    env, tag = stack_env(stack, user_settings), os.urandom(4).hex()
+    env, tag = stack_env(backend, user_settings), os.urandom(4).hex()
     names = {what: f"c-{what}-{tag}" for what in ("first", "last", "edit")}
-    turns = {what: _conversation(stack, user_settings, workspace, n) for what, n in names.items()}
+    turns = {what: _conversation(backend, user_settings, workspace, n) for what, n in names.items()}
     for name in names.values():
         done = toolrun("transcript", "verify", "--conversation", name, env=env)
         assert done.returncode == 0, done.stdout
@@ -160,29 +161,28 @@ def test_a_turn_removed_at_either_end_or_re_chained_fails_verify(
     assert done.returncode == 1, done.stdout
     assert f"the turn before it ({turns['last'][0]}) is missing" in done.stdout
 
-    database = create_engine(stack.database_url)
+    database = create_engine(backend.database_url)
     try:
         with database.begin() as connection:
             first, second, _ = turns["first"]
             _drop(connection, first)
             connection.execute(  # the second turn made to look like the first
-                update(BatchRow.__table__)
-                .where(BatchRow.__table__.c.id == second)
+                update(BATCHES)
+                .where(BATCHES.c.id == second)
                 .values(previous_batch=None, previous_digest=None)
             )
             _drop(connection, turns["last"][2])
             first, second, _ = turns["edit"]
-            connection.exec_driver_sql(
-                'UPDATE toolrun_call SET arguments = \'{"text": "forged"}\' WHERE batch_id = ?',
-                (first,),
+            connection.execute(
+                update(CALLS).where(CALLS.c.batch_id == first).values(arguments={"text": "forged"})
             )
-        ledger = Ledger(stack.database_url)
+        ledger = Ledger(backend.database_url)
         forged = transcript.digest(transcript.build(ledger, turns["edit"][0]))
         ledger.close()
         with database.begin() as connection:
             connection.execute(
-                update(BatchRow.__table__)
-                .where(BatchRow.__table__.c.id == turns["edit"][1])
+                update(BATCHES)
+                .where(BATCHES.c.id == turns["edit"][1])
                 .values(previous_digest=forged)
             )
     finally:
