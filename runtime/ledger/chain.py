@@ -35,6 +35,14 @@ EVENT_COLUMNS = (
 )  # fmt: skip
 END_COLUMNS = ("batch_id", "call_id", "status", "result", "at")
 HEAD_COLUMNS = ("call_id", "position", "tool", "kind", "risk", "arguments")
+# What the batch row tells its transcript and keeps from submit on (not its
+# end, cancel or seal, which come later).
+BATCH_COLUMNS = (
+    "id", "mode", "workspace", "on_error", "call_count", "policy_version", "created_at",
+    "key", "submitter", "format", "policy_files", "stages", "conversation",
+    "previous_batch", "previous_digest", "deadline_at", "model", "input_tokens",
+    "output_tokens",
+)  # fmt: skip
 EVENTS, ENDS, CALLS = EventRow.__table__, EndRow.__table__, CallRow.__table__
 BATCHES = BatchRow.__table__
 
@@ -87,10 +95,11 @@ def fold(head: str, hashes: list[str | None]) -> str:
     return "sha256:" + found.hexdigest()
 
 
-def signature(key: bytes, batch_id: str, calls: dict[str, str], turn: Any = None) -> str:
-    body = json.dumps(
-        [batch_id, sorted(calls.items()), turn], sort_keys=True, separators=(",", ":")
-    )
+def signature(key: bytes, batch_id: str, seal: dict[str, Any]) -> str:
+    """The seal's HMAC over its batch row's hash, its calls' and its turn."""
+    calls = seal.get("calls") if isinstance(seal.get("calls"), dict) else {}
+    signed = [batch_id, seal.get("batch"), sorted(calls.items()), seal.get("turn")]
+    body = json.dumps(signed, sort_keys=True, separators=(",", ":"), default=str)
     mac = hmac.new(derived(key, Purpose.ledger_seal), body.encode(), hashlib.sha256)
     return "hmac-sha256:" + mac.hexdigest()
 
@@ -124,11 +133,9 @@ def seal_ended(connection: Connection, batch_id: str) -> None:
     key = connection.info.get(SEAL_KEY)
     calls = call_hashes(*stored_rows(connection, batch_id))
     turn = turn_seal.turn_of(connection, batch_id)
-    seal = {
-        "calls": calls,
-        "turn": turn,
-        "hmac": signature(key, batch_id, calls, turn) if key else None,
-    }
+    head = connection.execute(_HEAD, {"batch": batch_id}).first()
+    seal = {"batch": row_hash(head, BATCH_COLUMNS), "calls": calls, "turn": turn}
+    seal["hmac"] = signature(key, batch_id, seal) if key else None
     connection.execute(_SEAL, {"batch": batch_id, "seal": seal})
     if turn is not None and key:
         turn_seal.advance_head(connection, batch_id, turn, key)
@@ -158,9 +165,12 @@ def problems(connection: Connection, batch_id: str, key: bytes | None) -> dict[s
     sealed_calls = {str(k): str(v) for k, v in seal["calls"].items()}
     turn = seal.get("turn")
     if key is None or not hmac.compare_digest(
-        str(seal.get("hmac")).encode(), signature(key, batch_id, sealed_calls, turn).encode()
+        str(seal.get("hmac")).encode(), signature(key, batch_id, seal).encode()
     ):
         found.append(f"batch {batch_id}: its seal is unsigned, or signed under another key")
+    head = connection.execute(_HEAD, {"batch": batch_id}).first()
+    if seal.get("batch") != row_hash(head, BATCH_COLUMNS):
+        found.append(f"batch {batch_id}: its batch row changed after the batch ended")
     now = call_hashes(heads, events, ends, stored=True)
     for call_id in sorted(now.keys() | sealed_calls.keys()):
         if now.get(call_id) != sealed_calls.get(call_id):
@@ -188,5 +198,6 @@ _ENDS = (
     .where(ENDS.c.batch_id == bindparam("batch"))
     .order_by(ENDS.c.call_id)
 )
+_HEAD = select(*(BATCHES.c[n] for n in BATCH_COLUMNS)).where(BATCHES.c.id == bindparam("batch"))
 _BATCH = select(BATCHES.c.ended_at, BATCHES.c.seal).where(BATCHES.c.id == bindparam("batch"))
 _SEAL = update(BATCHES).where(BATCHES.c.id == bindparam("batch")).values(seal=bindparam("seal"))

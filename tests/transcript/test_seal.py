@@ -111,6 +111,13 @@ def test_rows_edited_after_the_end_fail_verify_naming_their_call(
             connection.execute(EVENTS.delete().where(mine, EVENTS.c.kind == "decision"))
         done = _verify(batch_id, env, tmp_path / "removed.json")
         assert "call e2: its rows changed after the batch ended" in done.stdout
+
+        with database.begin() as connection:  # who submitted it, forged
+            connection.execute(
+                update(BATCHES).where(BATCHES.c.id == batch_id).values(submitter="someone")
+            )
+        done = _verify(batch_id, env, tmp_path / "submitter.json")
+        assert f"batch {batch_id}: its batch row changed after the batch ended" in done.stdout
     finally:
         database.dispose()
 
