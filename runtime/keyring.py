@@ -23,6 +23,7 @@ class Purpose(StrEnum):
     page_session = "page-session"  # the approvals page's cookie (runtime/gateway/page/session.py)
     page_csrf = "page-csrf"  # its per-session CSRF token (runtime/gateway/page/csrf.py)
     hook = "hook"  # policy hooks' HTTP requests (runtime/gate/hooks/http_hook.py)
+    ledger_seal = "ledger-seal"  # a batch's rows when it ends (runtime/ledger/chain.py)
 
 
 @functools.lru_cache(maxsize=64)

@@ -15,7 +15,7 @@ from runtime.settings import get_settings
 
 USAGE = (
     "toolrun transcript BATCH_ID [--format json|jsonl|md|html] [--output FILE]\n"
-    "toolrun transcript verify FILE... | verify --conversation ID"
+    "toolrun transcript verify FILE... | verify --conversation ID [--last BATCH_ID]"
 )
 
 
@@ -32,35 +32,40 @@ def transcript(
         str | None,
         typer.Option(help="With verify: check this conversation's chain in the ledger."),
     ] = None,
+    last: Annotated[
+        str | None,
+        typer.Option(help="With verify --conversation: the batch you know to be its last turn."),
+    ] = None,
 ) -> None:
     from runtime import transcript as transcripts
 
     if what[0] == "verify":
-        _verify(what[1:], conversation)
+        _verify(what[1:], conversation, last)
         return
-    if len(what) != 1 or conversation is not None:
+    if len(what) != 1 or conversation is not None or last is not None:
         fail(f"usage: {USAGE}")
     chosen = choice("format", format_, transcripts.FORMATS)
     ledger, key = _ledger_and_key()
     document = transcripts.build(ledger, what[0])
     if document is None:
         fail(f"no batch {what[0]!r} in the ledger")
-    text = transcripts.render(transcripts.seal(document, key), chosen)
+    rows = ledger.rows_check(what[0], key)  # the rows against their seal (docs/architecture.md)
+    text = transcripts.render(transcripts.seal(document, key, rows), chosen)
     if output is None:
         sys.stdout.write(text)
     else:
         output.write_text(text)
 
 
-def _verify(files: list[str], conversation: str | None) -> None:
+def _verify(files: list[str], conversation: str | None, last: str | None) -> None:
     from runtime.transcript import conversation as conversations
     from runtime.transcript import integrity, parse
 
-    if bool(files) == (conversation is not None):
+    if bool(files) == (conversation is not None) or (last is not None and conversation is None):
         fail("verify: give transcript files, or --conversation ID (the ledger's chain)")
     if conversation is not None:
-        ledger, _ = _ledger_and_key()
-        problems = conversations.check(ledger, conversation)
+        ledger, key = _ledger_and_key()
+        problems = conversations.check(ledger, conversation, key, last)
         turns = len(ledger.turns(conversation))
         _report(problems, f"conversation {conversation}: {turns} turn(s), every link holds")
         return

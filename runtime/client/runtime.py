@@ -243,12 +243,14 @@ class Runtime(AsyncSubmits):
 
     def transcript(self, batch_id: str) -> dict[str, Any]:
         """The batch's transcript from the ledger (`toolrun.transcript/1`),
-        sealed under this runtime's signing key (docs/architecture.md,
+        sealed under this runtime's signing key with the check of its rows
+        against the seal its batch's end made (docs/architecture.md,
         "Transcripts"); `runtime.transcript.render` writes it as text."""
         document = build_transcript(self.ledger, batch_id)
         if document is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
-        return seal(document, self._services.key)
+        rows = self.ledger.rows_check(batch_id, self._services.key)  # against the end's seal
+        return seal(document, self._services.key, rows)
 
     def pending_approvals(self, batch_id: str | None = None) -> list:
         """Calls waiting for a human, from the ledger: any process sees them."""

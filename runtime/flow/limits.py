@@ -42,6 +42,8 @@ from pydantic import (
     field_validator,
 )
 
+from runtime.flow.hosts import canonical_host
+
 CALLS_PER_BATCH = 1000  # the default size cap: more is refused at submit
 OnLimit = Literal["delay", "refuse"]
 _NAME = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -91,8 +93,9 @@ class Rate(_Entry):
         """Who this call counts for under the rate; None: it does not count.
         `host`: the one every call of the tool reaches (an MCP server's URL)."""
         who = principal or "anonymous"
-        if self.per == "host":
-            return host or host_of(arguments)
+        if self.per == "host":  # the address reached, whatever its spelling
+            reached = host or host_of(arguments)
+            return canonical_host(reached) if reached else None
         return {"tool": tool, "key": who, "principal": who, "key_tool": f"{who}|{tool}"}[self.per]
 
     def describe(self) -> str:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     update,
 )
 
+from runtime.ledger import chain
 from runtime.ledger.prepared import Prepared
 from runtime.ledger.tables import ApprovalRow, BatchRow, CallRow, EndRow, PlanRow, utc_now
 from runtime.types import ToolResult
@@ -132,6 +133,8 @@ def mark_ended(connection: Connection, batch_id: str) -> bool:
     if MARK_ENDED.execute(connection, key | {"now": utc_now()}) == 0:
         if ENDED.first(connection, key) is None:
             return False  # a call is open, or the batch is not recorded yet
+    else:  # ended now: its rows are fixed from here (runtime/ledger/chain.py)
+        chain.seal_ended(connection, batch_id)
     DROP_PLAN.execute(connection, key)
     return True
 

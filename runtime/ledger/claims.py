@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from sqlalchemy import Connection, bindparam, case, func, insert, select, update
 
+from runtime.ledger.chain import event_hash, stamped
 from runtime.ledger.prepared import Prepared
 from runtime.ledger.rows import BATCHES, CALLS, EVENTS, event_fields
 from runtime.ledger.tables import EventKind, utc_now
@@ -85,7 +86,7 @@ def claim(
         attempt=delivery,
         redactor=redactor,
     )
-    INSERT_EVENTS.execute(connection, started)
+    INSERT_EVENTS.execute(connection, stamped(connection, [started], event_hash)[0])
     return Begun(Start.run, delivery, call)
 
 

@@ -19,6 +19,7 @@ from sqlmodel import Session
 from runtime.errors import LedgerRefused, LedgerUnavailable
 from runtime.ledger import engine as ledger_engine
 from runtime.ledger import schema
+from runtime.ledger.chain import SEAL_KEY
 from runtime.ledger.checkpoint import Checkpoints
 from runtime.ledger.write_hold import WriteHold
 from runtime.ledger.write_turn import WriteTurn
@@ -40,6 +41,7 @@ class Database:
         retry_attempts: int = 6,
         lazy: bool = False,
         redactor: Redactor = BUILT_IN,
+        seal_key: bytes | None = None,
     ) -> None:
         """`lazy`: a database unreachable now is not an error yet; its schema is
         checked on first use (a worker's pool process must not lose the call it
@@ -47,6 +49,7 @@ class Database:
         every row is redacted with, and what those who build rows for this
         ledger pass on (`CallEnd`, `event_fields`)."""
         self.redactor = redactor
+        self._seal_key = seal_key  # what signs a batch's seal when it ends (`chain.py`)
         busy = min(ledger_engine.SQLITE_BUSY_MS / 1000, retry_seconds)
         self._engine = ledger_engine.engine(url, busy_seconds=busy)
         self._writer = ledger_engine.writer(self._engine)
@@ -117,9 +120,11 @@ class Database:
             with hold, turn:
                 if core:  # SQL statements only: a connection, without a session's bookkeeping
                     with bind.begin() as connection:
+                        connection.info[SEAL_KEY] = self._seal_key
                         done = work(connection)
                 else:
                     with Session(bind, expire_on_commit=False) as session, session.begin():
+                        session.connection().info[SEAL_KEY] = self._seal_key
                         done = work(session)
             if write and self._checkpoints is not None:
                 self._checkpoints.committed()

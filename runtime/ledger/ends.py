@@ -14,6 +14,7 @@ from sqlalchemy import Connection, bindparam, func, insert, select, update
 from sqlmodel import Session
 
 from runtime.ledger.batches import mark_ended
+from runtime.ledger.chain import end_hash, event_hash, stamped
 from runtime.ledger.dialects import insert_for
 from runtime.ledger.prepared import Prepared
 from runtime.ledger.rows import CALLS, ENDS, EVENTS, USAGE, event_fields, lock_batches, scrub, text
@@ -69,6 +70,7 @@ class CallEnd:
             "result": result.model_dump(mode="json"),
             "at": row["at"],
         }
+        self.end["chain"] = None  # its hash, made as it is inserted (runtime/ledger/chain.py)
         self.usage = usage_fields(batch_id, result, row["at"], redactor)
         if started_at is not None:
             retries = list(retries)  # each one an attempt more than the start's
@@ -115,9 +117,9 @@ class CallEnd:
             connection = connection.connection()
         if self.unclaimed and not _pending(connection, self.batch_id, self.call_id):
             return False
-        if not claim_end(connection, self.end):
+        if not claim_end(connection, stamped(connection, [self.end], end_hash)[0]):
             return False
-        INSERT_EVENTS.execute_many(connection, self.events)
+        INSERT_EVENTS.execute_many(connection, stamped(connection, self.events, event_hash))
         self.call_recorded = END_CALL.execute(connection, self.values) > 0
         if usage:
             INSERT_USAGE.execute(connection, self.usage)

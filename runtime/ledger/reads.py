@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlmodel import select
 
-from runtime.ledger import batches, open_batches, snapshot, usage
+from runtime.ledger import batches, chain, open_batches, snapshot, turn_seal, usage
 from runtime.ledger.database import Database
 from runtime.ledger.snapshot import BatchSnapshot
 from runtime.ledger.tables import BatchRow, CallRow, EventRow, utc_now
@@ -63,6 +63,15 @@ class LedgerReads(Database):
         """The batch's row, calls, events, approvals and ends, read in one
         transaction; None if there is no such batch."""
         return self._run(lambda session: snapshot.record(session, batch_id), write=False)
+
+    def rows_check(self, batch_id: str, key: bytes | None) -> dict[str, Any]:
+        """The batch's rows against their hashes as written and the seal
+        signed when it ended (`runtime/ledger/chain.py`)."""
+        return self._read(chain.problems, batch_id, key)
+
+    def conversation_head(self, conversation: str) -> Any:
+        """The conversation's signed head (`runtime/ledger/turn_seal.py`), or None."""
+        return self._read(turn_seal.head, conversation)
 
     def calls(self, batch_id: str) -> list[CallRow]:
         query = select(CallRow).where(CallRow.batch_id == batch_id).order_by(CallRow.position)

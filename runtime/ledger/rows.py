@@ -106,7 +106,7 @@ def event_fields(
     row = dict.fromkeys(EVENT_TEXT) | {
         name: text(value, redactor) for name, value in fields.items() if name in EVENT_TEXT
     }
-    return row | {
+    row |= {
         "batch_id": batch_id,
         "call_id": storable(call_id),
         "kind": EventKind(text(kind)).value,
@@ -114,6 +114,7 @@ def event_fields(
         "attempt": fields.get("attempt"),
         "detail": scrub(fields.get("detail"), redactor),
     }
+    return row | {"chain": None}  # its hash, made as it is inserted (runtime/ledger/chain.py)
 
 
 def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
@@ -258,8 +259,10 @@ def event_rows(
     """Checked, redacted columns of events given as rows or as their fields."""
     found = []
     for row in rows:
-        fields = row if isinstance(row, dict) else row.model_dump(exclude={"id"})
+        fields = row if isinstance(row, dict) else row.model_dump(exclude={"id", "chain"})
         found.append(
-            event_fields(**{k: v for k, v in fields.items() if k != "id"}, redactor=redactor)
+            event_fields(
+                **{k: v for k, v in fields.items() if k not in ("id", "chain")}, redactor=redactor
+            )
         )
     return found

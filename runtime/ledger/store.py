@@ -14,9 +14,11 @@ from typing import Any
 from sqlalchemy import Connection, insert
 from sqlmodel import Session
 
-from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable
+from runtime import config
+from runtime.errors import InvalidBatch, LedgerRefused, LedgerUnavailable, StackError
 from runtime.ledger import batches, claims, open_batches
 from runtime.ledger.buffer import LedgerBuffer
+from runtime.ledger.chain import event_hash, stamped
 from runtime.ledger.claims import Begun, Start
 from runtime.ledger.ends import CallEnd, write_ends
 from runtime.ledger.group import CommitGroup
@@ -70,6 +72,7 @@ class Ledger(LedgerReads):
             retry_seconds=settings.ledger_retry_seconds,
             lazy=lazy,
             redactor=redactor_for(settings.redaction_patterns),
+            seal_key=_signing_key(settings),
         )
 
     def record_batch(
@@ -125,7 +128,7 @@ class Ledger(LedgerReads):
             if plan is not None:
                 INSERT_PLAN.execute(connection, {"batch_id": batch.id, "body": plan})
             ended = settle(connection, batch.id)
-            INSERT_EVENTS.execute_many(connection, rows)
+            INSERT_EVENTS.execute_many(connection, stamped(connection, rows, event_hash))
             for end in ends:
                 end.write(connection)  # this batch's lock is held
             ended |= {end.call_id for end in ends}
@@ -140,13 +143,15 @@ class Ledger(LedgerReads):
     ) -> None:
         """One event; `fields` are `EventRow` columns (an unknown one is a TypeError)."""
         row = event_fields(batch_id, call_id, kind, redactor=self.redactor, **fields)
-        self._run(lambda connection: connection.execute(insert(EVENTS), [row]), core=True)
+        self._run(lambda c: c.execute(insert(EVENTS), stamped(c, [row], event_hash)), core=True)
 
     def record_many(self, rows: Iterable[EventRow | dict[str, Any]]) -> None:
         """Several events in one transaction: all land or none do."""
         fields = event_rows(rows, self.redactor)
         if fields:
-            self._run(lambda connection: connection.execute(insert(EVENTS), fields), core=True)
+            self._run(
+                lambda c: c.execute(insert(EVENTS), stamped(c, fields, event_hash)), core=True
+            )
 
     def record_end(self, end: CallEnd) -> bool:
         """A call's end with those of other calls ending now in this process,
@@ -204,7 +209,7 @@ class Ledger(LedgerReads):
 
         def work(session: Session) -> None:
             lock_batches(session.connection(), {batch_id})  # see `lock_batches`
-            session.execute(insert(EVENTS), [row])
+            session.execute(insert(EVENTS), stamped(session.connection(), [row], event_hash))
             call = session.get(CallRow, {"batch_id": batch_id, "call_id": call_id})
             if call is not None:
                 call.status, call.worker, call.attempts = "running", row["worker"], attempt
@@ -254,7 +259,12 @@ class Ledger(LedgerReads):
         sweep passes it by, and its plan (unredacted arguments) is deleted.
         False, changing nothing, while a call has no end in the ledger yet
         (it waits in some process's buffer: the sweep comes back)."""
-        return self._run(lambda c: batches.mark_ended(c, batch_id), core=True)
+
+        def work(connection: Connection) -> bool:
+            lock_batches(connection, {batch_id})  # its seal sees every row (PostgreSQL)
+            return batches.mark_ended(connection, batch_id)
+
+        return self._run(work, core=True)
 
     def mark_cancelled(self, batch_id: str, *, by: str) -> datetime:
         """When the batch was cancelled (the first cancel counts); the time is
@@ -275,3 +285,11 @@ class Ledger(LedgerReads):
     def later(self, work: Callable[[], object]) -> None:
         """`work` once the ledger is back, without trying now (it just failed)."""
         self._buffer.keep(work)
+
+
+def _signing_key(settings: Settings) -> bytes | None:
+    """The key a batch's seal is signed with, if this process has one."""
+    try:
+        return config.signing_key(settings)
+    except StackError:
+        return None

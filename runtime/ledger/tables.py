@@ -90,6 +90,8 @@ class BatchRow(SQLModel, table=True):
     model: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    # Signed when the batch ends, over each call's row hashes (runtime/ledger/chain.py).
+    seal: Any = _json_column()
 
 
 class CallRow(SQLModel, table=True):
@@ -137,6 +139,7 @@ class EventRow(SQLModel, table=True):
     attempt: int | None = None
     status: str | None = None
     detail: Any = _json_column()
+    chain: str | None = None  # the row's hash as written (runtime/ledger/chain.py)
 
 
 class ApprovalRow(SQLModel, table=True):
@@ -176,6 +179,7 @@ class EndRow(SQLModel, table=True):
     status: str
     result: Any = _json_column()
     at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    chain: str | None = None  # the row's hash as written (runtime/ledger/chain.py)
 
 
 class PlanRow(SQLModel, table=True):
@@ -258,6 +262,19 @@ class RememberedRuleRow(SQLModel, table=True):
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
+class ConversationRow(SQLModel, table=True):
+    """A conversation's last sealed turn and how many turns it had then,
+    signed (runtime/ledger/turn_seal.py): a last turn removed from the ledger
+    leaves its conversation's head naming it."""
+
+    __tablename__ = "toolrun_conversation"
+
+    id: str = Field(primary_key=True)
+    turns: int
+    last_batch: str
+    seal: str
+
+
 TABLES = [
     BatchRow.__table__,
     CallRow.__table__,
@@ -269,6 +286,7 @@ TABLES = [
     BatchOwnerRow.__table__,
     UsageRow.__table__,
     RememberedRuleRow.__table__,
+    ConversationRow.__table__,
 ]
 # The event columns a caller may set that are stored as (redacted) text.
 EVENT_TEXT = {

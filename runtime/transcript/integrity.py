@@ -32,21 +32,29 @@ def digest(document: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical(document)).hexdigest()
 
 
-def _mac(document: dict[str, Any], key: bytes) -> str:
-    """Under the transcripts' own key, derived from the signing key `key`."""
-    return _under(derived(key, Purpose.transcript), document)
+def _mac(document: dict[str, Any], key: bytes, rows: Any = None) -> str:
+    """Under the transcripts' own key, derived from the signing key `key`;
+    `rows`, the ledger's check of the batch's rows at export, signed with it."""
+    return _under(derived(key, Purpose.transcript), document, rows)
 
 
-def _under(key: bytes, document: dict[str, Any]) -> str:
-    return "hmac-sha256:" + hmac.new(key, canonical(document), hashlib.sha256).hexdigest()
+def _under(key: bytes, document: dict[str, Any], rows: Any = None) -> str:
+    text = canonical(document)
+    if rows is not None:
+        text += b"\n" + json.dumps(rows, sort_keys=True, separators=(",", ":")).encode()
+    return "hmac-sha256:" + hmac.new(key, text, hashlib.sha256).hexdigest()
 
 
-def seal(document: dict[str, Any], key: bytes) -> dict[str, Any]:
-    """The document with its `integrity` (any earlier one replaced)."""
+def seal(
+    document: dict[str, Any], key: bytes, rows: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The document with its `integrity` (any earlier one replaced). `rows`:
+    what the ledger found of the batch's rows against their hashes and the
+    seal signed when the batch ended (`runtime/ledger/chain.py`), which
+    `verify` reports."""
     body = {name: value for name, value in document.items() if name != "integrity"}
-    return body | {
-        "integrity": {"algorithm": ALGORITHM, "digest": digest(body), "hmac": _mac(body, key)}
-    }
+    found = {"algorithm": ALGORITHM, "digest": digest(body), "hmac": _mac(body, key, rows)}
+    return body | {"integrity": found | ({"rows": rows} if rows is not None else {})}
 
 
 def verify(document: Any, key: bytes | None) -> list[str]:
@@ -55,17 +63,28 @@ def verify(document: Any, key: bytes | None) -> list[str]:
     if not isinstance(document, dict) or not isinstance(document.get("integrity"), dict):
         return ["no integrity section: not a sealed toolrun transcript"]
     seal_ = document["integrity"]
+    rows = seal_.get("rows")
     problems = []
     if seal_.get("digest") != digest(document):
         problems.append("the digest does not match the content: the transcript was changed")
     if key is None:
         problems.append("no signing key: the HMAC was not checked")
-    elif not hmac.compare_digest(str(seal_.get("hmac", "")), _mac(document, key)):
-        if hmac.compare_digest(str(seal_.get("hmac", "")), _under(key, document)):
+    elif not hmac.compare_digest(str(seal_.get("hmac", "")), _mac(document, key, rows)):
+        if hmac.compare_digest(str(seal_.get("hmac", "")), _under(key, document, rows)):
             problems.append(LEGACY)
         else:
             problems.append("the HMAC does not match: changed, or sealed under another key")
-    return problems
+    return problems + _rows(rows)
+
+
+def _rows(rows: Any) -> list[str]:
+    """What the ledger found of the rows when the transcript was exported:
+    each row changed since it was written, or since the batch ended, by call."""
+    if rows is None:
+        return []
+    if not isinstance(rows, dict) or not isinstance(rows.get("problems"), list):
+        return ["the ledger's check of the rows is not readable"]
+    return [f"the ledger's rows: {problem}" for problem in rows["problems"]]
 
 
 def links(documents: list[dict[str, Any]]) -> list[str]:
@@ -89,7 +108,8 @@ def links(documents: list[dict[str, Any]]) -> list[str]:
                 continue
             before = by_batch.get(link["batch_id"])
             if before is None:
-                if turn is not _first(turns):
+                number = _number(turn)
+                if turn is not _first(turns) or number not in (None, 1):
                     problems.append(f"{here}: the turn before it ({link['batch_id']}) is missing")
             elif link["digest"] is None:
                 problems.append(f"{here}: the turn before it had not ended; its link has no digest")
@@ -98,6 +118,14 @@ def links(documents: list[dict[str, Any]]) -> list[str]:
                     f"{here}: the turn before it ({link['batch_id']}) is not the one it followed"
                 )
     return problems
+
+
+def _number(document: dict[str, Any]) -> Any:
+    """The turn's number as its ledger seal signed it (`integrity.rows.turn`),
+    which the export's HMAC covers: a first turn left out of the files given
+    leaves the next one's number above 1."""
+    rows = (document.get("integrity") or {}).get("rows")
+    return rows.get("turn") if isinstance(rows, dict) else None
 
 
 def _first(turns: list[dict[str, Any]]) -> dict[str, Any]:

@@ -146,3 +146,13 @@ def test_a_snapshot_s_limits_are_parsed_once_and_each_snapshot_keeps_its_own(tmp
     other = Limits.from_snapshot({**snapshot, "principal": "key:b"})
     assert other is not first and other.sender == "key:b" and first.sender == "key:a"
     assert Limits.from_snapshot(None) is Limits.from_snapshot({}) is limits.NONE
+
+
+@pytest.mark.parametrize(
+    "spelling", ["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "localhost", "[::ffff:7f00:1]"]
+)
+def test_a_per_host_rate_counts_the_address_not_its_spelling(spelling):
+    """What the resolver reads as 127.0.0.1 counts under 127.0.0.1 (issue 40)."""
+    rate = Rate(name="fetch", per="host", limit="3/minute", source="org")
+    assert rate.scope("http_get", None, {"url": f"http://{spelling}:8000/x"}) == "127.0.0.1"
+    assert rate.scope("http_get", None, {"url": "https://A.example/"}) == "a.example"

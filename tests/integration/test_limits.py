@@ -21,6 +21,7 @@ from tests.support import submitter
 from tests.support.faults import FaultStack
 from tests.support.tools import marks
 from tests.support.waiting import wait_for
+from tests.support.web import serving
 
 
 def naps(count: int, seconds: float = 0.0, prefix: str = "n") -> list[dict]:
@@ -230,3 +231,32 @@ def test_a_sigkilled_workers_slot_frees_within_its_lease(fault_stack, workspace)
     assert lapses - 0.5 <= started <= lapses + 60  # not before the lease lapsed; soon after
     (lost,) = first.results(timeout=60)
     assert lost.status is Status.outcome_unknown
+
+
+SPELLINGS = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "localhost"]
+
+
+def test_a_per_host_rate_counts_every_spelling_of_one_address(stack, user_settings, tmp_path):
+    """A rate of 3/minute per host, reached at 127.0.0.1: the other spellings
+    the resolver reads as that address are the same host, refused too (issue 40)."""
+    policy = tmp_path / "org.json"
+    rate = {"name": "hosts", "per": "host", "limit": "3/minute", "on_limit": "refuse"}
+    policy.write_text(json.dumps({"limits": {"rate": [rate]}, "internal_hosts": ["127.0.0.0/8"]}))
+    rt = runtime_on(stack, user_settings, policy_file=policy)
+    try:
+        with serving() as port:
+            calls = [
+                {"id": f"h{i}", "name": "http_get", "arguments": {"url": f"http://{h}:{port}/"}}
+                for i, h in enumerate(["127.0.0.1"] * 2 + SPELLINGS)
+            ]
+            who = f"tester-{uuid.uuid4().hex[:8]}"
+            handle = rt.submit(
+                calls, mode="bypass", workspace=tmp_path, submitter=who, on_error="continue"
+            )
+            results = handle.results(timeout=120)
+    finally:
+        rt.close()
+    statuses = [r.status for r in results]
+    assert statuses[:3] == [Status.ok] * 3, [r.model_message for r in results[:3]]
+    assert statuses[3:] == [Status.rate_limited] * 5, [r.model_message for r in results]
+    assert all(r.content["scope"] == "127.0.0.1" for r in results[3:])
