@@ -21,7 +21,7 @@ def rt(tmp_path, workspace):
     user = tmp_path / "user.json"
     user.write_text(json.dumps({"trusted_workspaces": [str(workspace)]}))
     settings = Settings(home=tmp_path / "home", user_settings_file=user, approval_timeout=30)
-    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}", seal_key=KEY)  # as from_settings
     registry = load_tools(["tests.support.tools"], mcp_servers_file=None)
     transport = memory_transport(registry=registry, ledger=ledger, settings=settings, key=KEY)
     runtime = Runtime(settings, registry=registry, ledger=ledger, transport=transport)
