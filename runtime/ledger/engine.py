@@ -103,6 +103,9 @@ def _sqlite_connect(connection: Any, _record: Any, *, busy_ms: int = SQLITE_BUSY
     connection.isolation_level = None  # BEGIN is ours: see `_sqlite_begin`
     cursor = connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    # Takes effect only on a new, empty file (a no-op afterwards): a pruned
+    # ledger gives its free pages back in short steps (`retention.py`).
+    cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")  # per connection; see the module's docstring
     cursor.execute(f"PRAGMA cache_size = -{CACHE_KIB}")  # the ledger writes; it rarely rereads
