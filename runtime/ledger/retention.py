@@ -159,10 +159,12 @@ def reclaim_space(database: Database, *, full: bool = False) -> str:
 
 
 def _incremental_step(raw) -> int:
+    """One short write: up to `VACUUM_PAGES` free pages back; how many went."""
     free = raw.execute("PRAGMA freelist_count").fetchone()[0]
-    if free:
-        raw.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
-    return min(free, VACUUM_PAGES)
+    if not free:
+        return 0
+    raw.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
+    return max(0, free - raw.execute("PRAGMA freelist_count").fetchone()[0])
 
 
 def _full_vacuum(raw) -> None:

@@ -22,7 +22,7 @@ CHUNKS = 25  # chunks (of `retention.CHUNK` batches) at most per prune: the swee
 class Retaining:
     def __init__(self, settings: Settings, ledger: Ledger, key: bytes) -> None:
         self.settings, self.ledger, self.key = settings, ledger, key
-        self.every, self.chunks = EVERY, CHUNKS
+        self.every, self.chunks, self.chunk = EVERY, CHUNKS, retention.CHUNK
         self._next = 0.0
 
     def offer(self) -> retention.Pruned | None:
@@ -37,7 +37,11 @@ class Retaining:
 
             export = exporter(self.ledger, self.settings.retention_export, self.key)
         pruned = retention.prune(
-            self.ledger, retention.cutoff(days), export=export, max_chunks=self.chunks
+            self.ledger,
+            retention.cutoff(days),
+            export=export,
+            chunk=self.chunk,
+            max_chunks=self.chunks,
         )
         if pruned.batches or pruned.failed_exports:
             log.info(
