@@ -28,20 +28,29 @@ from rich.console import Console
 from runtime.ledger import retention
 from runtime.ledger.tables import utc_now
 from runtime.transcript import build, render, seal
-from tests.benchmarks import baseline, bulk_ledger, figures
+from tests.benchmarks import baseline, bulk_ledger, cpu, figures
 from tests.benchmarks.report import Figure, Target
 from tests.benchmarks.tools import NOOP, WRITE
 
 WAIT = 600.0
 
 
-def _p1_p50s(options: argparse.Namespace, sides: figures.Sides) -> list[float]:
-    """P1's toolrun side, `repeats` times after a warm-up: each one's p50 (ms)."""
-    figures.p1_toolrun(sides, options.p1_samples)
-    return [
-        round(figures.percentile(figures.p1_toolrun(sides, options.p1_samples), 0.5) * 1000, 3)
-        for _ in range(options.repeats)
-    ]
+def _p1_p50s(
+    options: argparse.Namespace, sides: figures.Sides, meter: cpu.Meter | None = None, side=""
+) -> list[float]:
+    """P1's toolrun side, `repeats` times after a warm-up: each one's p50 (ms);
+    `meter` charges each repetition's CPU (every process of the stack) to `side`."""
+    samples = options.p1_samples
+    figures.p1_toolrun(sides, samples)
+
+    def one() -> list[float]:
+        return figures.p1_toolrun(sides, samples)
+
+    found = []
+    for _ in range(options.repeats):
+        seconds = one() if meter is None else meter.measure(side, samples, one)
+        found.append(round(figures.percentile(seconds, 0.5) * 1000, 3))
+    return found
 
 
 def _timed_ms(work) -> float:
@@ -192,10 +201,11 @@ def _peak_kib(work) -> float:
 def p10(options: argparse.Namespace, bench, console: Console) -> Figure:
     count = options.p10_batches
     console.log(f"P10: P1 with none open, then with {count:,} batches waiting for approval")
-    none_open = _p1_p50s(options, bench.sides)
+    meter = cpu.Meter(bench.processes())
+    none_open = _p1_p50s(options, bench.sides, meter, "baseline")
     ids = _open(bench, count)
     try:
-        many_open = _p1_p50s(options, bench.sides)
+        many_open = _p1_p50s(options, bench.sides, meter, "toolrun")
     finally:
         console.log(f"P10: cancelling the {len(ids):,} open batches")
         for batch_id in ids:
@@ -207,8 +217,9 @@ def p10(options: argparse.Namespace, bench, console: Console) -> Figure:
         Target("ratio", "<=", 1.1),
         many_open,
         none_open,
-        note="opened by another client process, which left them to the cluster",
-        extra={"opened": len(ids)},
+        note="opened by another client process, which left them to the cluster; "
+        "cpu_ms_per_call: 'toolrun' with them open, 'baseline' with none",
+        extra={"opened": len(ids), "cpu_ms_per_call": meter.per_call_ms()},
     )
 
 
