@@ -13,6 +13,7 @@ import time
 from runtime.ledger import retention
 from runtime.ledger.store import Ledger
 from runtime.settings import Settings
+from runtime.transcript.archive import exporter
 
 log = logging.getLogger("toolrun.worker")
 EVERY = 300.0  # seconds between two prunes of one sweeping worker
@@ -33,8 +34,6 @@ class Retaining:
         self._next = time.monotonic() + self.every
         export = None
         if self.settings.retention_export is not None:
-            from runtime.transcript.archive import exporter
-
             export = exporter(self.ledger, self.settings.retention_export, self.key)
         pruned = retention.prune(
             self.ledger,
