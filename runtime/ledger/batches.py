@@ -111,8 +111,8 @@ def needing_attention(
 # A stale batch is looked at for a message that may have been lost; one whose
 # every open call waits for an answer to its approval has sent nothing that
 # could be (an answer, or the approval's expiry, moves it on), so it is passed
-# by: with 5,000 such batches open, the sweep read each of them every second
-# (docs/architecture.md, "The sweep"; docs/benchmarks, P10). A batch with no
+# by: every sweep (once a second) read and viewed each of them, 5,000 in the
+# bench's P10 (docs/architecture.md, "The sweep"). A batch with no
 # open call is looked at still: the sweep marks it ended.
 _UNANSWERED = exists().where(
     APPROVALS.c.batch_id == CALLS.c.batch_id,
