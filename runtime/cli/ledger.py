@@ -8,12 +8,30 @@ import json
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from runtime.cli.common import app, fail, out
 from runtime.settings import get_settings
 
-ledger = typer.Typer(no_args_is_help=True, help="The ledger's rows: retention.")
+
+class _Ledger(TyperGroup):
+    """`toolrun ledger BATCH_ID` shows a batch's rows, as it did before the
+    group had subcommands: a first word that names none is `show`'s."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+ledger = typer.Typer(
+    cls=_Ledger,
+    no_args_is_help=True,
+    help="A batch's ledger rows (`toolrun ledger BATCH_ID`), and retention "
+    "(`toolrun ledger prune`).",
+)
 app.add_typer(ledger, name="ledger")
 
 
@@ -47,6 +65,8 @@ def prune(
         bool, typer.Option("--json", help="One JSON object, not a sentence.")
     ] = False,
 ) -> None:
+    """Remove batches that ended more than the retention period ago, whole,
+    exporting each one's transcript first if asked; give their space back."""
     from runtime.ledger import retention
     from runtime.ledger.store import Ledger
 
