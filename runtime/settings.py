@@ -102,6 +102,21 @@ class Settings(BaseSettings):
     ledger_retry_seconds: float = Field(
         5.0, gt=0, description="How long a ledger write retries before the ledger counts as down."
     )
+    retention_days: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Days an ended batch stays in the ledger; then `toolrun ledger prune` and the "
+            'sweep remove it whole (docs/architecture.md, "Retention"). None: kept for ever.'
+        ),
+    )
+    retention_export: Path | None = Field(
+        None,
+        description=(
+            "A directory where each batch's sealed JSON Lines transcript is written before "
+            "retention removes it; None: removed without one."
+        ),
+    )
     max_deliveries: int = Field(
         3, ge=1, description="Deliveries of one call before a crashing tool is given up on."
     )

@@ -5,6 +5,7 @@ from runtime.cli import (  # noqa: F401  (registers commands)
     batches,
     deployment,
     gateway,
+    ledger,
     mcp_server,
     notifications,
     rules,

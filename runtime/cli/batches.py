@@ -22,6 +22,7 @@ from runtime.cli.common import (
     runtime_for,
 )
 from runtime.cli.deployment import down, up
+from runtime.cli.ledger import ledger as ledger_group
 from runtime.results import display
 from runtime.settings import get_settings
 from runtime.types import ApprovalRequested, Mode, ToolResult
@@ -127,7 +128,7 @@ def run(
         fail(f"none of the batch's {len(results)} calls ran ({said})", code=1)
 
 
-@app.command()
+@ledger_group.command("show")
 def ledger(
     batch_id: str,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,

@@ -12,8 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     Connection,
     String,
+    and_,
     bindparam,
     cast,
     delete,
@@ -98,13 +100,29 @@ def needing_attention(
 ) -> Attention:
     """Open batches past their deadline, cancelled, or created before
     `stale_before`; and pending approvals past their expiry."""
-    rows = _ATTENTION.all(connection, {"now": now, "stale_before": stale_before})
+    everything = stale_before >= now  # after the state lost its data: every open batch
+    found = {"now": now, "stale_before": stale_before, "everything": everything}
+    rows = _ATTENTION.all(connection, found)
     return Attention(
         batches=[batch_id for batch_id, call_id in rows if call_id is None],
         expired=[(batch_id, call_id) for batch_id, call_id in rows if call_id is not None],
     )
 
 
+# A stale batch is looked at for a message that may have been lost; one whose
+# every open call waits for an answer to its approval has sent nothing that
+# could be (an answer, or the approval's expiry, moves it on), so it is passed
+# by: every sweep (once a second) read and viewed each of them, 5,000 in the
+# bench's P10 (docs/architecture.md, "The sweep"). A batch with no
+# open call is looked at still: the sweep marks it ended.
+_UNANSWERED = exists().where(
+    APPROVALS.c.batch_id == CALLS.c.batch_id,
+    APPROVALS.c.call_id == CALLS.c.call_id,
+    APPROVALS.c.status == "pending",
+)
+_ENDED_CALL = exists().where(ENDS.c.batch_id == CALLS.c.batch_id, ENDS.c.call_id == CALLS.c.call_id)
+_OPEN_CALLS = exists().where(CALLS.c.batch_id == BATCHES.c.id, ~_ENDED_CALL)
+_NOT_WAITING = exists().where(CALLS.c.batch_id == BATCHES.c.id, ~_ENDED_CALL, ~_UNANSWERED)
 _ATTENTION = Prepared(  # built once: the sweep asks every second
     union_all(
         select(BATCHES.c.id, cast(null(), String).label("call_id")).where(
@@ -112,7 +130,11 @@ _ATTENTION = Prepared(  # built once: the sweep asks every second
             or_(
                 BATCHES.c.deadline_at <= bindparam("now", type_=BATCHES.c.deadline_at.type),
                 BATCHES.c.cancelled_at.is_not(None),
-                BATCHES.c.created_at <= bindparam("stale_before", type_=BATCHES.c.created_at.type),
+                and_(
+                    BATCHES.c.created_at
+                    <= bindparam("stale_before", type_=BATCHES.c.created_at.type),
+                    or_(bindparam("everything", type_=Boolean), ~_OPEN_CALLS, _NOT_WAITING),
+                ),
             ),
             BATCHES.c.deadline_at.is_not(None),
         ),

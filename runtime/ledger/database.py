@@ -93,6 +93,32 @@ class Database:
         "The ledger")."""
         return self._run(work, write=write, core=core)
 
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self._engine.dialect.name
+
+    def outside_transaction(self, work: Callable[[Any], T]) -> T:
+        """`work(driver_connection)` with no transaction open, for what cannot
+        run in one (`VACUUM`, in `runtime.ledger.retention`), holding this
+        process's writer's turn; SQLite waits for the lock up to the ledger's
+        retry seconds."""
+        turn = self._turn.taken() if self._turn else nullcontext()
+        with self._hold.writing(), turn, self._engine.connect() as connection:
+            raw = connection.connection.driver_connection
+            if self.dialect == "postgresql":
+                raw.rollback()  # the pool's ping may have begun one
+                raw.autocommit = True
+                try:
+                    return work(raw)
+                finally:
+                    raw.autocommit = False
+            raw.execute(f"PRAGMA busy_timeout = {int(self._retry_seconds * 1000)}")
+            try:
+                return work(raw)
+            finally:
+                raw.execute("PRAGMA busy_timeout = 0")
+
     def _read(self, statement: Callable[..., T], *args: Any, **options: Any) -> T:
         return self._run(lambda c: statement(c, *args, **options), write=False, core=True)
 

@@ -102,6 +102,14 @@ def locked(error: BaseException) -> bool:
 def _sqlite_connect(connection: Any, _record: Any, *, busy_ms: int = SQLITE_BUSY_MS) -> None:
     connection.isolation_level = None  # BEGIN is ours: see `_sqlite_begin`
     cursor = connection.cursor()
+    cursor.execute("PRAGMA busy_timeout = 0")
+    # A new, empty file only (before WAL; a no-op on any other): a pruned ledger
+    # gives its free pages back in short steps (`retention.py`). Tried once:
+    # locked, another process is making the file and sets it.
+    try:
+        cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    except sqlite3.OperationalError:
+        pass
     cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA synchronous = NORMAL")  # per connection; see the module's docstring

@@ -130,12 +130,20 @@ def lock_batches(connection: Connection, batch_ids: set[str]) -> None:
         int.from_bytes(hashlib.blake2b(b.encode(), digest_size=4).digest(), "big") - 2**31
         for b in batch_ids
     }
-    for key in sorted(keys):  # one order of the keys themselves: two ids may share one
-        connection.execute(LOCK, {"space": LOCK_SPACE, "key": key})
+    if len(keys) == 1:
+        connection.execute(LOCK, {"space": LOCK_SPACE, "key": keys.pop()})
+        return
+    # One order of the keys themselves (two ids may share one), in one round
+    # trip: retention locks a chunk of batches at once (`retention.py`).
+    connection.execute(LOCK_MANY, {"space": LOCK_SPACE, "keys": sorted(keys)})
 
 
 LOCK_SPACE = int.from_bytes(b"trb", "big")  # batch locks: apart from the migrators' lock
 LOCK = sql("SELECT pg_advisory_xact_lock(:space, :key)")
+LOCK_MANY = sql(
+    "SELECT pg_advisory_xact_lock(:space, key) "
+    "FROM (SELECT unnest(CAST(:keys AS integer[])) AS key ORDER BY 1) AS ordered"
+)
 
 
 def batch_rows(

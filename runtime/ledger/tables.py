@@ -76,7 +76,9 @@ class BatchRow(SQLModel, table=True):
     cancelled_by: str | None = None
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime, index=True)
     # What its transcript tells beyond the rows above (docs/architecture.md, "Transcripts"):
-    submitter: str | None = None  # a gateway key ("key:<name>") or the submitting principal
+    # A gateway key ("key:<name>") or the submitting principal; indexed for
+    # `toolrun usage --key` on a grown ledger (docs/benchmarks, P8).
+    submitter: str | None = Field(default=None, index=True)
     format: str | None = None  # the provider dialect of a submitted message: its reply's
     policy_files: Any = _json_column()  # the files (or submit) the batch's rules came from
     stages: Any = _json_column()  # the plan's stages: [{"parallel": bool, "calls": [ids]}]

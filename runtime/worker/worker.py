@@ -35,6 +35,7 @@ from runtime.transport.base import BatchState, Queue
 from runtime.transport.riding import Recalled
 from runtime.types import CallMessage, ToolResult
 from runtime.worker import chains
+from runtime.worker.retaining import Retaining
 
 log = logging.getLogger("toolrun.worker")
 PUBLISH_PATIENCE = 30.0  # seconds a finished call's end waits for the state to come back
@@ -69,6 +70,7 @@ class Worker:
         self.publish_patience, self.hand_on_patience = PUBLISH_PATIENCE, HAND_ON_PATIENCE
         ledger.announced_by(self._announced)  # a kept end yields to the one published
         self._sweeping: str | None = None  # the sweep's holder while this worker sweeps
+        self.retaining = Retaining(settings, ledger, key)  # retention, when set
 
     def run(
         self, raw: Any, *, name: str | None = None, on_step: Callable[[int], None] | None = None
@@ -284,6 +286,7 @@ class Worker:
             if first is not None:
                 first()
             self.advancer.sweep(everything=self.state.lost(holder))
+            self.retaining.offer()
         finally:
             self._sweeping = None
         return True

@@ -14,7 +14,10 @@ F1 and L1 (`limits.py`) are flow control's: fair share, and the CPU the
 limits' checks add per call (`--only F1`, `--only L1`). I1 (`startup.py`) is how
 long a fresh process takes to import the client, and to run `toolrun --help`.
 S1 (`sandbox.py`) is what the sandbox adds to a one-call shell batch, against the
-same batch unconfined (`--only S1`).
+same batch unconfined (`--only S1`). P8, P9 and P10 (`growth.py`) are how the
+cost grows: P1 on a ledger of a million ended calls, a 1,000-call batch against
+a Celery group, P1 with 5,000 batches open; each against its own small case
+(`--only P8`, with `--ledger` for PostgreSQL).
 
 P7 (`open_batches.py`) is toolrun alone: one client process with 5,000 batches
 waiting for approval, its threads and memory. `--only P7` measures it alone
@@ -54,6 +57,7 @@ from tests.benchmarks import (
     compare,
     cpu,
     gateway,
+    growth,
     limits,
     mcp_face,
     open_batches,
@@ -67,7 +71,10 @@ from tests.benchmarks.report import Figure
 from tests.support import otlp
 
 # What `--only` measures without the rest.
-ALONE_FIGURES = ("P1", "P2", "P3", "P4", "P5", "P6", "G1", "M1", "P7", "F1", "L1", "I1", "S1", "A1")
+ALONE_FIGURES = (
+    *("P1", "P2", "P3", "P4", "P5", "P6", "G1", "M1", "P7", "F1", "L1", "I1", "S1", "A1"),
+    *("P8", "P9", "P10"),
+)
 SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "repeats": (5, 2, "repetitions of each figure, after one warm-up"),
     "reads_slots": (16, 4, "pool processes of each reads worker, both sides"),
@@ -94,6 +101,9 @@ SIZES: dict[str, tuple[Any, Any, str]] = {  # name: (full, --quick, help)
     "f1_share": (4, 2, "F1: fair share's reads in flight per key"),
     "i1_samples": (10, 2, "I1: fresh processes started per repetition (their median)"),
     "s1_samples": (50, 5, "S1: one-call shell batches per repetition, each side"),
+    "p8_calls": (1_000_000, 2000, "P8: ended calls bulk-loaded into the ledger"),
+    "p9_calls": (1000, 50, "P9: no-op reads in the one batch (and in the group)"),
+    "p10_batches": (5000, 20, "P10: batches left open, waiting for approval"),
 }
 
 
@@ -184,12 +194,18 @@ def run(options: argparse.Namespace, home: Path, console: Console) -> tuple[list
         console.log("I1: fresh processes importing the client and running toolrun --help")
         found += startup.figures(options)
         found.append(sandbox.s1(options, bench, console))
+        found += growth.p9(options, bench, console)
+        found.append(growth.p10(options, bench, console))
+        found += growth.p8(options, bench, console)  # last: its ledger grows, then is pruned
         return found, _meta(options, bench, otel)
 
 
 def alone(options: argparse.Namespace, bench, console: Console) -> list[Figure]:
     """`--only`: one figure without the rest of the suite (its CPU per call
     where the full run measures it)."""
+    if options.only in ("P8", "P9", "P10"):
+        made = getattr(growth, options.only.lower())(options, bench, console)
+        return made if isinstance(made, list) else [made]
     if options.only == "P7":
         return open_batches.figures(options, bench, console)
     if options.only == "F1":

@@ -13,7 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 # Figures of toolrun alone: bare Celery has no approvals, and no limits to cost anything.
-ALONE = ("P7_threads", "P7_rss", "L1_P1", "L1_P3", "I1_import", "I1_help")
+ALONE = (
+    *("P7_threads", "P7_rss", "L1_P1", "L1_P3", "I1_import", "I1_help"),
+    *("P8_look", "P8_prune"),
+)
 FIGURES = (
     "P1_p50",
     "P1_p99",
@@ -29,6 +32,10 @@ FIGURES = (
     "A1",
     "F1",
     "S1",
+    "P8",
+    "P9",
+    "P9_mem",
+    "P10",
     *ALONE,
 )
 
