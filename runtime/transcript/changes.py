@@ -25,22 +25,31 @@ class Change:
     note: str | None = None
 
 
-def of(call: dict[str, Any]) -> Change | None:
-    """The change a `write_file` or `edit_file` call made or asked for; None for other calls."""
-    arguments = ran_with(call)
-    arguments = arguments if isinstance(arguments, dict) else {}
+def lines(call: dict[str, Any]) -> tuple[str, list[tuple[str, str]]] | None:
+    """(path, [(kind, line)]) of the change the call's `arguments` ask for, kind
+    `add` or `del` (an approval's notice shows it so); None for other calls."""
+    arguments = call["arguments"] if isinstance(call["arguments"], dict) else {}
     path = str(arguments.get("path", ""))
     if call["tool"] == "edit_file" and isinstance(arguments.get("old_string"), str):
         found = [("del", f"- {line}") for line in arguments["old_string"].splitlines()]
         new = str(arguments.get("new_string", ""))
-        found += [("add", f"+ {line}") for line in new.splitlines()]
-    elif call["tool"] == "write_file" and isinstance(arguments.get("content"), str):
+        return path, found + [("add", f"+ {line}") for line in new.splitlines()]
+    if call["tool"] == "write_file" and isinstance(arguments.get("content"), str):
         content = arguments["content"].splitlines()
         found = [("add", f"+ {line}") for line in content[:SHOWN]]
         if len(content) > SHOWN:
             found.append(("add", f"… {len(content) - SHOWN} more lines"))
-    else:
+        return path, found
+    return None
+
+
+def of(call: dict[str, Any]) -> Change | None:
+    """The change a transcript's `write_file` or `edit_file` call made with the
+    arguments it ran with, or asked for; None for other calls."""
+    asked = lines({"tool": call["tool"], "arguments": ran_with(call)})
+    if asked is None:
         return None
+    path, found = asked
     result = call["result"]
     status = result["status"] if result else None
     if status == "ok":
