@@ -144,8 +144,9 @@ class BatchHandle:
         redactor = self._run.services.approvals.ledger.redactor
         return usage.tally(results, self._run.tokens, redactor)
 
-    # The provider dialect of `Runtime.submit_message`; None for `submit`.
     format: adapters.Format | None = None
+    """The provider dialect of a batch from `Runtime.submit_message`, which
+    `reply()` answers in; None for `submit`."""
 
     def as_anthropic(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for every result; one Anthropic `user` message of `tool_result`

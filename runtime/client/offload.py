@@ -38,6 +38,10 @@ class AsyncSubmits:
     async def asubmit_message(
         self, message: Any, format: adapters.Format | None = None, **options: Any
     ) -> AsyncBatchHandle:
+        """`submit_message` for asyncio: the calls of a provider message as the
+        provider returned it, with `submit`'s options; its ledger and Redis work
+        runs on one of the runtime's offload threads, never on the event loop.
+        The handle's `reply()` answers in the message's dialect."""
         return await self._offloaded(
             functools.partial(self.submit_message, message, format, **options)
         )
