@@ -8,12 +8,14 @@ import asyncio
 import functools
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from runtime import adapters
 from runtime.client.handle import AsyncBatchHandle, BatchHandle
 from runtime.errors import InvalidBatch
 from runtime.types import Batch, ToolCall
+
+if TYPE_CHECKING:
+    from runtime import adapters
 
 OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
 

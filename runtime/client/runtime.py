@@ -14,56 +14,32 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
-from celery import Celery
-
-from runtime import adapters, config, tracing
-from runtime.batch.advance import Advancer
-from runtime.batch.progress import CANCEL_GRACE
-from runtime.batch.view import CLOSED_BY
-from runtime.client.attach import attached, known_row, lost_race
-from runtime.client.fingerprint import check_key
-from runtime.client.follower import Follower
-from runtime.client.handle import BatchHandle, answer
-from runtime.client.intake import (
-    batch_from,
-    check_name,
-    check_open,
-    check_size,
-    check_submission,
-    keyed_id,
-    link,
-    principal,
-    submitted_turn_key,
-)
+from runtime import config
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
-from runtime.client.remembering import remembered_for
-from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch, StackError
-from runtime.flow.limits import Limits
-from runtime.gate import bindings
-from runtime.gate.policy import PolicySources
-from runtime.ledger.approvals import Approvals
-from runtime.ledger.store import Ledger
-from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
-from runtime.tools.loading import load_tools
-from runtime.transcript import build as build_transcript
-from runtime.transcript import seal
-from runtime.transport.app import make_app
-from runtime.transport.base import Transport
-from runtime.transport.cluster import CeleryTransport
-from runtime.transport.reachability import require_reachable
-from runtime.transport.redis_client import client_state
 from runtime.types import Batch, Mode, OnError, ToolCall
 
+if TYPE_CHECKING:
+    import redis
+    from celery import Celery
+
+    from runtime import adapters
+    from runtime.client.handle import BatchHandle
+    from runtime.ledger.store import Ledger
+    from runtime.registry.capabilities import Registry
+    from runtime.transport.base import Transport
+
+# What a deployment needs (the ledger and SQLAlchemy, Celery, Redis, the batch
+# machinery) is imported when a `Runtime` is built, not with the class:
+# `from runtime import Runtime` stays under a second (docs/architecture.md, "Starting fast").
 log = logging.getLogger("toolrun.client")
-# How long close() waits, in all, for its cancelled batches to end: a cancel's
-# grace for calls still running, then a few seconds for the worker's sweep (once
-# a second) to end those and for their ends to reach this process.
-CLOSE_SECONDS = CANCEL_GRACE + 3.0
+# How long close() waits, in all, beyond a cancel's grace for calls still running,
+# for the worker's sweep (once a second) to end those and for their ends to
+# reach this process.
+CLOSE_AFTER_GRACE = 3.0
 
 
 class Runtime(AsyncSubmits):
@@ -79,6 +55,20 @@ class Runtime(AsyncSubmits):
     ) -> None:
         """`transport` defaults to Celery and Redis from `settings`; tests pass
         `runtime.worker.in_memory.memory_transport` to run batches in process."""
+        from runtime import tracing
+        from runtime.batch.advance import Advancer
+        from runtime.client.follower import Follower
+        from runtime.client.run import Services
+        from runtime.gate import bindings
+        from runtime.gate.policy import PolicySources
+        from runtime.ledger.approvals import Approvals
+        from runtime.ledger.store import Ledger
+        from runtime.tools.loading import load_tools
+        from runtime.transport.app import make_app
+        from runtime.transport.cluster import CeleryTransport
+        from runtime.transport.reachability import require_reachable
+        from runtime.transport.redis_client import client_state
+
         self.settings = settings
         # The deployment first: a client that finds none writes nothing (no ledger file).
         self.redis_url: str | None = None if transport is not None else config.redis_url(settings)
@@ -133,6 +123,8 @@ class Runtime(AsyncSubmits):
         """The deployment the environment names (`TOOLRUN_*`, else the embedded
         stack's record), once it answers: StackError within seconds, naming what
         does not answer, rather than submits that wait for it."""
+        from runtime.transport.reachability import require_reachable
+
         settings = get_settings()
         require_reachable(settings)
         return cls(settings)
@@ -196,6 +188,25 @@ class Runtime(AsyncSubmits):
         model_usage: dict[str, Any] | None = None,
         owner: dict[str, Any] | None = None,
     ) -> BatchHandle:
+        from runtime import tracing
+        from runtime.client.attach import known_row, lost_race
+        from runtime.client.fingerprint import check_key
+        from runtime.client.handle import BatchHandle
+        from runtime.client.intake import (
+            batch_from,
+            check_name,
+            check_open,
+            check_size,
+            check_submission,
+            keyed_id,
+            link,
+            principal,
+        )
+        from runtime.client.remembering import remembered_for
+        from runtime.client.run import BatchRun
+        from runtime.flow.limits import Limits
+        from runtime.gate import bindings
+
         batch = batch_from(calls, mode=mode, workspace=workspace, on_error=on_error)
         check_size(self.policies.limits, batch)
         check_name("conversation", conversation)
@@ -245,12 +256,17 @@ class Runtime(AsyncSubmits):
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
         results that have ended, then those still to come."""
+        from runtime.client.attach import attached
+
         return attached(self.follower, self.services, self.ledger, batch_id)
 
     def transcript(self, batch_id: str) -> dict[str, Any]:
         """The batch's transcript from the ledger (`toolrun.transcript/1`),
         sealed under this runtime's signing key (docs/architecture.md,
         "Transcripts"); `runtime.transcript.render` writes it as text."""
+        from runtime.transcript import build as build_transcript
+        from runtime.transcript import seal
+
         document = build_transcript(self.ledger, batch_id)
         if document is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
@@ -266,6 +282,8 @@ class Runtime(AsyncSubmits):
         """Let a waiting call run (with `updated_arguments`, validated again, if
         given), and carry its batch on from here. False if it was not waiting:
         already answered, or expired."""
+        from runtime.client.handle import answer
+
         return answer(
             self.services,
             batch_id,
@@ -283,6 +301,8 @@ class Runtime(AsyncSubmits):
         """Refuse a waiting call: it ends `denied` with `reason` (what the model
         reads), recorded as answered `by`, and its batch is carried on from
         here. False if it was not waiting: already answered, or expired."""
+        from runtime.client.handle import answer
+
         return answer(self.services, batch_id, call_id, approve=False, by=by, reason=reason)
 
     def submit_message(
@@ -299,6 +319,9 @@ class Runtime(AsyncSubmits):
         `submitter` (default user@host): the same turn again from the same
         submitter attaches, from another it is a batch of its own
         (docs/architecture.md, "Attach and keys")."""
+        from runtime import adapters
+        from runtime.client.intake import principal, submitted_turn_key
+
         turn = adapters.parse(message, format)
         if not turn.calls:
             raise InvalidBatch("the message holds no tool calls to run")
@@ -328,7 +351,11 @@ class Runtime(AsyncSubmits):
             return
         self._closed = True
         if cancel:
-            self.follower.cancel_all(by=CLOSED_BY, seconds=CLOSE_SECONDS)
+            from runtime.batch.progress import CANCEL_GRACE
+            from runtime.batch.view import CLOSED_BY
+
+            seconds = CANCEL_GRACE + CLOSE_AFTER_GRACE
+            self.follower.cancel_all(by=CLOSED_BY, seconds=seconds)
         self.follower.close()
         self._offload.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
