@@ -9,9 +9,13 @@ before touching the API, so tracing off costs a check of one flag.
 
 The caller's context crosses processes as a W3C `traceparent` in the signed
 task message (`CallMessage.traceparent`); a worker's `execute_tool {tool}` span
-is its child, following the GenAI semantic conventions. Attributes come only
-from what the gate decided and what `results` redacted; a call's arguments
-only with `TOOLRUN_TRACE_ARGUMENTS`, redacted.
+is its child, following the GenAI semantic conventions. A call that no worker
+ran to its end (refused by the gate, denied by a person, skipped, cancelled,
+past its deadline, held at a limit, its worker lost) gets a span of the same
+name from the process that ended it (`ended_span`), so a trace shows every
+call of the batch. Attributes come only from what the gate decided and what
+`results` redacted; a call's arguments only with `TOOLRUN_TRACE_ARGUMENTS`,
+redacted.
 """
 
 from __future__ import annotations
@@ -213,3 +217,44 @@ def hook_span(name: str, when: str, kind: str, tool: str) -> Iterator[dict[str, 
             span.set_attribute(f"toolrun.hook.{field}", value)
         if "failure" in found:
             span.set_status(StatusCode.ERROR, str(found["failure"]))
+
+
+def ended_span(
+    traceparent: str | None,
+    batch_id: str,
+    tool: str,
+    result: ToolResult,
+    decision: dict[str, Any],
+    *,
+    redactor: Redacts,
+    started: bool = False,
+) -> None:
+    """A zero-length `execute_tool {tool}` span for a call ended outside a
+    worker's run of it, the child of the batch's span (`traceparent`): its
+    status, why (the result's redacted summary) and the decision behind it as
+    attributes; `started`: a worker had claimed it (lost, or abandoned at the
+    deadline), so its own span may be missing."""
+    if not enabled():
+        return
+    context = PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "gen_ai.tool.call.id": result.call_id,
+        "gen_ai.tool.type": "function",
+        "toolrun.batch.id": batch_id,
+        "toolrun.call.status": result.status.value,
+        "toolrun.call.ran": False,
+        "toolrun.call.started": started,
+        "toolrun.call.summary": str(redactor.redact(result.summary)),
+    }
+    for name, value in decision.items():
+        if value not in (None, ""):
+            attributes[f"toolrun.decision.{name}"] = str(redactor.redact(value))
+    span = trace.get_tracer(SCOPE).start_span(
+        f"execute_tool {tool}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
+    )
+    if result.status is not Status.ok:
+        span.set_attribute("error.type", result.status.value)
+        span.set_status(StatusCode.ERROR, result.status.value)
+    span.end()

@@ -12,12 +12,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Imports inside functions only for optional dependencies (MCP), the CLI's start-up time,
-# the client's lazy `Runtime`, PostgreSQL's SQL dialect (on SQLite, never needed), the
-# search's .gitignore matcher (few processes search), and the Request class Celery loads
-# by name before the tasks module that names it has finished.
+# the client's lazy `Runtime` (and the class itself, whose deployment, ledger and
+# handles' replies load when a `Runtime` is built or used), PostgreSQL's SQL dialect
+# (on SQLite, never needed), the search's .gitignore matcher (few processes search),
+# and the Request class Celery loads by name before the tasks module that names it
+# has finished.
 LAZY_ALLOWED = {
     "runtime/__init__.py",
     "runtime/cli/",
+    "runtime/client/runtime.py",
+    "runtime/client/handle.py",
     "runtime/ledger/dialects.py",
     "runtime/tools/gitignore.py",
     "runtime/mcp/servers.py",
@@ -180,6 +184,19 @@ def test_a_client_loads_neither_the_worker_app_nor_flower():
     code = (
         "import sys, runtime; from runtime import Runtime; import runtime.cli\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('workers', 'flower')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_importing_runtime_loads_no_deployment_library():
+    """`from runtime import Runtime` is an orchestrator's first line and every
+    `toolrun` command's: SQLAlchemy, Celery, kombu, Redis and the secret
+    detectors load when a `Runtime` is built (docs/architecture.md, "Starting fast")."""
+    heavy = ("sqlalchemy", "sqlmodel", "celery", "kombu", "redis", "detect_secrets", "limits")
+    code = (
+        "import sys; from runtime import Runtime; import runtime.cli\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -81,6 +81,21 @@ print(json.dumps(found))
 """
 
 
+def _in_a_child(script: str, *args: str) -> subprocess.CompletedProcess:
+    """`script` run by a Python of its own, with no OTEL_ or TOOLRUN_ variable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TOOLRUN_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_an_execute_tool_span_holds_redacted_data_and_arguments_only_when_opted_in(tmp_path):
     secret = "sk-live-" + "a1B2c3D4e5F6g7H8i9J0k1L2"
     wire = message(
@@ -90,16 +105,7 @@ def test_an_execute_tool_span_holds_redacted_data_and_arguments_only_when_opted_
         workspace=tmp_path,
         approved_by="ana",
     ) | {"traceparent": PARENT}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", SPANS, json.dumps(wire)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _in_a_child(SPANS, json.dumps(wire))
     plain, opted_in = json.loads(done.stdout)
     for span in (plain, opted_in):
         assert span["name"] == "execute_tool echo"
@@ -159,3 +165,79 @@ def test_an_applications_own_provider_is_kept():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]  # toolrun's spans join the application's
+
+
+UNRUN = """
+import json, tempfile
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from runtime import memory_runtime
+from runtime.types import ApprovalRequested
+from tests.support import tools
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+workspace = tempfile.mkdtemp()
+chosen = (tools.echo, tools.nap, tools.obliterate, tools.explode, tools.bump)
+with memory_runtime(*chosen, workspace=workspace) as rt:
+    first = rt.submit(
+        [
+            {"id": "e1", "name": "echo", "arguments": {"text": "hi"}},
+            {"id": "u1", "name": "no_such_tool", "arguments": {}},
+            {"id": "n1", "name": "nap", "arguments": {"label": "n"}},
+            {"id": "o1", "name": "obliterate", "arguments": {"label": "o"}},
+        ],
+        mode="accept_edits", workspace=workspace, on_error="continue", rules={"deny": ["nap"]},
+    )
+    for event in first.stream(timeout=30):
+        if isinstance(event, ApprovalRequested):
+            first.deny(event.call_id, "not today", by="carol")
+    second = rt.submit(
+        [
+            {"id": "x1", "name": "explode", "arguments": {"message": "boom"}},
+            {"id": "s1", "name": "bump", "arguments": {"label": "s"}},
+        ],
+        mode="accept_edits", workspace=workspace,
+    )
+    statuses = [r.status.value for h in (first, second) for r in h.results(timeout=30)]
+found = [
+    {
+        "name": span.name,
+        "trace": format(span.context.trace_id, "032x"),
+        "parent": span.parent and format(span.parent.span_id, "016x"),
+        "id": format(span.context.span_id, "016x"),
+        "attributes": dict(span.attributes),
+        "error": span.status.status_code.name,
+    }
+    for span in exporter.get_finished_spans()
+]
+print(json.dumps({"statuses": statuses, "spans": found}))
+"""
+
+
+def test_calls_that_were_refused_denied_or_skipped_have_a_span_saying_so():
+    found = json.loads(_in_a_child(UNRUN).stdout.strip().splitlines()[-1])
+    assert found["statuses"] == ["ok", "unknown_tool", "denied", "denied", "error", "skipped"]
+    batches = {s["id"]: s for s in found["spans"] if s["name"] == "toolrun batch"}
+    calls = {}
+    for span in found["spans"]:
+        if span["name"].startswith("execute_tool "):
+            assert span["parent"] in batches  # the batch's span is its parent
+            assert span["trace"] == batches[span["parent"]]["trace"]
+            calls.setdefault(span["attributes"]["gen_ai.tool.call.id"], []).append(span)
+    assert sorted(calls) == ["e1", "n1", "o1", "s1", "u1", "x1"]
+    unrun = {call_id: spans[0]["attributes"] for call_id, spans in calls.items()}
+    for call_id, status in [("u1", "unknown_tool"), ("n1", "denied"), ("o1", "denied")]:
+        assert unrun[call_id]["toolrun.call.status"] == status
+        assert unrun[call_id]["toolrun.call.ran"] is False
+        assert unrun[call_id]["error.type"] == status and calls[call_id][0]["error"] == "ERROR"
+    assert unrun["s1"]["toolrun.call.status"] == "skipped"
+    assert "x1" in unrun["s1"]["toolrun.call.summary"]
+    assert unrun["n1"]["toolrun.decision.rule"] == "nap"
+    assert unrun["n1"]["toolrun.decision.effect"] == "deny"
+    assert "carol" in unrun["o1"]["toolrun.call.summary"]
+    assert "toolrun.call.ran" not in unrun["e1"] and "toolrun.call.ran" not in unrun["x1"]

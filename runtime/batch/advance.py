@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from runtime import clock
+from runtime import clock, tracing
 from runtime.batch import liveness
 from runtime.batch.approving import Approving
 from runtime.batch.notifying import Notifying
@@ -131,6 +131,8 @@ class Advancer:
         view = View(
             ends=ends, sent={}, started=set(), approvals={}, cancelled_at=None, now=clock.now()
         )
+        for result in ends.values():  # refused at the gate: recorded with the batch
+            self._traced(plan, result, {})
         steps = next_steps(plan, view)
         if steps.ends or not steps.send:  # the copies first, as ever
             copy, record = self._keep(plan.batch.id, copy, record)
@@ -223,7 +225,26 @@ class Advancer:
         )
         if won:
             self.state.publish(plan.batch.id, end.result, reply_to=plan.reply_to)
+            self._traced(plan, end.result, fields, started=end.kind is EventKind.finished)
         return won
+
+    def _traced(
+        self, plan: BatchPlan, result: ToolResult, decision: dict, *, started: bool = False
+    ) -> None:
+        """The span of a call that no worker ran to its end (runtime/tracing.py)."""
+        planned = plan.calls.get(result.call_id)
+        if planned is not None and not decision and planned.effect == "refused":
+            effect = "deny" if result.status is Status.denied else None
+            decision = {"effect": effect, "reason": planned.reason, "rule": planned.rule}
+        tracing.ended_span(
+            plan.traceparent,
+            plan.batch.id,
+            planned.tool if planned else result.tool,
+            result,
+            decision,
+            redactor=self.ledger.redactor,
+            started=started,
+        )
 
     def _carry_out(
         self, plan: BatchPlan, steps: Steps, copy: dict | None = None, record: str | None = None

@@ -122,11 +122,14 @@ def _planned(admission: Admitted | Refused, where: tuple[int, int, bool], sign: 
     call = admission.call
     read = _is_read(admission)
     if isinstance(admission, Refused):
+        decided = admission.decision  # None: refused before the gate (unknown tool, ...)
         return PlannedCall(
             id=call.id,
             tool=call.name if isinstance(call.name, str) else "?",
             read=read,
             effect="refused",
+            reason=decided.reason if decided else "",
+            rule=decided.rule if decided else "",
             stage=stage,
         )
     decision = admission.decision

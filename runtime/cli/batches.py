@@ -13,6 +13,7 @@ from rich.live import Live
 
 from runtime.cli import prompt
 from runtime.cli.batch_files import dialects, read_batch, read_message, rules_with
+from runtime.cli.board import POLL, Board
 from runtime.cli.common import (
     app,
     check_mode,
@@ -197,18 +198,44 @@ def _follow(handle, *, quiet: bool) -> list:
                 prompt.say(handle.batch_id, event)
         return handle.results()
     if out.is_terminal:
-        seen: dict[str, ToolResult | ApprovalRequested] = {}  # a call's end replaces its notice
-        with Live(_table(seen, handle.batch_id), console=out, refresh_per_second=8) as live:
-            for event in handle.stream():
-                seen[event.call_id] = event
-                live.update(_table(seen, handle.batch_id))
-                if isinstance(event, ApprovalRequested):
-                    _waiting(handle, event, live)
+        _live(handle)
     else:
         out.print(f"batch {handle.batch_id}", markup=False)
         for event in handle.stream():
             out.print(_line(event, handle.batch_id), markup=False)
     return handle.results()
+
+
+def _live(handle) -> None:
+    """The live table (runtime/cli/board.py) until every call has ended,
+    asking about each call that waits for a person as it starts to wait."""
+    shown = Board(handle.batch_id, [(call.id, call.name) for call in handle.batch.calls])
+    asked: set[str] = set()
+    with Live(shown.table(), console=out, auto_refresh=False) as live:
+        shown.drawn()
+        while True:
+            done = handle.wait(POLL)
+            results, waiting = handle.so_far()
+            shown.take(results, waiting, _started(handle) if shown.looks_due() else None)
+            if done or shown.due():
+                live.update(shown.table(), refresh=True)
+                shown.drawn()
+            for event in waiting:
+                if event.call_id not in asked:
+                    asked.add(event.call_id)
+                    _waiting(handle, event, live)
+            if done:
+                return
+
+
+def _started(handle) -> set[str] | None:
+    """The calls of the batch a worker has taken; None if Redis cannot say now."""
+    from runtime.errors import StateUnavailable
+
+    try:
+        return handle.services.transport.started(handle.batch_id)
+    except StateUnavailable:
+        return None
 
 
 def _waiting(handle, event: ApprovalRequested, live: Live) -> None:
@@ -226,16 +253,6 @@ def _line(event: ToolResult | ApprovalRequested, batch_id: str) -> str:
     if isinstance(event, ApprovalRequested):
         return prompt.waiting_line(batch_id, event)
     return display.result_line(event)
-
-
-def _table(seen: dict[str, ToolResult | ApprovalRequested], batch_id: str):
-    results = [event for event in seen.values() if isinstance(event, ToolResult)]
-    table = display.results_table(results, f"batch {batch_id}")
-    for event in seen.values():
-        if isinstance(event, ApprovalRequested):
-            status = "[yellow]awaiting approval[/]"
-            table.add_row(event.call_id, event.tool, status, "", "", event.reason)
-    return table
 
 
 @app.command()

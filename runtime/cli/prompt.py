@@ -14,8 +14,6 @@ from typing import Any
 from rich.console import Console
 from rich.prompt import Prompt
 
-from runtime.batch.notification import commands
-from runtime.redaction import redact
 from runtime.results import display
 from runtime.types import ApprovalRequested
 
@@ -33,6 +31,8 @@ def interactive(console: Console) -> bool:
 
 
 def waiting_line(batch_id: str, event: ApprovalRequested) -> str:
+    from runtime.batch.notification import commands
+
     approve, deny = commands(batch_id, event.call_id)
     return (
         f"{event.call_id}  {'awaiting approval':<17} {event.tool}: {event.reason}; "
@@ -48,6 +48,8 @@ def say(batch_id: str, event: ApprovalRequested) -> None:
 def ask(handle: Any, event: ApprovalRequested, console: Console) -> None:
     """Ask whether the waiting call runs, and answer it through `handle`
     (as the user the shell names). An answer given elsewhere first wins."""
+    from runtime.redaction import redact
+
     arguments = next((c.arguments for c in handle.batch.calls if c.id == event.call_id), None)
     console.print(
         f"\n{event.call_id} {event.tool} waits for approval (batch {handle.batch_id}): "

@@ -10,13 +10,14 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime import adapters
-from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch
-from runtime.ledger import usage
 from runtime.types import ApprovalRequested, Event, ToolResult
+
+if TYPE_CHECKING:  # not loaded with `Runtime` (docs/architecture.md, "Starting fast")
+    from runtime import adapters
+    from runtime.client.run import BatchRun, Services
 
 
 class BatchHandle:
@@ -141,24 +142,27 @@ class BatchHandle:
         """For the gateway: `usage()` of these results (some of `so_far()`'s),
         summed here with no ledger read: for the ends it is given, the
         ledger's rollup agrees."""
+        from runtime.ledger import usage
+
         redactor = self._run.services.approvals.ledger.redactor
         return usage.tally(results, self._run.tokens, redactor)
 
-    # The provider dialect of `Runtime.submit_message`; None for `submit`.
     format: adapters.Format | None = None
+    """The provider dialect of a batch from `Runtime.submit_message`, which
+    `reply()` answers in; None for `submit`."""
 
     def as_anthropic(self, timeout: float | None = None) -> dict[str, Any]:
         """Wait for every result; one Anthropic `user` message of `tool_result`
         blocks, in the order of the `tool_use` blocks."""
-        return adapters.reply("anthropic", self.results(timeout), self.kinds)
+        return _reply("anthropic", self.results(timeout), self.kinds)
 
     def as_openai(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Wait for every result; one Chat Completions `role: "tool"` message per call."""
-        return adapters.reply("openai", self.results(timeout), self.kinds)
+        return _reply("openai", self.results(timeout), self.kinds)
 
     def as_responses(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """Wait for every result; one Responses `function_call_output` item per call."""
-        return adapters.reply("responses", self.results(timeout), self.kinds)
+        return _reply("responses", self.results(timeout), self.kinds)
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -168,7 +172,7 @@ class BatchHandle:
 
     def reply(self, timeout: float | None = None) -> Any:
         """What to send the model next, in the dialect the message came in."""
-        return adapters.reply(_dialect(self), self.results(timeout), self.kinds)
+        return _reply(_dialect(self), self.results(timeout), self.kinds)
 
 
 class AsyncBatchHandle:
@@ -234,19 +238,19 @@ class AsyncBatchHandle:
 
     async def as_anthropic(self, timeout: float | None = None) -> dict[str, Any]:
         """`BatchHandle.as_anthropic`, awaited."""
-        return adapters.reply("anthropic", await self.results(timeout), self.handle.kinds)
+        return _reply("anthropic", await self.results(timeout), self.handle.kinds)
 
     async def as_openai(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """`BatchHandle.as_openai`, awaited."""
-        return adapters.reply("openai", await self.results(timeout), self.handle.kinds)
+        return _reply("openai", await self.results(timeout), self.handle.kinds)
 
     async def as_responses(self, timeout: float | None = None) -> list[dict[str, Any]]:
         """`BatchHandle.as_responses`, awaited."""
-        return adapters.reply("responses", await self.results(timeout), self.handle.kinds)
+        return _reply("responses", await self.results(timeout), self.handle.kinds)
 
     async def reply(self, timeout: float | None = None) -> Any:
         """`BatchHandle.reply`, awaited."""
-        return adapters.reply(_dialect(self.handle), await self.results(timeout), self.handle.kinds)
+        return _reply(_dialect(self.handle), await self.results(timeout), self.handle.kinds)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self.stream()
@@ -275,6 +279,12 @@ def answer(services: Services, batch_id: str, call_id: str, **answer: Any) -> bo
         return False
     services.advancer.advance(batch_id)
     return True
+
+
+def _reply(dialect: adapters.Format, results: list[ToolResult], kinds: dict[str, str]) -> Any:
+    from runtime import adapters
+
+    return adapters.reply(dialect, results, kinds)
 
 
 def _dialect(handle: BatchHandle) -> adapters.Format:

@@ -8,12 +8,14 @@ import asyncio
 import functools
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from runtime import adapters
 from runtime.client.handle import AsyncBatchHandle, BatchHandle
 from runtime.errors import InvalidBatch
 from runtime.types import Batch, ToolCall
+
+if TYPE_CHECKING:
+    from runtime import adapters
 
 OFFLOAD_THREADS = 2  # run `asubmit`'s blocking work off the event loop
 
@@ -38,6 +40,10 @@ class AsyncSubmits:
     async def asubmit_message(
         self, message: Any, format: adapters.Format | None = None, **options: Any
     ) -> AsyncBatchHandle:
+        """`submit_message` for asyncio: the calls of a provider message as the
+        provider returned it, with `submit`'s options; its ledger and Redis work
+        runs on one of the runtime's offload threads, never on the event loop.
+        The handle's `reply()` answers in the message's dialect."""
         return await self._offloaded(
             functools.partial(self.submit_message, message, format, **options)
         )

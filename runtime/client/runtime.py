@@ -13,53 +13,31 @@ import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime import adapters, clock, config, tracing
-from runtime.assembly.deployment import Deployment
-from runtime.assembly.parts import advancer, client_transport
-from runtime.batch.progress import CANCEL_GRACE
-from runtime.batch.view import CLOSED_BY
-from runtime.client.attach import attached, known_row, lost_race
-from runtime.client.fingerprint import check_key
-from runtime.client.follower import Follower
-from runtime.client.handle import BatchHandle, answer
-from runtime.client.intake import (
-    batch_from,
-    check_name,
-    check_open,
-    check_size,
-    check_submission,
-    keyed_id,
-    link,
-    principal,
-    submitted_turn_key,
-)
+from runtime import clock, config
 from runtime.client.offload import OFFLOAD_THREADS, AsyncSubmits
-from runtime.client.remembering import approve_and_remember, remembered_for
-from runtime.client.run import BatchRun, Services
 from runtime.errors import InvalidBatch, StackError
-from runtime.flow.limits import Limits
-from runtime.gate import bindings
-from runtime.gate.policy import PolicySources
-from runtime.keyring import Purpose, derived
-from runtime.ledger.approvals import Approvals
-from runtime.ledger.store import Ledger
-from runtime.ledger.tables import RememberedRuleRow
-from runtime.registry.capabilities import Registry
 from runtime.settings import Settings, get_settings
-from runtime.tools.loading import load_tools
-from runtime.transcript import build as build_transcript
-from runtime.transcript import seal
-from runtime.transport.base import Transport
-from runtime.transport.reachability import require_reachable
 from runtime.types import Batch, Mode, OnError, ToolCall
 
+if TYPE_CHECKING:
+    from runtime import adapters
+    from runtime.client.handle import BatchHandle
+    from runtime.keyring import Purpose
+    from runtime.ledger.store import Ledger
+    from runtime.ledger.tables import RememberedRuleRow
+    from runtime.registry.capabilities import Registry
+    from runtime.transport.base import Transport
+
+# What a deployment needs (the ledger and SQLAlchemy, Celery, Redis, the batch
+# machinery) is imported when a `Runtime` is built, not with the class:
+# `from runtime import Runtime` stays under a second (docs/architecture.md, "Starting fast").
 log = logging.getLogger("toolrun.client")
-# How long close() waits, in all, for its cancelled batches to end: a cancel's
-# grace for calls still running, then a few seconds for the worker's sweep (once
-# a second) to end those and for their ends to reach this process.
-CLOSE_SECONDS = CANCEL_GRACE + 3.0
+# How long close() waits, in all, beyond a cancel's grace for calls still running,
+# for the worker's sweep (once a second) to end those and for their ends to
+# reach this process.
+CLOSE_AFTER_GRACE = 3.0
 
 
 class Runtime(AsyncSubmits):
@@ -78,6 +56,18 @@ class Runtime(AsyncSubmits):
         What it is connected to is its own: `settings`, `registry`, `ledger`
         and `policies` may be read; a process that serves the cluster reads
         the rest through `deployment` (docs/architecture.md, "Assembly")."""
+        from runtime import tracing
+        from runtime.assembly.deployment import Deployment
+        from runtime.assembly.parts import advancer, client_transport
+        from runtime.client.follower import Follower
+        from runtime.client.run import Services
+        from runtime.gate import bindings
+        from runtime.gate.policy import PolicySources
+        from runtime.ledger.approvals import Approvals
+        from runtime.ledger.store import Ledger
+        from runtime.tools.loading import load_tools
+        from runtime.transport.reachability import require_reachable
+
         self.settings = settings
         # The deployment first: a client that finds none writes nothing (no ledger file).
         url = None if transport is not None else config.redis_url(settings)
@@ -127,6 +117,8 @@ class Runtime(AsyncSubmits):
         """The deployment the environment names (`TOOLRUN_*`, else the embedded
         stack's record), once it answers: StackError within seconds, naming what
         does not answer, rather than submits that wait for it."""
+        from runtime.transport.reachability import require_reachable
+
         settings = get_settings()
         require_reachable(settings)
         return cls(settings)
@@ -190,6 +182,25 @@ class Runtime(AsyncSubmits):
         model_usage: dict[str, Any] | None = None,
         owner: dict[str, Any] | None = None,
     ) -> BatchHandle:
+        from runtime import tracing
+        from runtime.client.attach import known_row, lost_race
+        from runtime.client.fingerprint import check_key
+        from runtime.client.handle import BatchHandle
+        from runtime.client.intake import (
+            batch_from,
+            check_name,
+            check_open,
+            check_size,
+            check_submission,
+            keyed_id,
+            link,
+            principal,
+        )
+        from runtime.client.remembering import remembered_for
+        from runtime.client.run import BatchRun
+        from runtime.flow.limits import Limits
+        from runtime.gate import bindings
+
         batch = batch_from(calls, mode=mode, workspace=workspace, on_error=on_error)
         check_size(self.policies.limits, batch)
         check_name("conversation", conversation)
@@ -239,6 +250,8 @@ class Runtime(AsyncSubmits):
     def attach(self, batch_id: str) -> BatchHandle:
         """A handle on a batch submitted from any process, alive or not: the
         results that have ended, then those still to come."""
+        from runtime.client.attach import attached
+
         return attached(self._follower, self._services, self.ledger, batch_id)
 
     def transcript(self, batch_id: str) -> dict[str, Any]:
@@ -246,6 +259,9 @@ class Runtime(AsyncSubmits):
         sealed under this runtime's signing key with the check of its rows
         against the seal its batch's end made (docs/architecture.md,
         "Transcripts"); `runtime.transcript.render` writes it as text."""
+        from runtime.transcript import build as build_transcript
+        from runtime.transcript import seal
+
         document = build_transcript(self.ledger, batch_id)
         if document is None:
             raise InvalidBatch(f"no batch {batch_id!r} in the ledger")
@@ -262,6 +278,8 @@ class Runtime(AsyncSubmits):
         """Let a waiting call run (with `updated_arguments`, validated again, if
         given), and carry its batch on from here. False if it was not waiting:
         already answered, or expired."""
+        from runtime.client.handle import answer
+
         return answer(
             self._services,
             batch_id,
@@ -275,6 +293,8 @@ class Runtime(AsyncSubmits):
         """Approve a waiting call and remember a rule for calls like it, with
         `approve_and_remember`'s options (docs/architecture.md, "Remembered
         rules"); None if it was not waiting."""
+        from runtime.client.remembering import approve_and_remember
+
         return approve_and_remember(self._services, batch_id, call_id, **options)
 
     def key_for(self, purpose: Purpose) -> bytes:
@@ -282,6 +302,8 @@ class Runtime(AsyncSubmits):
         (which never leaves the Runtime): the gateway's page signs its
         sessions and CSRF tokens with theirs (docs/architecture.md, "The
         approvals page")."""
+        from runtime.keyring import derived
+
         return derived(self._services.key, purpose)
 
     def cancel(self, batch_id: str, *, by: str = "client") -> None:
@@ -292,6 +314,8 @@ class Runtime(AsyncSubmits):
         """Refuse a waiting call: it ends `denied` with `reason` (what the model
         reads), recorded as answered `by`, and its batch is carried on from
         here. False if it was not waiting: already answered, or expired."""
+        from runtime.client.handle import answer
+
         return answer(self._services, batch_id, call_id, approve=False, by=by, reason=reason)
 
     def submit_message(
@@ -308,6 +332,9 @@ class Runtime(AsyncSubmits):
         `submitter` (default user@host): the same turn again from the same
         submitter attaches, from another it is a batch of its own
         (docs/architecture.md, "Attach and keys")."""
+        from runtime import adapters
+        from runtime.client.intake import principal, submitted_turn_key
+
         turn = adapters.parse(message, format)
         if not turn.calls:
             raise InvalidBatch("the message holds no tool calls to run")
@@ -337,7 +364,11 @@ class Runtime(AsyncSubmits):
             return
         self._closed = True
         if cancel:
-            self._follower.cancel_all(by=CLOSED_BY, seconds=CLOSE_SECONDS)
+            from runtime.batch.progress import CANCEL_GRACE
+            from runtime.batch.view import CLOSED_BY
+
+            seconds = CANCEL_GRACE + CLOSE_AFTER_GRACE
+            self._follower.cancel_all(by=CLOSED_BY, seconds=seconds)
         self._follower.close()
         self._offload.shutdown(wait=False, cancel_futures=True)
         self._transport.close()

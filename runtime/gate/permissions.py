@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from runtime.errors import PathOutsideWorkspace
+from runtime.gate import misses
 from runtime.gate.decision import Decision, Effect
 from runtime.gate.policy import Policy
 from runtime.gate.protected import protected_file, refuse_home_path, refuse_settings_path
@@ -125,13 +126,16 @@ def _decide(spec, arguments, mode: Mode, workspace: Path, policy: Policy) -> Dec
     if rule is not None:
         return _from_rule(rule)
     effect = MODE_TABLE[mode][spec.risk]
-    if effect is A and spec.requires_approval and spec.risk is not Risk.read:
-        return Decision.ask(
-            f"{spec.name} requires approval", rule="requires_approval", source="registry"
-        )
+    asks = effect is A and spec.requires_approval and spec.risk is not Risk.read
+    note = None
+    if effect is not A or asks:
+        note = misses.note(policy.rules, spec.name, kind, subjects, workspace)
+    if asks:
+        reason = f"{spec.name} requires approval"
+        reason = f"{reason}; {note}" if note else reason
+        return Decision.ask(reason, rule="requires_approval", source="registry")
     verb = {A: "run", Q: "need approval", D: "are denied"}[effect]
     reason = f"{spec.risk.value} tools {verb} in {mode.value} mode without a rule"
-    note = _escape_note(kind, subjects, workspace) if effect is not A else None
     reason = f"{reason}; {note}" if note else reason
     return Decision(effect, reason, f"mode:{mode.value}", "mode")
 
@@ -151,13 +155,6 @@ def _guarded(spec, arguments, kind, subjects: list[str], workspace: Path) -> str
         if reason:
             return reason
     return None
-
-
-def _escape_note(kind, subjects: list[str], workspace: Path) -> str | None:
-    """For a command no rule covered: the flags that kept every rule's `*` off it."""
-    if kind != "command" or not subjects:
-        return None
-    return commands.escape_note(commands.analyze(subjects[0], workspace))
 
 
 def _input_refusal(spec, arguments, workspace: Path, policy: Policy) -> Decision | None:

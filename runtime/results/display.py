@@ -22,16 +22,21 @@ def results_table(results: Iterable[ToolResult], title: str = "results") -> Tabl
     for column in ("call", "tool", "status", "ms", "worker", "summary"):
         table.add_column(column, overflow="fold")
     for result in results:
-        style = STYLE.get(result.status, "red")
-        table.add_row(
-            result.call_id,
-            result.tool,
-            f"[{style}]{result.status.value}[/]",
-            f"{result.duration_ms:.0f}",
-            result.worker or "",
-            result.summary,
-        )
+        add_result(table, result)
     return table
+
+
+def add_result(table: Table, result: ToolResult) -> None:
+    """One ended call as a row of `results_table`."""
+    style = STYLE.get(result.status, "red")
+    table.add_row(
+        result.call_id,
+        result.tool,
+        f"[{style}]{result.status.value}[/]",
+        f"{result.duration_ms:.0f}",
+        result.worker or "",
+        result.summary,
+    )
 
 
 def ledger_table(events: Iterable, title: str) -> Table:

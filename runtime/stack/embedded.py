@@ -21,7 +21,7 @@ from runtime.errors import StackError
 from runtime.ledger import schema
 from runtime.settings import Settings
 from runtime.stack.environment import child_env
-from runtime.stack.flower import flower_needles, start_flower
+from runtime.stack.flower import flower_needles, show_workers, start_flower
 from runtime.stack.gateway import needles as gateway_needles
 from runtime.stack.gateway import start_gateway
 from runtime.stack.processes import (
@@ -126,6 +126,8 @@ def add_worker(record: StackRecord, settings: Settings, queue: str, **options) -
     worker = start_worker(settings, queue, redis_url=record.redis_url, index=index, **options)
     record.workers.append(worker)
     record.save()
+    if record.flower and options.get("wait", True):
+        show_workers(record.flower)
     return worker
 
 
@@ -175,6 +177,8 @@ def start_stack(
             record.flower = start_flower(settings, redis_url=redis_url)
             started.append((record.flower["pid"], flower_needles(record.flower)))
         _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
+        if record.flower:
+            show_workers(record.flower)
         if gateway:
             env = child_env(settings, redis_url, extra_env)
             record.gateway = start_gateway(settings, env=env, timeout=STARTUP_TIMEOUT)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import logging
 import secrets
 import sys
+import urllib.request
 
 from runtime.errors import StackError
 from runtime.settings import Settings
@@ -13,6 +16,7 @@ from runtime.stack.record import FlowerInfo
 from runtime.stack.redis_server import STARTUP_TIMEOUT
 
 FLOWER_MAX_TASKS = 10_000  # tasks Flower keeps in memory (its default: 100,000)
+log = logging.getLogger("toolrun.stack")
 
 
 def start_flower(
@@ -30,7 +34,7 @@ def start_flower(
     if ":" in user or "," in user or "," in password:
         raise StackError("TOOLRUN_FLOWER_USER may not hold ':' or ',', nor the password ','")
     port = settings.flower_port or free_port()
-    log = settings.home.resolve() / "logs" / "flower.log"
+    logfile = settings.home.resolve() / "logs" / "flower.log"
     env = {**child_env(settings, redis_url, None), "FLOWER_BASIC_AUTH": f"{user}:{password}"}
     argv = [
         sys.executable,
@@ -43,10 +47,10 @@ def start_flower(
         f"--port={port}",
         f"--max_tasks={FLOWER_MAX_TASKS}",
     ]
-    pid = spawn(argv, log=log, env=env)
+    pid = spawn(argv, log=logfile, env=env)
     flower = FlowerInfo(url=f"http://127.0.0.1:{port}/", user=user, password=password, pid=pid)
     try:
-        wait_for_basic_auth(flower["url"], user, password, pid=pid, log=log, timeout=timeout)
+        wait_for_basic_auth(flower["url"], user, password, pid=pid, log=logfile, timeout=timeout)
     except BaseException:
         stop_process(pid, needles=flower_needles(flower))
         raise
@@ -55,3 +59,21 @@ def start_flower(
 
 def flower_needles(flower: FlowerInfo) -> tuple[str, ...]:
     return ("celery", "flower", f"--port={flower['url'].rstrip('/').rsplit(':', 1)[1]}")
+
+
+def show_workers(flower: FlowerInfo, *, timeout: float = 15.0) -> bool:
+    """Have Flower inspect the workers, once they answer a ping. Flower inspects
+    them when it starts, before the stack's workers answer, and again only when
+    asked (`/api/workers?refresh=1`, the workers page's refresh button), so its
+    `/api/workers` stayed `{}` (docs/architecture.md, "What Flower shows"). True if
+    Flower answered; a Flower that did not only logs it: the stack runs anyway."""
+    token = base64.b64encode(f"{flower['user']}:{flower['password']}".encode()).decode()
+    request = urllib.request.Request(
+        flower["url"] + "api/workers?refresh=1", headers={"Authorization": f"Basic {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status == 200
+    except OSError as error:  # urllib.error.HTTPError among them
+        log.warning("Flower did not inspect the workers: %s", error)
+        return False

@@ -117,7 +117,29 @@ def _approval(row: ApprovalRow | None, events: list[EventRow]) -> dict[str, Any]
         "answer": row.answer,
         "arguments_changed": bool(row.updated_arguments),
         "waited_ms": millis(row.requested_at, row.answered_at),
+        # The arguments the call ran with, where the approver changed them (the
+        # document is redacted as a whole); left out otherwise, so that an
+        # older batch's transcript stays as it was.
+        **({"arguments": row.arguments_given} if row.updated_arguments else {}),
     }
+
+
+def ran_with(call: dict[str, Any]) -> Any:
+    """The arguments the call was admitted with at last: the approver's, where
+    they changed them, else the model's."""
+    approval = call.get("approval") or {}
+    return approval["arguments"] if "arguments" in approval else call["arguments"]
+
+
+def elapsed_ms(call: dict[str, Any]) -> float | None:
+    """The call's time as its table row shows it: the sum of its attempts'
+    times, as the attempts and the totals count them; a call that never
+    started shows its result's own figure."""
+    times = [attempt["wall_ms"] for attempt in call["attempts"]]
+    if times and None not in times:
+        return round(sum(times), 3)
+    result = call["result"]
+    return result and result["duration_ms"] if not times else None
 
 
 def attempts(events: list[EventRow]) -> list[dict[str, Any]]:

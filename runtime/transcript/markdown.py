@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from runtime.transcript import changes
-from runtime.transcript.calls import costs, spent
+from runtime.transcript.calls import costs, elapsed_ms, ran_with, spent
 
 FENCE_LIMIT = 4000  # characters of a model message or a reply shown; the JSON has all
 
@@ -97,7 +97,7 @@ def _table(calls: list[dict[str, Any]]) -> list[str]:
             asked,
             result["status"] if result else "open",
             len(call["attempts"]),
-            result and result["duration_ms"],
+            elapsed_ms(call),
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
@@ -108,10 +108,14 @@ def _call(call: dict[str, Any]) -> list[str]:
     status = result["status"] if result else "open"
     out = [f"### {call['position'] + 1}. `{call['tool']}` `{call['id']}`: {status}", ""]
     out += ["Arguments (redacted):", "", *_fence(call["arguments"]), ""]
-    change = changes.lines(call)
+    change = changes.of(call)
     if change is not None:
-        path, lines = change
-        out += [f"Change to `{path}`:", "", *_fence("\n".join(t for _, t in lines), "diff"), ""]
+        text = "\n".join(t for _, t in change.lines)
+        if change.note is None:
+            out += [f"Change to `{change.path}`:", "", *_fence(text, "diff"), ""]
+        else:  # a plain fence: no renderer colours a change that was not made
+            out += [f"Change asked for `{change.path}` ({change.note}):", ""]
+            out += [*_fence(text, "text"), ""]
     decision = call["decision"]
     if decision:
         out.append(
@@ -132,6 +136,9 @@ def _call(call: dict[str, Any]) -> list[str]:
             + ("; the arguments were changed" if approval["arguments_changed"] else "")
             + f" (asked: {approval['reason']})"
         )
+        if approval["arguments_changed"] and "arguments" in approval:
+            out += ["", "Arguments the call ran with, as approved (redacted):", ""]
+            out += [*_fence(ran_with(call)), ""]
     out += [_hook(asked) for asked in call.get("hooks", ())]
     for attempt in call["attempts"]:
         wall, spent = attempt["wall_ms"], costs(attempt)

@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 
 from runtime.transcript import changes
-from runtime.transcript.calls import costs, spent
+from runtime.transcript.calls import costs, elapsed_ms, spent
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#1d2330}
@@ -26,7 +26,7 @@ color:#7a1650}.ask,.pending,.expired,.open{background:#fff3cd;color:#6b4e00}.ski
 color:#3d4452}.ended{background:#e3ecfb;color:#1f3f7a}
 details{margin:.2rem 0}summary{cursor:pointer;color:#3056a8}.muted{color:#6b7383}
 .diff pre{max-height:16rem}.add{color:#14632d;background:#e6f6ea}
-.del{color:#8c1d18;background:#fdecea}
+.del{color:#8c1d18;background:#fdecea}.asked{color:#6b7383}
 """
 
 
@@ -170,7 +170,7 @@ def _row(call: dict[str, Any]) -> str:
         said,
         asked,
         str(len(call["attempts"])),
-        _text(result and result["duration_ms"]),
+        _text(elapsed_ms(call)),
     ]
     main = (
         f'<tr class="call" id="call-{escape(call["id"])}">'
@@ -183,6 +183,11 @@ def _row(call: dict[str, Any]) -> str:
 def _details(call: dict[str, Any]) -> str:
     result = call["result"]
     out = [f"<details><summary>arguments</summary><pre>{_json(call['arguments'])}</pre></details>"]
+    if "arguments" in (call["approval"] or {}):
+        given = _json(call["approval"]["arguments"])
+        out.append(
+            f"<details open><summary>arguments as approved</summary><pre>{given}</pre></details>"
+        )
     change = _change(call)
     if change:
         out.append(change)
@@ -217,12 +222,12 @@ def _details(call: dict[str, Any]) -> str:
 
 
 def _change(call: dict[str, Any]) -> str | None:
-    found = changes.lines(call)
-    if found is None:
+    change = changes.of(call)
+    if change is None:
         return None
-    path, lines = found
-    shown = "".join(f'<span class="{kind}">{escape(text)}</span>\n' for kind, text in lines)
-    return f'<div class="diff"><code>{_text(path)}</code><pre>{shown}</pre></div>'
+    shown = "".join(f'<span class="{k}">{escape(text)}</span>\n' for k, text in change.lines)
+    note = f' <span class="muted">asked for, {escape(change.note)}</span>' if change.note else ""
+    return f'<div class="diff"><code>{_text(change.path)}</code>{note}<pre>{shown}</pre></div>'
 
 
 def _totals(totals: dict[str, Any]) -> str:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from runtime.client.handle import BatchHandle
+from runtime.client.intake import keyed_id
 from runtime.client.run import BatchRun
-from runtime.client.runtime import keyed_id
 from runtime.errors import KeyConflict
 from runtime.types import ApprovalRequested, Batch, Status, ToolCall
 from tests.support.tools import held_running, marks, release

@@ -79,6 +79,27 @@ def test_every_public_name_is_on_the_python_api_page(built_site: Built):
         assert name in page, name
 
 
+def test_every_public_method_of_the_runtime_and_its_handles_is_on_the_page(built_site: Built):
+    """mkdocstrings leaves out a member without a docstring: `asubmit_message`
+    was missing so (issue 41), and the page is where a newcomer looks."""
+    import inspect
+
+    from runtime.client import Runtime
+    from runtime.client.handle import AsyncBatchHandle, BatchHandle
+
+    anchors = set(re.findall(r'id="([^"]+)"', _page(built_site, "python")))
+    for cls in (Runtime, BatchHandle, AsyncBatchHandle):
+        prefix = f"{cls.__module__}.{cls.__name__}".replace(".runtime.Runtime", ".Runtime")
+        for name, member in inspect.getmembers(cls):
+            if name.startswith("_") or not callable(member) and not isinstance(member, property):
+                continue
+            assert f"{prefix}.{name}" in anchors, f"{cls.__name__}.{name}"
+    for name in ("from_env", "deny", "approve", "asubmit_message"):
+        assert f"runtime.client.Runtime.{name}" in anchors, name
+    for name in ("approve", "deny", "format"):
+        assert f"runtime.client.handle.BatchHandle.{name}" in anchors, name
+
+
 # The other way round: what the pages name must exist, or a reader types a setting
 # or a command that is not there.
 

@@ -92,6 +92,16 @@ def test_every_page_and_api_asks_for_credentials(flower_stack):
     assert fetch(flower, "healthcheck", password="") == (200, "OK")
 
 
+def test_api_workers_lists_the_stack_s_workers_without_a_refresh(flower_stack):
+    """Flower inspects workers when it starts, before the stack's answer; the
+    stack has it inspect them again once they do (runtime/stack/flower.py)."""
+    status, body = fetch(flower_stack.flower, "api/workers")
+    assert status == 200
+    shown = json.loads(body)
+    assert set(shown) == {worker["name"] for worker in flower_stack.workers}
+    assert all("stats" in info and "active_queues" in info for info in shown.values())
+
+
 def test_each_call_shows_under_its_tool_with_its_ids_and_no_secret(
     flower_stack, flower_runtime, workspace
 ):

@@ -131,7 +131,7 @@ def test_a_submitter_at_its_open_batches_cap_is_refused_until_one_ends(limited, 
 
 
 def rt_key_id(key: str) -> str:
-    from runtime.client.runtime import keyed_id
+    from runtime.client.intake import keyed_id
 
     return keyed_id(key)
 
