@@ -21,11 +21,13 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import exists, update
+from sqlalchemy import exists, insert, update
 from sqlmodel import Session, select
 
 from runtime.keyring import Purpose, derived
+from runtime.ledger.chain import event_hash, stamped
 from runtime.ledger.dialects import insert_for
+from runtime.ledger.rows import EVENTS, event_fields
 from runtime.ledger.store import ApprovalRow, EventKind, Ledger
 from runtime.ledger.tables import EndRow, utc_now
 
@@ -119,7 +121,19 @@ class Approvals:
         status = "approved" if approve else "denied"
         # As the JSON column will give it back, so that the seal matches what is read.
         given = json.loads(json.dumps(updated_arguments)) if approve and updated else None
-        won = self._transition(
+        # The answer's event lands in the answer's own transaction: anyone who
+        # sees the call approved, and sends it, finds the event before the
+        # call's `started` (the events' order is their ids').
+        event = event_fields(
+            batch_id,
+            call_id,
+            EventKind.approval_given if approve else EventKind.approval_refused,
+            approver=by,
+            reason=reason,
+            detail={"updated_arguments": updated_arguments} if updated else None,
+            redactor=self.ledger.redactor,
+        )
+        return self._transition(
             batch_id,
             call_id,
             status,
@@ -127,18 +141,8 @@ class Approvals:
             answer=reason,
             updated=approve and updated,
             given=given,
+            event=event,
         )
-        if won:
-            kind = EventKind.approval_given if approve else EventKind.approval_refused
-            self.ledger.record_event(
-                batch_id,
-                call_id,
-                kind,
-                approver=by,
-                reason=reason,
-                detail={"updated_arguments": updated_arguments} if updated else None,
-            )
-        return won
 
     def expire(self, batch_id: str, call_id: str) -> bool:
         return self._transition(
@@ -180,7 +184,17 @@ class Approvals:
         return self.ledger.transaction(lambda s: list(s.exec(query).all()), write=False)
 
     def _transition(
-        self, batch_id, call_id, status, *, by, answer, updated=False, given=None, any_time=False
+        self,
+        batch_id,
+        call_id,
+        status,
+        *,
+        by,
+        answer,
+        updated=False,
+        given=None,
+        any_time=False,
+        event: dict[str, Any] | None = None,
     ) -> bool:
         if self.key is None:
             raise RuntimeError("answering an approval needs the signing key")
@@ -207,6 +221,10 @@ class Approvals:
         )
 
         def work(session: Session) -> bool:
-            return session.exec(statement).rowcount == 1
+            won = session.exec(statement).rowcount == 1
+            if won and event is not None:
+                connection = session.connection()
+                connection.execute(insert(EVENTS), stamped(connection, [event], event_hash))
+            return won
 
         return self.ledger.transaction(work)
