@@ -57,7 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench $(BENCH_FLAGS)
 
 # The fuzz property of tests/test_fuzz.py at 10,000 examples against a real stack
-# (`make test` runs a few hundred). A found failure is saved in .hypothesis/ and replayed.
+# (`make test` runs 120). A found failure is saved in .hypothesis/ and replayed.
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=toolrun-fuzz $(BIN)/python -m pytest -q tests/test_fuzz.py \
 		--hypothesis-show-statistics

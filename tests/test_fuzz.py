@@ -6,7 +6,7 @@ be answered call by call (repeated call ids, a call that is not a
 `{"id": str, "name": str, "arguments": ...}` object); no tool runs on input its
 schema refuses; every result is bounded in size.
 
-`make test` runs the `toolrun-ci` profile (a few hundred examples); `make fuzz`
+`make test` runs the `toolrun-ci` profile (120 examples); `make fuzz`
 sets HYPOTHESIS_PROFILE=toolrun-fuzz (10,000).
 """
 
@@ -34,7 +34,7 @@ from tests.support.tools import marks
 
 settings.register_profile(
     "toolrun-ci",
-    max_examples=300,
+    max_examples=120,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],

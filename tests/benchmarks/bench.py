@@ -333,7 +333,7 @@ def machine(runtime) -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "celery": celery.__version__,
-        "redis_server": runtime.client.info("server").get("redis_version"),
+        "redis_server": runtime.deployment.client.info("server").get("redis_version"),
         "commit": git("rev-parse", "--short", "HEAD"),
         "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
     }
