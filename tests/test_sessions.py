@@ -7,26 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runtime import sessions
+from tests.support.dead_pool import dead_pool as dead_pool_under
 from tests.support.waiting import wait_for
-
-# A stand-in pool process: records a session running `sleep`, says its pid, dies.
-POOL = """
-import os, pathlib, signal, subprocess, sys, time
-from runtime import sessions
-sessions.configure(pathlib.Path(sys.argv[1]))
-child = subprocess.Popen(sessions.wrapped(["sleep", "60"]), start_new_session=True)
-entry = sessions._directory() / str(child.pid)
-while not entry.exists():
-    time.sleep(0.01)
-print(child.pid, flush=True)
-os.kill(os.getpid(), signal.SIGKILL)
-"""
 
 
 @pytest.fixture
@@ -44,12 +31,7 @@ def alive(pid: int) -> bool:
 
 def dead_pool(root: Path) -> tuple[int, int]:
     """A pool process that recorded a session and was SIGKILLed: (its pid, the session's)."""
-    pool = subprocess.Popen(
-        [sys.executable, "-c", POOL, str(root.parent)], stdout=subprocess.PIPE, text=True
-    )
-    session = int(pool.stdout.readline())
-    pool.wait(10)
-    return pool.pid, session
+    return dead_pool_under(root.parent)
 
 
 def test_nothing_is_recorded_until_a_worker_names_a_root():

@@ -127,7 +127,7 @@ def add_worker(record: StackRecord, settings: Settings, queue: str, **options) -
     record.workers.append(worker)
     record.save()
     if record.flower and options.get("wait", True):
-        show_workers(record.flower)
+        show_workers(record.flower, [w["name"] for w in record.workers])
     return worker
 
 
@@ -178,7 +178,7 @@ def start_stack(
             started.append((record.flower["pid"], flower_needles(record.flower)))
         _wait_for_workers(settings, redis_url, record.workers, timeout=STARTUP_TIMEOUT)
         if record.flower:
-            show_workers(record.flower)
+            show_workers(record.flower, [w["name"] for w in record.workers])
         if gateway:
             env = child_env(settings, redis_url, extra_env)
             record.gateway = start_gateway(settings, env=env, timeout=STARTUP_TIMEOUT)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import secrets
 import sys
+import time
 import urllib.request
 
 from runtime.errors import StackError
@@ -61,19 +63,28 @@ def flower_needles(flower: FlowerInfo) -> tuple[str, ...]:
     return ("celery", "flower", f"--port={flower['url'].rstrip('/').rsplit(':', 1)[1]}")
 
 
-def show_workers(flower: FlowerInfo, *, timeout: float = 15.0) -> bool:
-    """Have Flower inspect the workers, once they answer a ping. Flower inspects
-    them when it starts, before the stack's workers answer, and again only when
-    asked (`/api/workers?refresh=1`, the workers page's refresh button), so its
-    `/api/workers` stayed `{}` (docs/architecture.md, "What Flower shows"). True if
-    Flower answered; a Flower that did not only logs it: the stack runs anyway."""
+def show_workers(flower: FlowerInfo, names: list[str], *, timeout: float = 15.0) -> bool:
+    """Have Flower inspect the workers, once they answer a ping, until it lists
+    every one of `names`. Flower inspects them when it starts, before the
+    stack's workers answer, and again only when asked (`/api/workers?refresh=1`,
+    the workers page's refresh button), so its `/api/workers` stayed `{}`; and
+    one inspection waits a second for replies, which a busy worker may miss
+    (docs/architecture.md, "What Flower shows"). True once Flower lists them
+    all; a Flower that does not only logs it: the stack runs anyway."""
     token = base64.b64encode(f"{flower['user']}:{flower['password']}".encode()).decode()
     request = urllib.request.Request(
         flower["url"] + "api/workers?refresh=1", headers={"Authorization": f"Basic {token}"}
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return answer.status == 200
-    except OSError as error:  # urllib.error.HTTPError among them
-        log.warning("Flower did not inspect the workers: %s", error)
-        return False
+    deadline, shown = time.monotonic() + timeout, set()
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                shown = set(json.loads(answer.read() or b"{}"))
+        except (OSError, ValueError) as error:  # urllib.error.HTTPError among them
+            log.warning("Flower did not inspect the workers: %s", error)
+            return False
+        if shown >= set(names):
+            return True
+        time.sleep(0.5)
+    log.warning("Flower lists %s of the workers %s", sorted(shown), sorted(names))
+    return False

@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -27,6 +25,7 @@ from runtime.stack.embedded import stop_worker
 from runtime.transport.names import EFFECTS, LEASES, SWEEP_LOCK, lease_member, results_key, sent_key
 from runtime.types import Status
 from tests.support import clock_skew
+from tests.support.dead_pool import dead_pool
 from tests.support.faults import FaultStack
 from tests.support.tools import marks, release
 from tests.support.waiting import wait_for
@@ -233,21 +232,6 @@ def test_a_clock_skewed_by_more_than_a_lease_ends_no_live_call(
         assert stack.sweep_holder()[1] == judge, "another worker judged the leases"
 
 
-# A stand-in pool process of another worker on this host: records a session
-# running `sleep` in the stack's registry, says its pid, and is SIGKILLed.
-DEAD_POOL = """
-import os, pathlib, signal, subprocess, sys, time
-from runtime import sessions
-sessions.configure(pathlib.Path(sys.argv[1]))
-child = subprocess.Popen(sessions.wrapped(["sleep", "60"]), start_new_session=True)
-entry = sessions._directory() / str(child.pid)
-while not entry.exists():
-    time.sleep(0.01)
-print(child.pid, flush=True)
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 def test_what_a_dead_worker_left_on_its_host_dies_without_a_worker_starting(leased, request):
     """A worker killed whole (main and pool processes) leaves an unconfined
     command running; no judge may run on its host and no replacement may
@@ -256,13 +240,7 @@ def test_what_a_dead_worker_left_on_its_host_dies_without_a_worker_starting(leas
     the dead worker's lease could be judged lost (docs/architecture.md,
     "Leases")."""
     stack, _, _ = leased
-    pool = subprocess.Popen(
-        [sys.executable, "-c", DEAD_POOL, str(stack.settings.home / "sessions")],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    orphan = int(pool.stdout.readline())
-    pool.wait(10)
+    _, orphan = dead_pool(stack.settings.home / "sessions")  # another worker's, on this host
 
     def kill() -> None:
         with contextlib.suppress(OSError):
