@@ -9,7 +9,6 @@ results as they finish and returns them in the model's order.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 # What a deployment needs (the ledger and SQLAlchemy, Celery, Redis, the batch
 # machinery) is imported when a `Runtime` is built, not with the class:
 # `from runtime import Runtime` stays under a second (docs/architecture.md, "Starting fast").
-log = logging.getLogger("toolrun.client")
 # How long close() waits, in all, beyond a cancel's grace for calls still running,
 # for the worker's sweep (once a second) to end those and for their ends to
 # reach this process.
@@ -186,43 +184,29 @@ class Runtime(AsyncSubmits):
         from runtime.client.attach import known_row, lost_race
         from runtime.client.fingerprint import check_key
         from runtime.client.handle import BatchHandle
-        from runtime.client.intake import (
-            batch_from,
-            check_name,
-            check_open,
-            check_size,
-            check_submission,
-            keyed_id,
-            link,
-            principal,
-        )
-        from runtime.client.remembering import remembered_for
+        from runtime.client.intake import link
         from runtime.client.run import BatchRun
-        from runtime.flow.limits import Limits
+        from runtime.client.submission import submission
         from runtime.gate import bindings
 
-        batch = batch_from(calls, mode=mode, workspace=workspace, on_error=on_error)
-        check_size(self.policies.limits, batch)
-        check_name("conversation", conversation)
-        check_name("submitter", submitter)
-        check_submission(key, rules)
-        submitter = submitter or principal()
-        cap = check_open(self.policies.limits, self.ledger, submitter)
-        policy = self.policies.policy_for(
-            Path(batch.workspace),
-            rules,
-            remembered_for(self.ledger, self.registry, batch, submitter),
-        ).counted_for(submitter)
-        if self._services.transport.throttle is None and (
-            held := Limits.from_snapshot(policy.limits).held_in_redis()
-        ):  # a project file's: the in-process transport refused the others at startup
-            raise InvalidBatch(f"{'; '.join(held)} need Redis: this transport cannot hold them")
-        if key is not None:
-            batch = batch.model_copy(update={"id": keyed_id(key)})
-            known = known_row(self.ledger, batch.id)
-            if known is not None:
-                check_key(known, batch, policy, key)
-                return self.attach(batch.id)
+        found = submission(
+            calls,
+            policies=self.policies,
+            ledger=self.ledger,
+            registry=self.registry,
+            in_redis=self._services.transport.throttle is not None,
+            mode=mode,
+            workspace=workspace,
+            on_error=on_error,
+            rules=rules,
+            key=key,
+            conversation=conversation,
+            submitter=submitter,
+        )
+        batch, policy, submitter = found.batch, found.policy, found.submitter
+        if key is not None and (known := known_row(self.ledger, batch.id)) is not None:
+            check_key(known, batch, policy, key)
+            return self.attach(batch.id)
         if self._closed:
             raise InvalidBatch("this Runtime is closed; make a new one to submit batches")
         bindings.check(policy.rules, self.registry)  # the project file's and the batch's
@@ -239,7 +223,7 @@ class Runtime(AsyncSubmits):
                 key=key,
                 columns=columns,
                 traceparent=trace,
-                open_cap=cap,
+                open_cap=found.open_cap,
                 owner=owner,
             )
         if not started:  # a racing submitter of `key` won
@@ -280,14 +264,8 @@ class Runtime(AsyncSubmits):
         already answered, or expired."""
         from runtime.client.handle import answer
 
-        return answer(
-            self._services,
-            batch_id,
-            call_id,
-            approve=True,
-            by=by,
-            updated_arguments=updated_arguments,
-        )
+        options = {"by": by, "updated_arguments": updated_arguments}
+        return answer(self._services, batch_id, call_id, approve=True, **options)
 
     def remember(self, batch_id: str, call_id: str, **options: Any) -> RememberedRuleRow | None:
         """Approve a waiting call and remember a rule for calls like it, with
@@ -332,20 +310,9 @@ class Runtime(AsyncSubmits):
         `submitter` (default user@host): the same turn again from the same
         submitter attaches, from another it is a batch of its own
         (docs/architecture.md, "Attach and keys")."""
-        from runtime import adapters
-        from runtime.client.intake import principal, submitted_turn_key
+        from runtime.client.submission import turn_of
 
-        turn = adapters.parse(message, format)
-        if not turn.calls:
-            raise InvalidBatch("the message holds no tool calls to run")
-        if options.get("key") is None:  # the provider's call ids: the same turn again attaches
-            options["key"] = submitted_turn_key(
-                self.ledger,
-                turn,
-                options.get("workspace"),
-                options.get("submitter") or principal(),
-                (options.get("owner") or {}).get("key_id"),
-            )
+        turn = turn_of(self.ledger, message, format, options)  # and the turn's key in `options`
         handle = self._submit(turn.calls, format=turn.format, model_usage=turn.usage, **options)
         handle.format = turn.format
         return handle
