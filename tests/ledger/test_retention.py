@@ -4,7 +4,6 @@ written first when asked; the space comes back (docs/architecture.md, "Retention
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pytest
@@ -18,7 +17,7 @@ from runtime.ledger.tables import BatchRow, RememberedRuleRow, utc_now
 from runtime.transcript import parse, verify
 from runtime.transcript.archive import exporter, file_name
 from runtime.types import Batch, Status, ToolCall, ToolResult, Usage
-from tests.support.postgres import fresh_database
+from tests.support.postgres import own_ledger
 
 KEY = b"retention-test-key"
 OLD = timedelta(days=40)
@@ -26,18 +25,8 @@ OLD = timedelta(days=40)
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def ledger(request, tmp_path):
-    if request.param == "sqlite":
-        store = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with own_ledger(request.param, tmp_path) as store:
         yield store
-        store.close()
-        return
-    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL ledger tests skipped")
-    with fresh_database(url) as fresh:
-        store = Ledger(fresh)
-        yield store
-        store.close()
 
 
 def make(ledger: Ledger, *, ended: bool = True, age: timedelta = OLD, text: str = "x") -> str:

@@ -4,33 +4,21 @@ model's tokens of the batches, on SQLite (and PostgreSQL when given one)."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from runtime.ledger.ends import CallEnd
-from runtime.ledger.store import Ledger
 from runtime.ledger.usage import tally
 from runtime.types import Batch, Status, ToolCall, ToolResult, Usage
-from tests.support.postgres import fresh_database
+from tests.support.postgres import own_ledger
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def ledger(request, tmp_path):
     """A ledger of the test's own: rollups sum every row there is."""
-    if request.param == "sqlite":
-        store = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with own_ledger(request.param, tmp_path) as store:
         yield store
-        store.close()
-        return
-    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
-    if not url:
-        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL ledger tests skipped")
-    with fresh_database(url) as fresh:
-        store = Ledger(fresh)
-        yield store
-        store.close()
 
 
 def _result(call_id: str, tool: str, status: Status = Status.ok, **usage) -> ToolResult:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from uuid import uuid4
 
+import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
+
+from runtime.ledger.store import Ledger
 
 
 @contextmanager
@@ -31,3 +36,22 @@ def fresh_database(url: str) -> Iterator[str]:
                 connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         admin.dispose()
+
+
+@contextmanager
+def own_ledger(kind: str, folder: Path) -> Iterator[Ledger]:
+    """A ledger of the test's own: a SQLite file in `folder` (`kind` "sqlite"),
+    or a fresh PostgreSQL database, the test skipped without
+    TOOLRUN_TEST_POSTGRES_URL."""
+    if kind == "sqlite":
+        store = Ledger(f"sqlite:///{folder / 'ledger.db'}")
+        yield store
+        store.close()
+        return
+    url = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL ledger tests skipped")
+    with fresh_database(url) as fresh:
+        store = Ledger(fresh)
+        yield store
+        store.close()
