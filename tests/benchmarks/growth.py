@@ -28,9 +28,9 @@ from rich.console import Console
 from runtime.ledger import retention
 from runtime.ledger.tables import utc_now
 from runtime.transcript import build, render, seal
-from tests.benchmarks import baseline, bulk_ledger, cpu, figures
+from tests.benchmarks import baseline, bulk_ledger, cpu, figures, open_batches
 from tests.benchmarks.report import Figure, Target
-from tests.benchmarks.tools import NOOP, WRITE
+from tests.benchmarks.tools import NOOP
 
 WAIT = 600.0
 
@@ -245,16 +245,7 @@ def _opener(count: int) -> list[str]:
     runtime = Runtime.from_env()
     workspace = Path(runtime.settings.home) / "workspace"
     try:
-        handles = [
-            runtime.submit(
-                [{"id": "w", "name": WRITE, "arguments": {}}],
-                mode="default",
-                workspace=workspace,
-                timeout=3600,
-            )
-            for _ in range(count)
-        ]
-        return [handle.batch_id for handle in handles]
+        return [handle.batch_id for handle in open_batches.waiting(runtime, workspace, count)]
     finally:
         runtime.close(cancel=False)
 

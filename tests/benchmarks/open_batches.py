@@ -92,15 +92,7 @@ def measure(runtime: Runtime, workspace: Path, batches: int) -> dict[str, Any]:
     ).results(timeout=60)
     before = sample(port)
     began = time.monotonic()
-    handles = [
-        runtime.submit(
-            [{"id": "w", "name": WRITE, "arguments": {}}],
-            mode="default",
-            workspace=workspace,
-            timeout=3600,
-        )
-        for _ in range(batches)
-    ]
+    handles = waiting(runtime, workspace, batches)
     submitted = time.monotonic() - began
     _until(lambda: all(h.so_far()[1] for h in handles), WAIT)
     noticed = sum(bool(h.so_far()[1]) for h in handles)
@@ -227,6 +219,19 @@ def main(argv: list[str] | None = None) -> int:
             stop_stack(stack_home)
     print(json.dumps(found), flush=True)
     return 0
+
+
+def waiting(runtime: Any, workspace: Path, count: int) -> list:
+    """`count` one-write batches that wait for an approval (an hour's deadline)."""
+    return [
+        runtime.submit(
+            [{"id": "w", "name": WRITE, "arguments": {}}],
+            mode="default",
+            workspace=workspace,
+            timeout=3600,
+        )
+        for _ in range(count)
+    ]
 
 
 if __name__ == "__main__":

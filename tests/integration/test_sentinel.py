@@ -121,7 +121,7 @@ def test_a_failover_under_a_long_side_effect_leaves_its_worker_and_call_alive(
                 mode="auto",
                 workspace=workspace,
                 rules=ALLOW,
-                timeout=60,
+                timeout=120,  # the cluster settles after a failover; a busy machine is slower
             )
-            assert [r.status for r in after.results(timeout=65)] == [Status.ok]
+            assert [r.status for r in after.results(timeout=125)] == [Status.ok]
             assert stack.workers("effects") == [effects], "the effects worker died"

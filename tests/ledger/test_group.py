@@ -1,7 +1,6 @@
 """Group commit: ends that arrive together share a transaction; each caller
 returns only once its own end is committed, and gets its transaction's error."""
 
-import os
 import threading
 import time
 
@@ -13,7 +12,7 @@ from runtime.ledger.store import Ledger
 from runtime.ledger.tables import utc_now
 from runtime.results import formatter as results
 from runtime.types import Batch, Mode, ToolCall
-from tests.support.postgres import fresh_database
+from tests.support.postgres import own_ledger
 
 
 def end(call_id: str, batch_id: str = "b") -> CallEnd:
@@ -83,18 +82,8 @@ def test_a_lone_end_waits_for_nobody():
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def any_ledger(request, tmp_path):
-    if request.param == "sqlite":
-        found = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with own_ledger(request.param, tmp_path) as found:
         yield found
-        found.close()
-        return
-    server = os.environ.get("TOOLRUN_TEST_POSTGRES_URL")
-    if not server:
-        pytest.skip("TOOLRUN_TEST_POSTGRES_URL not set: PostgreSQL ledger tests skipped")
-    with fresh_database(server) as url:
-        found = Ledger(url)
-        yield found
-        found.close()
 
 
 def race(ledger: Ledger, batch_id: str) -> str:
