@@ -26,6 +26,7 @@ from sqlalchemy import Connection, bindparam, select, update
 
 from runtime.keyring import Purpose, derived
 from runtime.ledger import turn_seal
+from runtime.ledger.prepared import Prepared
 from runtime.ledger.tables import BatchRow, CallRow, EndRow, EventRow
 
 SEAL_KEY = "toolrun.seal_key"  # where a connection carries the signing key (`Database`)
@@ -129,14 +130,25 @@ def call_hashes(heads: list, events: list, ends: list, *, stored: bool = True) -
 def seal_ended(connection: Connection, batch_id: str) -> None:
     """Sign and store the batch's seal, in the transaction that marks it
     ended; a process without the signing key stores its hashes unsigned
-    (which every check then reports)."""
-    key = connection.info.get(SEAL_KEY)
-    calls = call_hashes(*stored_rows(connection, batch_id))
-    turn = turn_seal.turn_of(connection, batch_id)
-    head = connection.execute(_HEAD, {"batch": batch_id}).first()
+    (which every check then reports). It runs on a read's way to its
+    caller (the end that closes a batch seals it before the result is
+    published), so the rows' stored hashes are read on the driver's cursor
+    (`Prepared`) and its turn is taken from the batch row already read."""
+    key, values = connection.info.get(SEAL_KEY), {"batch": batch_id}
+    head = connection.execute(_HEAD, values).first()
+    heads = list(connection.execute(_HEADS, values))
+    hashes: dict[str, list[str | None]] = {h.call_id: [] for h in heads}
+    for call_id, stored in [
+        *_STORED_EVENTS.all(connection, values),
+        *_STORED_ENDS.all(connection, values),
+    ]:
+        hashes.setdefault(call_id, []).append(stored)
+    heads_by = {h.call_id: row_hash(h, HEAD_COLUMNS) for h in heads}
+    calls = {c: fold(heads_by.get(c, "-"), found) for c, found in hashes.items()}
+    turn = turn_seal.turn_of(connection, head)
     seal = {"batch": row_hash(head, BATCH_COLUMNS), "calls": calls, "turn": turn}
     seal["hmac"] = signature(key, batch_id, seal) if key else None
-    connection.execute(_SEAL, {"batch": batch_id, "seal": seal})
+    _SEAL.execute(connection, {"batch": batch_id, "seal": seal})
     if turn is not None and key:
         turn_seal.advance_head(connection, batch_id, turn, key)
 
@@ -200,4 +212,20 @@ _ENDS = (
 )
 _HEAD = select(*(BATCHES.c[n] for n in BATCH_COLUMNS)).where(BATCHES.c.id == bindparam("batch"))
 _BATCH = select(BATCHES.c.ended_at, BATCHES.c.seal).where(BATCHES.c.id == bindparam("batch"))
-_SEAL = update(BATCHES).where(BATCHES.c.id == bindparam("batch")).values(seal=bindparam("seal"))
+# What the seal folds, as `call_hashes` does with `stored`: the hashes as written,
+# events in the order written, then ends by call (text columns: the driver's own).
+_STORED_EVENTS = Prepared(
+    select(EVENTS.c.call_id, EVENTS.c.chain)
+    .where(EVENTS.c.batch_id == bindparam("batch"), EVENTS.c.call_id.is_not(None))
+    .order_by(EVENTS.c.id),
+    rows=True,
+)
+_STORED_ENDS = Prepared(
+    select(ENDS.c.call_id, ENDS.c.chain)
+    .where(ENDS.c.batch_id == bindparam("batch"))
+    .order_by(ENDS.c.call_id),
+    rows=True,
+)
+_SEAL = Prepared(
+    update(BATCHES).where(BATCHES.c.id == bindparam("batch")).values(seal=bindparam("seal"))
+)

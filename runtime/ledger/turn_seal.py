@@ -21,21 +21,22 @@ from runtime.ledger.tables import BatchRow, ConversationRow
 BATCHES, HEADS = BatchRow.__table__, ConversationRow.__table__
 
 
-def turn_of(connection: Connection, batch_id: str) -> dict[str, Any] | None:
-    """The turn a batch is of its conversation, for its seal; None outside one."""
-    row = connection.execute(_LINK, {"batch": batch_id}).first()
-    if row is None or row.conversation is None:
+def turn_of(connection: Connection, batch: Any) -> dict[str, Any] | None:
+    """The turn a batch is of its conversation, for its seal; None outside one.
+    `batch`: its batch row, with its link (`conversation`, `previous_batch`,
+    `previous_digest`)."""
+    if batch is None or batch.conversation is None:
         return None
     before = None
-    if row.previous_batch is not None:
-        before = connection.execute(_SEAL_OF, {"batch": row.previous_batch}).scalar()
+    if batch.previous_batch is not None:
+        before = connection.execute(_SEAL_OF, {"batch": batch.previous_batch}).scalar()
     before = before if isinstance(before, dict) else {}
     number = (before.get("turn") or {}).get("number") if before else None
     return {
-        "conversation": row.conversation,
-        "number": 1 if row.previous_batch is None else (number + 1 if number else None),
-        "previous_batch": row.previous_batch,
-        "previous_digest": row.previous_digest,
+        "conversation": batch.conversation,
+        "number": 1 if batch.previous_batch is None else (number + 1 if number else None),
+        "previous_batch": batch.previous_batch,
+        "previous_digest": batch.previous_digest,
         "previous_seal": before.get("hmac"),
     }
 
@@ -70,7 +71,4 @@ def head(connection: Connection, conversation: str) -> Any:
     return connection.execute(select(HEADS).where(HEADS.c.id == conversation)).first()
 
 
-_LINK = select(BATCHES.c.conversation, BATCHES.c.previous_batch, BATCHES.c.previous_digest).where(
-    BATCHES.c.id == bindparam("batch")
-)
 _SEAL_OF = select(BATCHES.c.seal).where(BATCHES.c.id == bindparam("batch"))

@@ -35,6 +35,8 @@ from rich.console import Console
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from runtime.transport import outbox
+from runtime.transport.names import READS
 from tests.benchmarks import figures, stacks
 from tests.benchmarks.harness import Harness, harness
 from tests.benchmarks.tools import NOOP, WRITE
@@ -96,7 +98,7 @@ def sample(bench: Harness, name: str, options: argparse.Namespace, out: Path) ->
     """py-spy on the client and both toolrun workers while the workload runs."""
     targets = {
         "client": (os.getpid(), False),
-        "reads worker": (bench.worker_pid("toolrun", "reads"), False),
+        "reads worker": (bench.worker_pid("toolrun", "reads"), True),
         "effects worker": (bench.worker_pid("toolrun", "effects"), True),
     }
     spies, files = [], {}
@@ -252,6 +254,9 @@ class _sql_counted:
         self.counter["commit()"] += 1
 
 
+riding = outbox.CeleryQueue.ride
+
+
 def worker_body(bench: Harness, calls: int, out: Path) -> str:
     """Real batches with Celery taken out: the client's messages come to this
     thread, which runs the task body (`workers.tasks.execute_call`) on each, so
@@ -261,6 +266,12 @@ def worker_body(bench: Harness, calls: int, out: Path) -> str:
     task, inbox = _task_module(bench), queue.Queue()
     app = bench.runtime.deployment.app
     app.send_task = lambda name, args=None, **options: inbox.put(args[0])
+
+    def ride(self, pipe, messages) -> None:  # a fresh batch's reads ride the marks' round trip
+        for message in messages:
+            inbox.put(outbox.task_options(message, READS, self.redactor)["args"][0])
+
+    outbox.CeleryQueue.ride = ride
     kinds = {
         "reads": ([NOOP], None),
         "effects": ([WRITE] * 20, figures.WRITES),
@@ -289,6 +300,7 @@ def worker_body(bench: Harness, calls: int, out: Path) -> str:
             text += f"  pyinstrument tree of the worker's side: {path}\n"
     finally:
         del app.send_task
+        outbox.CeleryQueue.ride = riding
     return text + "\n"
 
 
