@@ -15,8 +15,8 @@ import redis
 from runtime.batch.plan import BatchPlan
 from runtime.batch.send_limits import Flow
 from runtime.flow.limits import Limits
+from runtime.keyspace.names import HELD
 from runtime.tools.loading import load_tools
-from runtime.transport.names import HELD
 from runtime.transport.redis_state import RedisState
 from runtime.types import Batch, Mode, Status, ToolCall
 from tests.support.messages import policy, signed_plan

@@ -15,8 +15,8 @@ import redis
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import Problem
 from runtime.gateway.waits import Waits
+from runtime.keyspace.names import slots_key
 from runtime.transport.flow.throttle import Throttle
-from runtime.transport.names import slots_key
 from tests.support.gateway import running_gateway
 from tests.support.waiting import wait_for
 
