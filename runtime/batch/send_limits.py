@@ -32,12 +32,12 @@ from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import End
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Concurrency, Limits, Rate
+from runtime.flow.throttle import Finish, Reads
 from runtime.gate.reached import Reached
 from runtime.keyspace.names import lease_member
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import BatchState, Pipe, Queue
-from runtime.transport.flow.throttle import Finish, Reads
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")

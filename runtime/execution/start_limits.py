@@ -20,12 +20,12 @@ from typing import Any
 from runtime import clock
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Concurrency, Limits, Rate
+from runtime.flow.throttle import Entry
 from runtime.gate.admission import Admitted, Refused
 from runtime.gate.reached import Reached
 from runtime.keyspace.names import lease_member
 from runtime.ledger.tables import EventKind
 from runtime.transport.base import BatchState, Pipe
-from runtime.transport.flow.throttle import Entry
 from runtime.types import CallMessage, ToolResult
 
 log = logging.getLogger("toolrun.limits")

@@ -19,7 +19,9 @@ from typing import Any
 import redis
 
 from runtime import clock
+from runtime.flow.budget_counters import BudgetCounters
 from runtime.flow.budgets import Counter
+from runtime.flow.throttle import Throttle
 from runtime.keyspace.names import (
     CANCEL_NOTICE,
     LEASES,
@@ -36,8 +38,6 @@ from runtime.keyspace.names import (
 from runtime.transport import riding, state_scripts
 from runtime.transport.base import Inbox, Known, Look, Rider
 from runtime.transport.copies import BatchCopies
-from runtime.transport.flow.budget_counters import BudgetCounters
-from runtime.transport.flow.throttle import Throttle
 from runtime.transport.leases import left, reaching
 from runtime.transport.listener import Listener
 from runtime.transport.patience import persisting

@@ -11,8 +11,8 @@ import limits as ratelimits
 import pytest
 import redis
 
+from runtime.flow.throttle import Throttle
 from runtime.keyspace.names import sent_key
-from runtime.transport.flow.throttle import Throttle
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import redis
 
 from runtime import clock
+from runtime.flow.throttle_scripts import ADMIT_READS, NEXT_READS, PARKED
 from runtime.keyspace.names import (
     PARKING,
     TTL_SECONDS,
@@ -20,7 +21,6 @@ from runtime.keyspace.names import (
     sent_key,
 )
 from runtime.keyspace.scripted import Scripted, reached
-from runtime.transport.flow.scripts import ADMIT_READS, NEXT_READS, PARKED
 
 IN_FLIGHT_SECONDS = 600.0  # a read in flight whose end never came frees its place after this
 Reads = tuple[str, int, str, Sequence[tuple[str, str]]]  # submitter, cap, batch, (call id, message)
