@@ -20,12 +20,12 @@ from celery.utils.log import current_process_index
 from celery.worker import state
 
 from runtime import sandbox, sessions, tracing
+from runtime.keyspace.names import TASK
 from runtime.ledger.engine import load_driver
 from runtime.redaction import BUILT_IN, redactor_for
 from runtime.results.formatter import ledger_summary
 from runtime.transport import chain
 from runtime.transport.broker import declare_dead_letters, drain_dead_letters
-from runtime.transport.names import TASK
 from runtime.worker import Worker, orphans
 from runtime.worker.assembly import Parts
 from runtime.worker.board import Board, tag_of

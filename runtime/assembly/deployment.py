@@ -11,11 +11,11 @@ import redis
 from celery import Celery
 
 from runtime.errors import StateUnavailable
+from runtime.flow.throttle import Throttle
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
 from runtime.transport import broker
 from runtime.transport.cluster import CeleryTransport
-from runtime.transport.flow.throttle import Throttle
 
 
 @dataclass(frozen=True)

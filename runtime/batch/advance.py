@@ -18,11 +18,11 @@ import logging
 from runtime import clock, tracing
 from runtime.batch import liveness
 from runtime.batch.approving import Approving
+from runtime.batch.limits_at_send import Flow
 from runtime.batch.notifying import Notifying
 from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import RESEND_AFTER, End, Steps, View, next_steps
 from runtime.batch.renotifying import AFTER, Renotifying
-from runtime.batch.send_limits import Flow
 from runtime.batch.unrecorded import PATIENCE, UnrecordedEnds
 from runtime.batch.view import Viewer
 from runtime.errors import LedgerUnavailable, StateUnavailable

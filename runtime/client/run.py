@@ -27,7 +27,7 @@ from runtime.client.audit import BatchAudit, Recording
 from runtime.client.events import BatchEvents
 from runtime.client.fingerprint import fingerprint
 from runtime.errors import LedgerUnavailable, TooManyOpenBatches
-from runtime.execution import budget_checks
+from runtime.execution import budgets_at_start_and_end
 from runtime.flow.budgets import Spending
 from runtime.gate.admission import Admitted, Refused, admit
 from runtime.gate.hooks import pre as pre_hooks
@@ -140,7 +140,7 @@ class BatchRun:
         ]
         admissions = self._screen(admissions, policy)
         spending = Spending.from_snapshot(policy.spending)
-        return budget_checks.hold(admissions, spending, services.transport, batch.id)
+        return budgets_at_start_and_end.hold(admissions, spending, services.transport, batch.id)
 
     def _screen(self, admissions: Admissions, policy: Policy) -> Admissions:
         """The policy's pre hooks on every admitted call (docs/architecture.md,

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from runtime.errors import LedgerUnavailable, StateUnavailable
-from runtime.execution import budget_checks, outcomes, start_limits, time_limits
+from runtime.execution import budgets_at_start_and_end, limits_at_start, outcomes, time_limits
 from runtime.execution.fence import fenced
 from runtime.execution.handover import Previous, claim_after, settle
 from runtime.execution.invocation import invoke
@@ -85,15 +85,17 @@ def execute(
     )
     spending = Spending.from_snapshot(message.policy.get("usage"))
     if not isinstance(admission, Refused):  # time or money may have run out since admission
-        held = budget_checks.hold([admission], spending, state, message.batch_id, to_run=True)
+        held = budgets_at_start_and_end.hold(
+            [admission], spending, state, message.batch_id, to_run=True
+        )
         (admission,) = held
     taking = None  # its rates' hits and caps' slots ("Flow control"): riding its look
     if isinstance(admission, Admitted):
         lease = time_limits.hard_limit(message.tool, registry, settings) + settings.lease_seconds
-        taking = start_limits.entering(admission, message, state, lease=lease)
+        taking = limits_at_start.entering(admission, message, state, lease=lease)
         if taking is not None and _claims(admission):  # its claim is the ledger's: no look
             admission, taking = taking.judged(None), None
-    if isinstance(admission, start_limits.Delayed):
+    if isinstance(admission, limits_at_start.Delayed):
         settle(previous, ledger)
         return Outcome(admission.result, False)
     claimed = isinstance(admission, Admitted) and _claims(admission)
@@ -108,7 +110,7 @@ def execute(
     else:
         outcome = _at_least_once(admission, message, ledger, settings, worker, state, key, taking)
     if outcome.ended is not False:  # this delivery ran it: count what it spent
-        budget_checks.charge(outcome.result, spending, state, message.batch_id)
+        budgets_at_start_and_end.charge(outcome.result, spending, state, message.batch_id)
     return outcome
 
 
@@ -131,7 +133,7 @@ def _at_least_once(
     worker: str | None,
     state: BatchState | None,
     key: bytes,
-    taking: start_limits.Entering | None = None,
+    taking: limits_at_start.Entering | None = None,
 ) -> Outcome:
     """A read or an idempotent call: safe to run again, so nothing is claimed.
     Its deliveries are counted in Redis, and its started, retried and finished
@@ -149,7 +151,7 @@ def _at_least_once(
     meta = {"worker": worker, "attempts": look.delivery}
     if taking is not None:
         verdict = taking.judged(None) if taking.verdict is None else taking.verdict
-        if isinstance(verdict, start_limits.Delayed):
+        if isinstance(verdict, limits_at_start.Delayed):
             _unlook(state, message)
             return Outcome(verdict.result, False)
         if isinstance(verdict, Refused):

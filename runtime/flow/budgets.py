@@ -96,8 +96,8 @@ class Price(BaseModel):
 
 
 class Counter(BaseModel):
-    """One budget's counter for one call (`key` names it; the transport
-    spells its Redis key, `transport/names.py`): the amount to add, the
+    """One budget's counter for one call (`key` names it; `keyspace/names.py`
+    spells its Redis key): the amount to add, the
     limit, how long the key lives, and whether being at the limit already
     refuses (`strict`) or only passing it does."""
 

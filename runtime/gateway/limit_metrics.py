@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Limits
-from runtime.transport.flow.throttle import Throttle
+from runtime.flow.throttle import Throttle
 
 log = logging.getLogger("toolrun.metrics")
 LABELS = ["limit", "scope"]

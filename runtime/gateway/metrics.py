@@ -26,9 +26,9 @@ from runtime.gateway import usage_metrics
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.limit_metrics import LimitGauges
 from runtime.gateway.metric_views import Shown
+from runtime.keyspace.names import QUEUES
 from runtime.ledger.approvals import Approvals
 from runtime.transport import broker
-from runtime.transport.names import QUEUES
 from runtime.transport.tallies import Tallies
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

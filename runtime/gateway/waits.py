@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from runtime.errors import StateUnavailable
+from runtime.flow.throttle import Throttle
 from runtime.gateway.keys import Key
 from runtime.gateway.problems import Problem
-from runtime.transport.flow.throttle import Throttle
 
 log = logging.getLogger("toolrun.gateway")
 LEASE_SECONDS = 30.0  # a wait's slot lapses this long after its gateway last renewed it
@@ -121,7 +121,7 @@ class Waits:
 
     def _renew(self) -> None:
         """Every third of a lease, take each held slot again (a member that
-        holds one only has its expiry moved on: `transport/flow/scripts.py`'s `ENTER`)."""
+        holds one only has its expiry moved on: `flow/throttle_scripts.py`'s `ENTER`)."""
         while not self._stop.wait(self.lease / 3):
             with self._lock:
                 held = [(k, m) for k, members in self._held.items() for m in members]

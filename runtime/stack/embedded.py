@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from runtime.errors import StackError
+from runtime.keyspace.names import EFFECTS, READS
 from runtime.ledger import schema
 from runtime.settings import Settings
 from runtime.stack.environment import child_env
@@ -47,7 +48,6 @@ from runtime.stack.redis_server import (
     start_redis,
 )
 from runtime.transport.app import make_app
-from runtime.transport.names import EFFECTS, READS
 from runtime.transport.redis_client import is_sentinel
 
 __all__ = [

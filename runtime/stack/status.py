@@ -18,6 +18,7 @@ import redis
 
 from runtime import sandbox
 from runtime.errors import LedgerUnavailable
+from runtime.keyspace.names import QUEUES
 from runtime.ledger import schema
 from runtime.ledger.approvals import Approvals
 from runtime.ledger.store import Ledger
@@ -25,7 +26,6 @@ from runtime.settings import Settings
 from runtime.stack.record import load_record
 from runtime.transport import broker
 from runtime.transport.app import make_app
-from runtime.transport.names import QUEUES
 from runtime.transport.reachability import require_reachable
 from runtime.transport.redis_client import state_client
 

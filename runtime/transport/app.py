@@ -11,9 +11,9 @@ from celery import Celery
 from celery.app.amqp import AMQP
 
 from runtime import config
+from runtime.keyspace.names import READS
 from runtime.settings import Settings
 from runtime.transport import broker
-from runtime.transport.names import READS
 
 
 class ShadowNamedEvents(AMQP):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.flow.budgets import Counter
-from runtime.transport.flow.throttle import Throttle
+from runtime.flow.throttle import Throttle
 from runtime.types import CallMessage, ToolResult
 
 

@@ -26,9 +26,9 @@ from urllib.parse import urlsplit
 from celery import Celery
 from kombu import Exchange, Queue
 
+from runtime.keyspace.names import DEAD, QUEUES
 from runtime.settings import Settings
 from runtime.transport import redis_broker, redis_client
-from runtime.transport.names import DEAD, QUEUES
 
 log = logging.getLogger("toolrun.broker")
 AMQP_SCHEMES = {"amqp", "amqps", "pyamqp"}

@@ -13,9 +13,9 @@ import redis
 from celery import Celery
 
 from runtime import clock
+from runtime.keyspace.names import TTL_SECONDS, UNRECORDED, plan_key, sent_key
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport.leases import reaching
-from runtime.transport.names import TTL_SECONDS, UNRECORDED, plan_key, sent_key
 from runtime.transport.outbox import CeleryQueue
 from runtime.transport.redis_state import RedisState
 from runtime.types import CallMessage

@@ -25,8 +25,8 @@ import redis
 from redis.client import Pipeline
 
 from runtime.errors import StateUnavailable
+from runtime.keyspace.names import TTL_SECONDS, UNRECORDED, plan_key
 from runtime.transport.leases import Leases, reaching
-from runtime.transport.names import TTL_SECONDS, UNRECORDED, plan_key
 from runtime.transport.patience import persisting
 
 DROP_SECONDS = 0.5  # the longest a written record waits for a round trip to ride

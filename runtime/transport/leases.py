@@ -15,8 +15,7 @@ from contextlib import contextmanager
 import redis
 
 from runtime.errors import StateUnavailable
-from runtime.transport.listener import LOST
-from runtime.transport.names import (
+from runtime.keyspace.names import (
     EPOCH_KEY,
     LEASES,
     SERVER_KEY,
@@ -27,6 +26,7 @@ from runtime.transport.names import (
     results_key,
     unheld_key,
 )
+from runtime.keyspace.scripted import LOST
 from runtime.types import ToolResult
 
 # Redis's clock, in seconds, as a script's first step (a script may read TIME

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import redis
 
-from runtime.transport.names import (
+from runtime.keyspace.names import (
     BATCH_CHANNELS,
     CANCEL_NOTICE,
     batch_of,
@@ -33,12 +33,12 @@ from runtime.transport.names import (
     reply_channel,
     results_key,
 )
+from runtime.keyspace.scripted import LOST
 from runtime.types import Status, ToolResult
 
 NOTICE = Status.awaiting_approval
 
 log = logging.getLogger("toolrun.listener")
-LOST = (redis.ConnectionError, redis.TimeoutError)  # the connection to Redis was lost
 SWEEP_SECONDS = 1.0  # how often a listener also reads the results hash
 RECONNECT_SECONDS = 0.5  # the pause before subscribing again after a lost connection
 CONFIRM_SECONDS = 2.0  # how long the first batch waits for Redis to confirm the subscription

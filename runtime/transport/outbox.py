@@ -23,9 +23,9 @@ from kombu.exceptions import BatchPublishError, OperationalError
 from redis.client import Pipeline
 
 from runtime import clock
+from runtime.keyspace.names import EFFECTS, READS, TASK
 from runtime.redaction import BUILT_IN, Redactor
 from runtime.transport import chain
-from runtime.transport.names import EFFECTS, READS, TASK
 from runtime.transport.stencil import Stencils
 from runtime.types import CallMessage
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import tenacity
 
-from runtime.transport.listener import LOST
+from runtime.keyspace.scripted import LOST
 
 T = TypeVar("T")
 

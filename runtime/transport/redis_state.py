@@ -19,15 +19,10 @@ from typing import Any
 import redis
 
 from runtime import clock
+from runtime.flow.budget_counters import BudgetCounters
 from runtime.flow.budgets import Counter
-from runtime.transport import riding, state_scripts
-from runtime.transport.base import Inbox, Known, Look, Rider
-from runtime.transport.copies import BatchCopies
-from runtime.transport.flow.budget_counters import BudgetCounters
-from runtime.transport.flow.throttle import Throttle
-from runtime.transport.leases import left, reaching
-from runtime.transport.listener import Listener
-from runtime.transport.names import (
+from runtime.flow.throttle import Throttle
+from runtime.keyspace.names import (
     CANCEL_NOTICE,
     LEASES,
     TTL_SECONDS,
@@ -40,6 +35,11 @@ from runtime.transport.names import (
     results_key,
     sent_key,
 )
+from runtime.transport import riding, state_scripts
+from runtime.transport.base import Inbox, Known, Look, Rider
+from runtime.transport.copies import BatchCopies
+from runtime.transport.leases import left, reaching
+from runtime.transport.listener import Listener
 from runtime.transport.patience import persisting
 from runtime.types import ToolResult
 

@@ -18,8 +18,8 @@ from redis.client import Pipeline
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from runtime.keyspace.names import results_key
 from runtime.transport.base import Rider
-from runtime.transport.names import results_key
 from runtime.transport.state_scripts import Publication, look_call, publish_call
 from runtime.types import ToolResult
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.transport import tallies
-from runtime.transport.leases import clocked
-from runtime.transport.names import (
+from runtime.keyspace.names import (
     CALLS_TALLY,
     LEASES,
     SECONDS_TALLY,
@@ -29,6 +27,8 @@ from runtime.transport.names import (
     results_key,
     stages_key,
 )
+from runtime.transport import tallies
+from runtime.transport.leases import clocked
 from runtime.types import ToolResult
 
 # KEYS: cancel flag, deliveries, results, leases. ARGV: call id, TTL, lease

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 import redis
 
 from runtime.errors import StateUnavailable
-from runtime.transport.listener import LOST
-from runtime.transport.names import (
+from runtime.keyspace.names import (
     CALLS_TALLY,
     EFFECTS,
     LEASES,
@@ -25,6 +24,7 @@ from runtime.transport.names import (
     plan_key,
     queue_lists,
 )
+from runtime.keyspace.scripted import LOST
 from runtime.types import Status, ToolResult
 
 # Upper bounds (seconds) of the run-time histogram's buckets; +Inf is implied.

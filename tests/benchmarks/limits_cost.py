@@ -7,7 +7,7 @@ cost seen in every process of a stack, where a 10 ms clock tick and pool
 processes that come and go make them noisy on a busy machine; these are the
 checks alone: the sender's look at a batch (`Flow.gate`, less the send
 marks it rides), the worker's take
-(`start_limits.entering`, riding its look at the call) and its release
+(`limits_at_start.entering`, riding its look at the call) and its release
 (`Flow.finishing`, riding its publish of the end), each less the same
 round trips without it, each pair in both orders, and Redis's own CPU
 (INFO's used_cpu), per call, for one-call
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import redis
 
+from runtime.batch.limits_at_send import Flow
 from runtime.batch.plan import BatchPlan
-from runtime.batch.send_limits import Flow
-from runtime.execution import start_limits
+from runtime.execution import limits_at_start
 from runtime.flow.limits import Limits
 from runtime.gate.admission import admit
 from runtime.results import endings
@@ -153,7 +153,7 @@ def _worker(state, flow, run, *, ridden: bool) -> tuple[float, float]:
     for admission, message, end in run:
         batch = message.batch_id if ridden else f"{message.batch_id}-plain"
         began = time.thread_time()
-        taking = start_limits.entering(admission, message, state, lease=30.0) if ridden else None
+        taking = limits_at_start.entering(admission, message, state, lease=30.0) if ridden else None
         state.look(batch, message.call_id, hold=30.0, rider=taking)
         if taking is not None and taking.verdict is not admission:
             raise AssertionError(f"{message.call_id} did not pass its limits: {taking.verdict}")

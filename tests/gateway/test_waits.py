@@ -12,11 +12,11 @@ import uuid
 import pytest
 import redis
 
+from runtime.flow.throttle import Throttle
 from runtime.gateway.keys import Key, Role
 from runtime.gateway.problems import Problem
 from runtime.gateway.waits import Waits
-from runtime.transport.flow.throttle import Throttle
-from runtime.transport.names import slots_key
+from runtime.keyspace.names import slots_key
 from tests.support.gateway import running_gateway
 from tests.support.waiting import wait_for
 

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from runtime import sessions
+from runtime.keyspace.names import EFFECTS, LEASES, SWEEP_LOCK, lease_member, results_key, sent_key
 from runtime.stack.embedded import stop_worker
-from runtime.transport.names import EFFECTS, LEASES, SWEEP_LOCK, lease_member, results_key, sent_key
 from runtime.types import Status
 from tests.support import clock_skew
 from tests.support.dead_pool import dead_pool

@@ -14,7 +14,7 @@ import redis
 
 from runtime import adapters
 from runtime.errors import BatchTooLarge, TooManyOpenBatches
-from runtime.transport.names import slots_key
+from runtime.keyspace.names import slots_key
 from runtime.types import Status
 from tests.conftest import runtime_on
 from tests.support import submitter

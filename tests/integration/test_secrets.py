@@ -36,7 +36,7 @@ def test_redis_keeps_no_copy_of_a_plan_once_its_batch_has_ended(runtime, workspa
 
     import redis
 
-    from runtime.transport.names import plan_key
+    from runtime.keyspace.names import plan_key
 
     calls = [  # the nap keeps the batch open while the copy is looked at
         {"id": "a", "name": "echo", "arguments": {"text": f"token {ARG_SECRET}"}},

@@ -3,8 +3,8 @@ broker never run a tool: the worker answers each with a denied result."""
 
 import redis
 
+from runtime.keyspace import names
 from runtime.settings import Settings
-from runtime.transport import names
 from runtime.transport.redis_state import RedisState
 from runtime.types import Mode, Status
 from tests.support.messages import message

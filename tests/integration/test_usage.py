@@ -17,8 +17,8 @@ import redis
 
 from runtime import adapters
 from runtime.gateway.metrics import Metrics
+from runtime.keyspace.names import budget_key
 from runtime.transcript import render
-from runtime.transport.names import budget_key
 from runtime.types import Status
 from tests.conftest import runtime_on
 from tests.support.cli import stack_env, toolrun

@@ -25,6 +25,7 @@ from typing import Any
 import redis
 from sqlalchemy.engine import make_url
 
+from runtime.keyspace.names import SWEEP_LOCK
 from runtime.settings import Settings
 from runtime.stack.embedded import (
     StackRecord,
@@ -36,7 +37,6 @@ from runtime.stack.embedded import (
 )
 from runtime.stack.processes import is_alive, spawn, stop_process, wait_for_redis
 from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
-from runtime.transport.names import SWEEP_LOCK
 from tests.support.fault_tools import FAULT_TOOLS
 
 log = logging.getLogger("toolrun.faults")

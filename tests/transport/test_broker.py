@@ -4,10 +4,10 @@ that dead-letter, publishes are confirmed, and the results stay in Redis."""
 
 from __future__ import annotations
 
+from runtime.keyspace.names import DEAD, EFFECTS, READS
 from runtime.settings import Settings
 from runtime.transport import broker
 from runtime.transport.app import make_app
-from runtime.transport.names import DEAD, EFFECTS, READS
 
 STATE = "redis://:pw@127.0.0.1:6399/0"
 RABBIT = "amqp://guest:guest@127.0.0.1:5672/toolrun"

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from runtime.keyspace.names import READS, TASK
 from runtime.settings import Settings
 from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
 from runtime.transport.app import make_app
 from runtime.transport.cluster import CeleryTransport
-from runtime.transport.names import READS, TASK
 from runtime.types import CallMessage
 from tests.support.messages import message
 from tests.support.round_trips import Counting

@@ -11,11 +11,11 @@ import time
 import pytest
 import redis
 
+from runtime.keyspace.names import results_key
 from runtime.settings import Settings
 from runtime.stack.processes import spawn, stop_process, wait_for_redis
 from runtime.stack.redis_server import find_redis_server, redis_needles, start_redis
 from runtime.transport.leases import Leases
-from runtime.transport.names import results_key
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.server

@@ -4,7 +4,7 @@ Flower is shown of it (the tool's name and redacted arguments, never more)."""
 import json
 from pathlib import Path
 
-from runtime.transport.names import EFFECTS, READS
+from runtime.keyspace.names import EFFECTS, READS
 from runtime.transport.outbox import task_options
 from runtime.types import CallMessage
 from tests.support.messages import message

@@ -139,8 +139,8 @@ def test_a_look_and_a_publish_are_one_command_each_and_do_what_their_pipelines_d
     the look counts the delivery, reads the cancel flag and the stored end and
     takes the lease; the publish stores, announces, counts the stage and the
     operators' figures, and releases the lease."""
+    from runtime.keyspace.names import CALLS_TALLY, SECONDS_TALLY
     from runtime.results import formatter
-    from runtime.transport.names import CALLS_TALLY, SECONDS_TALLY
     from runtime.transport.tallies import Tallies
 
     batch = "rs-scripts"

@@ -15,12 +15,12 @@ import pytest
 import redis
 from celery import signals
 
+from runtime.keyspace.names import READS
 from runtime.settings import Settings
 from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
 from runtime.transport.app import make_app
 from runtime.transport.cluster import CeleryTransport
-from runtime.transport.names import READS
 from runtime.transport.stencil import Stencils
 from runtime.types import CallMessage
 from tests.support.messages import message

@@ -16,8 +16,8 @@ from redis.client import Pipeline
 from redis.commands.core import Script
 
 from runtime import clock
-from runtime.transport.flow.fair_share import IN_FLIGHT_SECONDS, _share_keys
-from runtime.transport.names import TTL_SECONDS, slots_key
+from runtime.flow.fair_share import IN_FLIGHT_SECONDS, _share_keys
+from runtime.keyspace.names import TTL_SECONDS, slots_key
 
 Slots = Sequence[tuple[str, int]]  # (scope, cap) of each concurrency cap
 Windows = Sequence[tuple[RateLimitItem, str]]  # (rate, scope) of each window

@@ -1,6 +1,8 @@
-"""A call held to its batch's budgets, at admission and again right before
-its tool runs, and charged for what it spent once it has
-(docs/architecture.md, "Usage and budgets").
+"""A call's budgets at its start and its end (docs/architecture.md, "Usage
+and budgets", "Where each limit is checked"): held at the batch's start, as
+`BatchRun.start` admits its calls, and again right before its tool runs
+(`hold`); charged for what it spent once it has (`charge`). The counting is
+flow control's (`runtime/flow/budgets.py`, `budget_counters.py`).
 
 The counters live in the batch state (Redis on a cluster) and are checked and
 added to in one step there. With the state away a budget is not enforced (the

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import redis
 
 from runtime.flow.budgets import Counter
-from runtime.transport.names import budget_key
+from runtime.keyspace.names import budget_key
 
 # KEYS: the counters; ARGV: per counter amount, limit, ttl, strict (1/0).
 # Returns {0, ""} when every counter took its amount, else {i, used} of the

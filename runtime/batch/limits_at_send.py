@@ -1,10 +1,11 @@
-"""Flow control where the batch already waits: rate limits, concurrency caps
-and fair share, applied as the advancer sends calls (docs/architecture.md,
-"Flow control").
+"""A call's limits as it is sent, where the batch already waits: rate limits,
+concurrency caps and fair share, applied as the advancer sends calls
+(docs/architecture.md, "Flow control", "Where each limit is checked"; the
+counting is flow control's, `runtime/flow/throttle.py`).
 
 `gate` looks, for each call about to be sent, at what its rates' windows and
 its caps' slots have left (without taking anything: the worker takes its hit
-and its slot right before the tool runs, `runtime/execution/start_limits.py`).
+and its slot right before the tool runs, `runtime/execution/limits_at_start.py`).
 A call over a limit whose `on_limit` is "refuse" ends at once
 (`rate_limited` / `concurrency_limited`); one that must wait stays unsent in
 the plan, holding no worker and no thread, and its batch is kept for the sweep
@@ -32,12 +33,12 @@ from runtime.batch.plan import BatchPlan
 from runtime.batch.progress import End
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Concurrency, Limits, Rate
-from runtime.gate.reached import Reached
+from runtime.flow.throttle import Finish, Reads
+from runtime.gate.limit_reached import Reached
+from runtime.keyspace.names import lease_member
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry
 from runtime.transport.base import BatchState, Pipe, Queue
-from runtime.transport.flow.throttle import Finish, Reads
-from runtime.transport.names import lease_member
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")

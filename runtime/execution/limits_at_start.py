@@ -1,11 +1,12 @@
-"""A call held to its batch's rates and concurrency caps right before its
-tool runs (docs/architecture.md, "Flow control"): here it takes its hit of
-each rate's window and a slot of each cap, in one round trip (a call that
-finds one full takes none of them: `Throttle.enter`). The sender
-only looked at what was left (runtime/batch/send_limits.py), so two senders may
-both have sent into the last place: the one that comes second here waits
-(`on_limit: "delay"`: it goes back to its batch unsent, holding nothing, and
-the sweep sends it when the limit allows) or ends (`"refuse"`).
+"""A call's limits at its start: held to its batch's rates and concurrency
+caps right before its tool runs (docs/architecture.md, "Flow control", "Where
+each limit is checked"). Here it takes its hit of each rate's window and a
+slot of each cap, in one round trip (a call that finds one full takes none of
+them: `Throttle.enter`). The sender only looked at what was left
+(runtime/batch/limits_at_send.py), so two senders may both have sent into the
+last place: the one that comes second here waits (`on_limit: "delay"`: it goes
+back to its batch unsent, holding nothing, and the sweep sends it when the
+limit allows) or ends (`"refuse"`).
 
 A slot is a lease for the tool's hard limit and a lease more: a worker
 killed while holding it leaves it to lapse. With the state away, nothing is
@@ -20,12 +21,12 @@ from typing import Any
 from runtime import clock
 from runtime.errors import StateUnavailable
 from runtime.flow.limits import Concurrency, Limits, Rate
+from runtime.flow.throttle import Entry
 from runtime.gate.admission import Admitted, Refused
-from runtime.gate.reached import Reached
+from runtime.gate.limit_reached import Reached
+from runtime.keyspace.names import lease_member
 from runtime.ledger.tables import EventKind
 from runtime.transport.base import BatchState, Pipe
-from runtime.transport.flow.throttle import Entry
-from runtime.transport.names import lease_member
 from runtime.types import CallMessage, ToolResult
 
 log = logging.getLogger("toolrun.limits")

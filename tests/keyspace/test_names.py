@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from runtime.transport import names
+from runtime.keyspace import names
 
 
 def test_a_batch_s_channel_matches_the_pattern_and_names_the_batch():

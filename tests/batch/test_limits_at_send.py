@@ -1,4 +1,4 @@
-"""Flow control as the advancer sends (runtime/batch/send_limits.py), on the session
+"""Flow control as the advancer sends (runtime/batch/limits_at_send.py), on the session
 stack's real Redis: what each limit lets through, ends or holds, and how fair
 share parks a key's reads and hands their turns on."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import redis
 
+from runtime.batch.limits_at_send import Flow
 from runtime.batch.plan import BatchPlan
-from runtime.batch.send_limits import Flow
 from runtime.flow.limits import Limits
+from runtime.keyspace.names import HELD
 from runtime.tools.loading import load_tools
-from runtime.transport.names import HELD
 from runtime.transport.redis_state import RedisState
 from runtime.types import Batch, Mode, Status, ToolCall
 from tests.support.messages import policy, signed_plan

@@ -1,5 +1,5 @@
 """The Lua scripts of flow control (docs/architecture.md, "Flow control"),
-run by `runtime/transport/flow/throttle.py`: each is atomic in Redis, and the
+run by `runtime/flow/throttle.py`: each is atomic in Redis, and the
 throttle sends them as EVALSHA on its pipelines, its own or one the state
 makes anyway. The rate algorithm is the `limits` library's: its moving
 window's Lua (the text it ships, pinned `limits>=5.8,<6` in pyproject.toml)

@@ -1,5 +1,6 @@
 """A Redis client whose Lua scripts run as EVALSHA on pipelines, its
-connection errors raised as toolrun's (docs/architecture.md, "Flow control")."""
+connection errors (`LOST`, which every Redis-facing part catches by this
+name) raised as toolrun's (docs/architecture.md, "Flow control")."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
 from runtime.errors import StateUnavailable
-from runtime.transport.listener import LOST
 
 F = TypeVar("F", bound=Callable[..., Any])
+LOST = (redis.ConnectionError, redis.TimeoutError)  # the connection to Redis was lost
 
 
 def reached(method: F) -> F:

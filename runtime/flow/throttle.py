@@ -24,11 +24,11 @@ from limits.strategies import MovingWindowRateLimiter
 from redis.client import Pipeline
 
 from runtime import clock
-from runtime.transport.flow.fair_share import FairShare, Reads, _text
-from runtime.transport.flow.riders import Entry, Finish
-from runtime.transport.flow.scripts import ENTER, FINISH, FREE, LOOK, LOOK_AND_ADMIT
-from runtime.transport.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
-from runtime.transport.scripted import reached
+from runtime.flow.fair_share import FairShare, Reads, _text
+from runtime.flow.riders import Entry, Finish
+from runtime.flow.throttle_scripts import ENTER, FINISH, FREE, LOOK, LOOK_AND_ADMIT
+from runtime.keyspace.names import HELD, TTL_SECONDS, plan_key, sent_key, slots_key
+from runtime.keyspace.scripted import reached
 
 __all__ = ["Entry", "Finish", "Reads", "Throttle"]
 

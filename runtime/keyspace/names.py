@@ -111,7 +111,7 @@ def budget_key(counter: str) -> str:
     return f"toolrun:budget:{counter}"
 
 
-# Flow control (runtime/transport/flow/throttle.py; docs/architecture.md, "Flow control").
+# Flow control (runtime/flow/throttle.py; docs/architecture.md, "Flow control").
 HELD = "toolrun:held"  # sorted set: batch id with calls waiting for a rate or slot -> when due
 
 

@@ -11,8 +11,8 @@ import limits as ratelimits
 import pytest
 import redis
 
-from runtime.transport.flow.throttle import Throttle
-from runtime.transport.names import sent_key
+from runtime.flow.throttle import Throttle
+from runtime.keyspace.names import sent_key
 
 
 @pytest.fixture

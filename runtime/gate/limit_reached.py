@@ -1,5 +1,6 @@
 """A rate or concurrency cap a call may not pass now, as the model and the
-ledger are told it (docs/architecture.md, "Flow control")."""
+ledger are told it: the refusal both points that hold a call to its limits
+give, as it is sent and at its start (docs/architecture.md, "Flow control")."""
 
 from __future__ import annotations
 

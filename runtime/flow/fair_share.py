@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import redis
 
 from runtime import clock
-from runtime.transport.flow.scripts import ADMIT_READS, NEXT_READS, PARKED
-from runtime.transport.names import (
+from runtime.flow.throttle_scripts import ADMIT_READS, NEXT_READS, PARKED
+from runtime.keyspace.names import (
     PARKING,
     TTL_SECONDS,
     in_flight_key,
@@ -20,7 +20,7 @@ from runtime.transport.names import (
     parked_set_key,
     sent_key,
 )
-from runtime.transport.scripted import Scripted, reached
+from runtime.keyspace.scripted import Scripted, reached
 
 IN_FLIGHT_SECONDS = 600.0  # a read in flight whose end never came frees its place after this
 Reads = tuple[str, int, str, Sequence[tuple[str, str]]]  # submitter, cap, batch, (call id, message)
