@@ -35,8 +35,8 @@ from rich.console import Console
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from runtime.keyspace.names import READS
 from runtime.transport import outbox
-from runtime.transport.names import READS
 from tests.benchmarks import figures, stacks
 from tests.benchmarks.harness import Harness, harness
 from tests.benchmarks.tools import NOOP, WRITE
