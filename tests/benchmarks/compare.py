@@ -81,7 +81,7 @@ def p1(
                 key,
                 f"1-call read batch latency, p{round(q * 100)}",
                 "ms",
-                Target("ratio", "<=", 1.5),
+                Target("ratio", "<=", 1.2),  # issue 44's goal, p50 and p99
                 [ms(figures.percentile(r, q)) for r in ours],
                 [ms(figures.percentile(r, q)) for r in theirs],
                 note="baseline: task.delay().get()",
@@ -115,7 +115,7 @@ def p2(
         "P2",
         f"{o.p2_calls} reads sleeping {ms(o.p2_sleep):g} ms, wall",
         "ms",
-        Target("toolrun", "<=", ms(1.15 * o.p2_sleep)),
+        Target("toolrun", "<=", ms(1.1 * o.p2_sleep)),
         [ms(v) for v in ours],
         [ms(v) for v in theirs],
         note="baseline: group(...).apply_async().get(), which polls every 0.5 s",
@@ -146,7 +146,7 @@ def p3(
         "P3",
         f"no-op reads, batches of {o.p3_batch}",
         "calls/s",
-        Target("ratio", ">=", 1.0),
+        Target("ratio", ">=", 1.2),
         ours,
         theirs,
         note=f"{o.p3_window} batches in flight from one thread; "
@@ -227,7 +227,7 @@ def scaling(
         "P5",
         f"{o.p5_calls} reads sleeping {o.p5_sleep * 1000:g} ms: 2 workers / 1",
         "x",
-        Target("toolrun", ">=", 1.7),
+        Target("toolrun", ">=", 1.8),
         *ratios,
         note="throughput with two reads workers over one; the baseline column is bare "
         "Celery's own scaling, for comparison only (its group .get() polls every 0.5 s)",
