@@ -132,19 +132,21 @@ def seal_ended(connection: Connection, batch_id: str) -> None:
     ended; a process without the signing key stores its hashes unsigned
     (which every check then reports). It runs on a read's way to its
     caller (the end that closes a batch seals it before the result is
-    published), so the rows' stored hashes are read on the driver's cursor
-    (`Prepared`) and its turn is taken from the batch row already read."""
+    published), so its rows are read on the driver's cursor (`Prepared`,
+    converted as SQLAlchemy converts them) and its turn is taken from the
+    batch row already read."""
     key, values = connection.info.get(SEAL_KEY), {"batch": batch_id}
-    head = connection.execute(_HEAD, values).first()
-    heads = list(connection.execute(_HEADS, values))
-    hashes: dict[str, list[str | None]] = {h.call_id: [] for h in heads}
+    found = _SEALED_HEAD.first(connection, values)
+    head = None if found is None else dict(zip(BATCH_COLUMNS, found, strict=True))
+    heads = [dict(zip(HEAD_COLUMNS, h, strict=True)) for h in _SEALED_HEADS.all(connection, values)]
+    hashes: dict[str, list[str | None]] = {h["call_id"]: [] for h in heads}
     for call_id, stored in [
         *_STORED_EVENTS.all(connection, values),
         *_STORED_ENDS.all(connection, values),
     ]:
         hashes.setdefault(call_id, []).append(stored)
-    heads_by = {h.call_id: row_hash(h, HEAD_COLUMNS) for h in heads}
-    calls = {c: fold(heads_by.get(c, "-"), found) for c, found in hashes.items()}
+    heads_by = {h["call_id"]: row_hash(h, HEAD_COLUMNS) for h in heads}
+    calls = {c: fold(heads_by.get(c, "-"), rows) for c, rows in hashes.items()}
     turn = turn_seal.turn_of(connection, head)
     seal = {"batch": row_hash(head, BATCH_COLUMNS), "calls": calls, "turn": turn}
     seal["hmac"] = signature(key, batch_id, seal) if key else None
@@ -212,6 +214,7 @@ _ENDS = (
 )
 _HEAD = select(*(BATCHES.c[n] for n in BATCH_COLUMNS)).where(BATCHES.c.id == bindparam("batch"))
 _BATCH = select(BATCHES.c.ended_at, BATCHES.c.seal).where(BATCHES.c.id == bindparam("batch"))
+_SEALED_HEAD, _SEALED_HEADS = Prepared(_HEAD, rows=True), Prepared(_HEADS, rows=True)
 # What the seal folds, as `call_hashes` does with `stored`: the hashes as written,
 # events in the order written, then ends by call (text columns: the driver's own).
 _STORED_EVENTS = Prepared(

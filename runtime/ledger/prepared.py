@@ -45,15 +45,16 @@ class _Form:
     order: tuple[str, ...] | None  # a positional driver's parameters, in order
     convert: dict[str, Callable[[Any], Any]]  # the bind types' conversions, by name
     names: dict[str, str]  # a named driver's escaped parameter names
+    results: tuple[Callable[[Any], Any] | None, ...]  # each returned column's conversion
 
 
 class Prepared:
     """A statement built once, run with values bound per call."""
 
     def __init__(self, statement: ClauseElement, *, rows: bool = False) -> None:
-        """`rows`: it returns rows (a SELECT, a RETURNING), each column of which
-        must need no conversion from what the driver gives (text, integers):
-        `first` returns them as the driver does."""
+        """`rows`: it returns rows (a SELECT, a RETURNING), each value converted
+        from what the driver gives as SQLAlchemy converts it (its column type's
+        own result processor: times, JSON), as tuples."""
         self.statement, self.rows = statement, rows
         self._forms: weakref.WeakKeyDictionary[Dialect, dict[frozenset[str], _Form | None]] = (
             weakref.WeakKeyDictionary()
@@ -81,7 +82,7 @@ class Prepared:
             found = cursor.fetchall()  # the whole statement: SQLite finishes it
         finally:
             cursor.close()
-        return tuple(found[0]) if found else None
+        return _converted(form, found[0]) if found else None
 
     def all(self, connection: Connection, values: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Run it with `values`; every row it returns."""
@@ -90,7 +91,7 @@ class Prepared:
             return [tuple(row) for row in connection.execute(self.statement, values)]
         cursor = _run(connection, form, lambda c: c.execute(form.sql, _bound(form, values)))
         try:
-            return [tuple(row) for row in cursor.fetchall()]
+            return [_converted(form, row) for row in cursor.fetchall()]
         finally:
             cursor.close()
 
@@ -129,13 +130,27 @@ class Prepared:
             or compiled.post_compile_params
         ):
             return None  # more than values to bind: SQLAlchemy runs it
-        if self.rows:
-            for column in compiled._result_columns:  # noqa: SLF001 - its columns' types
-                if column[3]._cached_result_processor(dialect, None) is not None:  # noqa: SLF001
-                    raise TypeError(f"{column[0]} needs converting: select it with SQLAlchemy")
+        results: tuple[Callable[[Any], Any] | None, ...] = ()
+        if self.rows:  # each column's type's own conversion, as SQLAlchemy's result applies it
+            columns = compiled._result_columns  # noqa: SLF001
+            results = tuple(
+                column[3]._cached_result_processor(dialect, None)  # noqa: SLF001
+                for column in columns
+            )
         order = tuple(compiled.positiontup or ()) if compiled.positional else None
         convert = dict(compiled._bind_processors)  # noqa: SLF001 - SQLAlchemy's own conversions
-        return _Form(compiled.string, compiled, order, convert, compiled.escaped_bind_names)
+        names = compiled.escaped_bind_names
+        return _Form(compiled.string, compiled, order, convert, names, results)
+
+
+def _converted(form: _Form, row: Sequence[Any]) -> tuple[Any, ...]:
+    """A row as the driver gave it, each value converted as SQLAlchemy would."""
+    if not any(form.results):
+        return tuple(row)
+    return tuple(
+        value if convert is None else convert(value)
+        for value, convert in zip(row, form.results, strict=True)
+    )
 
 
 def storable(value: Any) -> Any:

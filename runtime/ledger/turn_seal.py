@@ -23,20 +23,20 @@ BATCHES, HEADS = BatchRow.__table__, ConversationRow.__table__
 
 def turn_of(connection: Connection, batch: Any) -> dict[str, Any] | None:
     """The turn a batch is of its conversation, for its seal; None outside one.
-    `batch`: its batch row, with its link (`conversation`, `previous_batch`,
-    `previous_digest`)."""
-    if batch is None or batch.conversation is None:
+    `batch`: its batch row's columns by name, with its link (`conversation`,
+    `previous_batch`, `previous_digest`)."""
+    if batch is None or batch["conversation"] is None:
         return None
-    before = None
-    if batch.previous_batch is not None:
-        before = connection.execute(_SEAL_OF, {"batch": batch.previous_batch}).scalar()
+    before, previous = None, batch["previous_batch"]
+    if previous is not None:
+        before = connection.execute(_SEAL_OF, {"batch": previous}).scalar()
     before = before if isinstance(before, dict) else {}
     number = (before.get("turn") or {}).get("number") if before else None
     return {
-        "conversation": batch.conversation,
-        "number": 1 if batch.previous_batch is None else (number + 1 if number else None),
-        "previous_batch": batch.previous_batch,
-        "previous_digest": batch.previous_digest,
+        "conversation": batch["conversation"],
+        "number": 1 if previous is None else (number + 1 if number else None),
+        "previous_batch": previous,
+        "previous_digest": batch["previous_digest"],
         "previous_seal": before.get("hmac"),
     }
 

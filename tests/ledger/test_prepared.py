@@ -126,10 +126,20 @@ def test_statements_listened_for_go_through_sqlalchemy(engine):
     assert seen == ["INSERT", "UPDATE", "SELECT"]
 
 
-def test_rows_whose_columns_need_converting_are_refused(engine):
-    when = Prepared(select(THINGS.c.at).where(THINGS.c.id == bindparam("key")), rows=True)
-    with engine.connect() as connection, pytest.raises(TypeError, match="needs converting"):
-        when.first(connection, {"key": 1})
+def test_rows_whose_columns_need_converting_come_back_as_sqlalchemy_s(engine):
+    at = datetime(2026, 12, 5, 3, 40, 1, 123456, tzinfo=UTC)
+    body = {"b": [1, 2.5, None], "a": "\u00e9"}
+    whole = select(THINGS).where(THINGS.c.id == bindparam("key"))
+    everything = Prepared(whole, rows=True)
+    with engine.begin() as connection:
+        INSERT.execute(connection, {"id": 1, "name": "one", "at": at, "body": body})
+        INSERT.execute(connection, {"id": 2, "name": "two", "at": None, "body": None})
+    with engine.connect() as connection:
+        for key in (1, 2):
+            theirs = tuple(connection.execute(whole, {"key": key}).first())
+            assert everything.first(connection, {"key": key}) == theirs
+            assert everything.all(connection, {"key": key}) == [theirs]
+        assert everything.first(connection, {"key": 1})[2:] == (at, body)
 
 
 @pytest.mark.postgres
