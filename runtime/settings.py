@@ -107,14 +107,16 @@ class Settings(BaseSettings):
         gt=0,
         description=(
             "Days an ended batch stays in the ledger; then `toolrun ledger prune` and the "
-            'sweep remove it whole (docs/architecture.md, "Retention"). None: kept for ever.'
+            'sweep remove it whole (docs/architecture.md, "Retention"). The deployment\'s '
+            "default: the org policy file's `retention`, when set, wins. None: kept for ever."
         ),
     )
     retention_export: Path | None = Field(
         None,
         description=(
             "A directory where each batch's sealed JSON Lines transcript is written before "
-            "retention removes it; None: removed without one."
+            "retention removes it; None: removed without one. Not used when the org policy "
+            "file sets `retention`."
         ),
     )
     max_deliveries: int = Field(

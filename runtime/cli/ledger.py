@@ -40,15 +40,15 @@ def prune(
     days: Annotated[
         float | None,
         typer.Option(
-            help="Remove batches ended more than this many days ago "
-            "(default TOOLRUN_RETENTION_DAYS)."
+            help="Remove batches ended more than this many days ago (default: the org "
+            "policy file's retention.days, else TOOLRUN_RETENTION_DAYS)."
         ),
     ] = None,
     export: Annotated[
         Path | None,
         typer.Option(
-            help="Write each batch's sealed JSON Lines transcript here first "
-            "(default TOOLRUN_RETENTION_EXPORT)."
+            help="Write each batch's sealed JSON Lines transcript here first (default: "
+            "the org policy file's retention.export, else TOOLRUN_RETENTION_EXPORT)."
         ),
     ] = None,
     vacuum: Annotated[
@@ -66,21 +66,29 @@ def prune(
     ] = False,
 ) -> None:
     """Remove batches that ended more than the retention period ago, whole,
-    exporting each one's transcript first if asked; give their space back."""
+    exporting each one's transcript first if asked; give their space back.
+    The period is the org policy file's `retention` when it sets one, else
+    the deployment's; `--days` and `--export` win over both."""
+    from runtime.gate.policy import org_retention
     from runtime.ledger import retention
     from runtime.ledger.store import Ledger
 
     settings = get_settings()
-    days = days if days is not None else settings.retention_days
+    chosen = org_retention(settings)
+    source = "--days" if days is not None else chosen.source
+    days = days if days is not None else chosen.days
     if days is None or days <= 0:
-        fail("no retention period: give --days N or set TOOLRUN_RETENTION_DAYS")
+        fail(
+            "no retention period: give --days N, or set retention in the org policy "
+            "file or TOOLRUN_RETENTION_DAYS"
+        )
     found = Ledger.from_settings(settings)
     before = retention.cutoff(days)
     if dry_run:
         count = len(retention.due(found, before, limit=10**9))
         out.print(f"{count} batch(es) ended before {before.isoformat()} would go", markup=False)
         return
-    directory = export or settings.retention_export
+    directory = export or chosen.export
     writer = None
     if directory is not None:
         from runtime import config
@@ -91,6 +99,7 @@ def prune(
     pruned = retention.prune(found, before, export=writer, full_vacuum=vacuum)
     after = retention.size(found)
     shown = vars(pruned) | {"size_before": size, "size_after": after, "before": before.isoformat()}
+    shown["period_from"] = source
     if as_json:
         typer.echo(json.dumps(shown))
     else:

@@ -9,6 +9,7 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
      "workspace_roots": ["/srv/agents"],       # org file only
      "internal_hosts": ["10.2.0.0/16", "db.internal"],  # org file only
      "notifications": [{"url": "https://..."}],  # org file only (gate/notifiers.py)
+     "retention": {"days": 90, "export": "/srv/archive"},  # org only (retention_policy.py)
      "hooks": [{"name": "opa", "when": "pre", "kind": "http", "url": "https://..."}],
      "sandbox": {"enabled": false,             # org file only
                  "network": {"allow": ["pypi.org", "*.npmjs.org"]}}}
@@ -19,7 +20,6 @@ Settings files have Claude Code's shape, with toolrun's own keys beside
 each such call says so (docs/architecture.md, "The sandbox"); it is on otherwise.
 Its `network.allow` lists the hosts (exact, `*.domain`, addresses or ranges) that
 sandboxed processes may reach through the call's proxy; without it, no network.
-Only the org decides: a project or user file has no `sandbox` key.
 `hooks` are policy hooks (runtime/gate/hooks/declaration.py): any file may
 declare them, a project file's only count in a trusted workspace, and only the
 org's may allow what the gate would ask about.
@@ -44,6 +44,7 @@ from runtime.flow import budget_reading as reading
 from runtime.flow import budgets as spend
 from runtime.flow import limit_reading
 from runtime.flow import limits as flow_limits
+from runtime.gate import retention_policy
 from runtime.gate.addresses import InternalHosts
 from runtime.gate.decision import Effect
 from runtime.gate.hooks import declaration as hook_declaration
@@ -65,6 +66,7 @@ KEYS = {
         "notifications",
         "sandbox",
         "hooks",
+        "retention",
     },
     Level.user: {"permissions", "trusted_workspaces", "limits", "hooks"},
     Level.project: {"permissions", "limits", "hooks"},
@@ -231,10 +233,13 @@ class PolicySources:
 
 def org_notifiers(settings: Settings) -> tuple[Notifier, ...]:
     """The org file's notifiers alone, for a process that reads no other policy (a worker)."""
-    if settings.policy_file is None:
-        return ()
     org = _read(settings.policy_file, Level.org, required=True)
-    return read_notifiers(org, org["_source"])
+    return read_notifiers(org, org.get("_source", ""))
+
+
+def org_retention(settings: Settings) -> retention_policy.Retention:
+    """The org file's retention, else the deployment's: the sweep's and `ledger prune`'s."""
+    return retention_policy.resolve(_read(settings.policy_file, Level.org, required=True), settings)
 
 
 def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
@@ -278,6 +283,7 @@ def _read(path: Path | None, level: Level, *, required: bool) -> dict[str, Any]:
     limit_reading.read(data, str(path), org=level is Level.org)  # "Flow control"
     reading.read_prices(data, str(path))
     read_notifiers(data, str(path))
+    retention_policy.read(data, str(path))  # docs/architecture.md, "Retention"
     hook_declaration.read(data, str(path), level)
     return data
 

@@ -1,6 +1,7 @@
-"""Retention: ended batches are kept for a period (`TOOLRUN_RETENTION_DAYS`),
-then removed whole, every row of theirs in every ledger table, and the space
-they took given back (docs/architecture.md, "Retention").
+"""Retention: ended batches are kept for a period (the org policy file's
+`retention`, else `TOOLRUN_RETENTION_DAYS`), then removed whole, every row of
+theirs in every ledger table, and the space they took given back
+(docs/architecture.md, "Retention").
 
 A batch is removed only once it has ended (`ended_at` set, which an open batch
 never has) before the cut-off; the check is made again in the transaction

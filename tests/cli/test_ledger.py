@@ -53,3 +53,44 @@ def test_the_period_comes_from_the_settings_or_the_command_fails(tmp_path):
     done = toolrun("ledger", "prune", env=env | {"TOOLRUN_RETENTION_DAYS": "7"})
     assert done.returncode == 0, done.stderr
     assert "removed 0 batch(es)" in done.stdout
+
+
+def test_without_days_the_org_files_period_and_archive_win_and_days_wins_over_them(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    ledger = Ledger(url)
+    old, open_ = make(ledger), make(ledger, ended=False)
+    ledger.close()
+    kept, policy = tmp_path / "kept", tmp_path / "org.json"
+    policy.write_text(json.dumps({"retention": {"days": 30, "export": str(kept)}}))
+    env = toolrun_env(
+        tmp_path / "home",
+        TOOLRUN_DATABASE_URL=url,
+        TOOLRUN_SIGNING_KEY=KEY,
+        TOOLRUN_POLICY_FILE=str(policy),
+        TOOLRUN_RETENTION_DAYS="1000",
+        TOOLRUN_RETENTION_EXPORT=str(tmp_path / "unused"),
+    )
+
+    flag = toolrun("ledger", "prune", "--days", "1000", "--json", env=env)
+    assert flag.returncode == 0, flag.stderr
+    said = json.loads(flag.stdout)
+    assert (said["batches"], said["period_from"]) == (0, "--days")
+    done = toolrun("ledger", "prune", "--json", env=env)
+
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert (said["batches"], said["exported"], said["period_from"]) == (1, 1, str(policy))
+    assert [p.name for p in kept.iterdir()] == [file_name(old)]
+    assert not (tmp_path / "unused").exists()
+    ledger = Ledger(url)
+    assert ledger.record(old) is None and ledger.record(open_) is not None
+    ledger.close()
+
+
+def test_a_bad_org_retention_is_one_line_naming_the_file(tmp_path):
+    policy = tmp_path / "org.json"
+    policy.write_text(json.dumps({"retention": {"days": -1}}))
+    env = toolrun_env(tmp_path / "home", TOOLRUN_POLICY_FILE=str(policy))
+    assert_one_line_error(
+        toolrun("ledger", "prune", env=env), f"{policy}: retention.days must be a positive"
+    )
