@@ -25,9 +25,10 @@ EVENTS, ENDS = EventRow.__table__, EndRow.__table__
 BATCHES, CALLS = BatchRow.__table__, CallRow.__table__
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def backend(request, tmp_path_factory):
-    """The session's stack, or a stack of its own on a fresh PostgreSQL database."""
+    """The session's stack, or one of the module's own on a fresh PostgreSQL
+    database: each test edits the rows of its own batch only."""
     if request.param == "sqlite":
         yield request.getfixturevalue("stack")
         return
