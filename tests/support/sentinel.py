@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -77,6 +78,9 @@ class SentinelGroup:
             )
         self._wait(self._replica_in_sync)
         self._wait(lambda: all(len(self.sentinels_known(p)) >= 2 for p in self.sentinel_ports))
+        # Each sentinel must know the replica before the primary can be killed:
+        # one that has not met it yet has no one to promote.
+        self._wait(lambda: all(self._knows_replica(p) for p in self.sentinel_ports))
         return self
 
     def node(self, port: int) -> redis.Redis:
@@ -96,6 +100,21 @@ class SentinelGroup:
             except redis.RedisError:
                 continue
         raise AssertionError("no sentinel answers")
+
+    def _knows_replica(self, port: int) -> bool:
+        replicas = self.sentinel(port).sentinel_slaves(MASTER)
+        return any(
+            int(r["port"]) == self.replica_port and "disconnected" not in r["flags"]
+            for r in replicas
+        )
+
+    def logs(self, lines: int = 40) -> str:
+        """The tail of every node's and sentinel's log, for a failed test's report."""
+        found = []
+        for path in sorted(self.home.glob("*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            found.append(f"== {path.name}\n" + "\n".join(tail))
+        return "\n".join(found)
 
     def _replica_in_sync(self) -> bool:
         info = self.node(self.replica_port).info("replication")
@@ -120,7 +139,9 @@ class SentinelGroup:
             self.stop()
             raise
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is not None:  # a failed test: what the sentinels did, beside its report
+            print(self.logs(), file=sys.stderr)
         self.stop()
 
     @staticmethod
