@@ -6,15 +6,14 @@ the submitting client's channel (one subscription per process,
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import redis
 from celery import Celery
 
 from runtime import clock
 from runtime.keyspace.names import TTL_SECONDS, UNRECORDED, plan_key, sent_key
 from runtime.redaction import BUILT_IN, Redactor
+from runtime.transport.base import PlanCopy
+from runtime.transport.copies import plan_text
 from runtime.transport.leases import reaching
 from runtime.transport.outbox import ROUND_MESSAGES, CeleryQueue
 from runtime.transport.redis_state import RedisState
@@ -36,7 +35,7 @@ class CeleryTransport(RedisState):
         batch_id: str,
         messages: list[CallMessage],
         *,
-        plan: dict[str, Any] | None = None,
+        plan: PlanCopy | None = None,
         record: str | None = None,
     ) -> None:
         """A fresh batch's reads marked sent and posted, with the plan's copy
@@ -65,7 +64,7 @@ class CeleryTransport(RedisState):
         ):
             self.drops_ride(pipe)
             if plan is not None:
-                pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+                pipe.set(plan_key(batch_id), plan_text(plan), ex=TTL_SECONDS)
             if record is not None:
                 pipe.hset(UNRECORDED, batch_id, record)
             pipe.hset(sent_key(batch_id), mapping=dict.fromkeys(call_ids, str(clock.now())))

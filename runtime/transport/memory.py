@@ -31,7 +31,7 @@ from runtime.errors import ConfigurationError
 from runtime.flow.budgets import Counter
 from runtime.flow.limits import Limits
 from runtime.transport import chain
-from runtime.transport.base import Known, Look, Rider
+from runtime.transport.base import Known, Look, PlanCopy, Rider
 from runtime.transport.memory_copies import MemoryCopies
 from runtime.types import CallMessage, ToolResult
 
@@ -135,7 +135,7 @@ class MemoryTransport(MemoryCopies):
         call_ids: list[str],
         *,
         again: bool = False,
-        plan: dict | None = None,
+        plan: PlanCopy | None = None,
         record: str | None = None,
     ) -> list[str]:
         if plan is not None:
