@@ -121,7 +121,7 @@ class Advancer:
         ends: dict[str, ToolResult],
         *,
         copy: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> None:
         """At submit: what is known needs no reading back. `copy`: the plan as
         JSON (its dict or its text), which the state keeps with the first marks of what is sent (one
@@ -160,7 +160,9 @@ class Advancer:
         self._drop_plan(batch_id)
         return True
 
-    def _keep(self, batch_id: str, copy: PlanCopy | None, record: str | None) -> tuple[None, None]:
+    def _keep(
+        self, batch_id: str, copy: PlanCopy | None, record: str | bytes | None
+    ) -> tuple[None, None]:
         """The plan's copy and the batch's record kept now, on their own."""
         if copy is not None:
             self.state.keep_plan(batch_id, copy)
@@ -247,7 +249,11 @@ class Advancer:
         )
 
     def _carry_out(
-        self, plan: BatchPlan, steps: Steps, copy: PlanCopy | None = None, record: str | None = None
+        self,
+        plan: BatchPlan,
+        steps: Steps,
+        copy: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> bool:
         """Do `steps` (`copy` and `record`: the plan's copy and the batch's
         record, kept with the send marks); True if an end was written (another
@@ -274,7 +280,7 @@ class Advancer:
         plan: BatchPlan,
         groups: list[list[str]],
         copy: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> bool:
         """Send what may go now, each marked sent first by the gate (with the
         plan's copy and the record, in one round trip; a submit's reads under

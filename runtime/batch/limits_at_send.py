@@ -57,7 +57,7 @@ class Flow:
         groups: list[list[str]],
         conclude: Conclude,
         copy: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> tuple[list[list[str]], bool]:
         """The groups to post now, each marked sent (`BatchState.mark_sent`;
         one another process sent first is left out), and whether a call was
@@ -78,7 +78,11 @@ class Flow:
             return self._mark(plan, groups, copy, None), False
 
     def _mark(
-        self, plan: BatchPlan, groups: list[list[str]], copy: PlanCopy | None, record: str | None
+        self,
+        plan: BatchPlan,
+        groups: list[list[str]],
+        copy: PlanCopy | None,
+        record: str | bytes | None,
     ) -> list[list[str]]:
         sending = [c for g in groups for c in g]
         marked = set(self.state.mark_sent(plan.batch.id, sending, plan=copy, record=record))

@@ -69,11 +69,12 @@ def send_first(
     refusals = {a.call.id: a.result for a in admissions if isinstance(a, Refused)}
     for result in refusals.values():
         events.end(result)
+    kept = record.dumps(plan_text=copy).encode()  # redis-py packs bytes with no encoded copy
     try:  # the record rides in the round trip of the plan's copy and the send marks
-        advancer.begin(plan, refusals, copy=copy, record=record.dumps(plan_text=copy))
+        advancer.begin(plan, refusals, copy=copy, record=kept)
     except Exception as error:  # noqa: BLE001 - nothing sent: recorded, the sweep sends it
         log.warning("batch %s: its first stage waits for the sweep: %s", batch.id, error)
-    del copy
+    del copy, kept
     audit.planned(plan.model_dump(mode="json"))
     recording = audit.write()
     if recording is Recording.buffered:  # its kept record lands with the ledger

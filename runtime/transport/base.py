@@ -160,7 +160,7 @@ class SendMarks(Protocol):
         *,
         again: bool = False,
         plan: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> list[str]:
         """Mark calls sent now; the ones this call marked (`again`: all of them),
         so that two processes moving a batch on never both send a call. With
@@ -224,7 +224,7 @@ class Copies(Protocol):
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
-    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+    def keep_record(self, batch_id: str, record: str | bytes, *, patience: float = 0.0) -> bool:
         """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep,
         unless another record of that batch is kept already: False then (this
         very record kept already is True: a keep tried again). Submitters

@@ -36,7 +36,7 @@ class CeleryTransport(RedisState):
         messages: list[CallMessage],
         *,
         plan: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> None:
         """A fresh batch's reads marked sent and posted, with the plan's copy
         and the batch's record, in one round trip where the broker is the

@@ -64,7 +64,7 @@ class BatchCopies(Leases):
             self.client.delete(plan_key(batch_id))
 
     # Records the ledger does not have yet.
-    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+    def keep_record(self, batch_id: str, record: str | bytes, *, patience: float = 0.0) -> bool:
         keep = partial(self._keep, keys=[UNRECORDED], args=[batch_id, record])
         with reaching(f"batch {batch_id}: cannot keep its record"):
             return bool(persisting(patience, keep))

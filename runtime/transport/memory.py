@@ -136,7 +136,7 @@ class MemoryTransport(MemoryCopies):
         *,
         again: bool = False,
         plan: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> list[str]:
         if plan is not None:
             self.keep_plan(batch_id, plan)

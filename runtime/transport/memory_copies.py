@@ -28,7 +28,9 @@ class MemoryCopies(MemoryLeases):
     def drop_plan(self, batch_id: str) -> None:
         self._plans.pop(batch_id, None)
 
-    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+    def keep_record(self, batch_id: str, record: str | bytes, *, patience: float = 0.0) -> bool:
+        if isinstance(record, bytes):
+            record = record.decode()
         with self._copying:
             return self._records.setdefault(batch_id, record) == record
 

@@ -124,7 +124,7 @@ class RedisState(BatchCopies):
         *,
         again: bool = False,
         plan: PlanCopy | None = None,
-        record: str | None = None,
+        record: str | bytes | None = None,
     ) -> list[str]:
         """With `plan` (and `record`), the batch's plan copy (and its record:
         `keep_record`) are kept in the same round trip (the submit's first
