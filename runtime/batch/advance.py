@@ -33,7 +33,7 @@ from runtime.ledger.batches import Progress
 from runtime.ledger.store import Ledger
 from runtime.ledger.tables import EventKind, utc_now
 from runtime.registry.capabilities import Registry
-from runtime.transport.base import BatchState, Queue
+from runtime.transport.base import BatchState, PlanCopy, Queue
 from runtime.types import Status, ToolResult
 
 log = logging.getLogger("toolrun.batch")
@@ -120,11 +120,11 @@ class Advancer:
         plan: BatchPlan,
         ends: dict[str, ToolResult],
         *,
-        copy: dict | None = None,
-        record: str | None = None,
+        copy: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> None:
         """At submit: what is known needs no reading back. `copy`: the plan as
-        JSON, which the state keeps with the first marks of what is sent (one
+        JSON (its dict or its text), which the state keeps with the first marks of what is sent (one
         round trip: docs/architecture.md, "Round trips and memory"); `record`:
         the batch's record, kept the same way before anything is sent, for a
         batch sent before it is recorded ("Sent before recorded")."""
@@ -160,7 +160,9 @@ class Advancer:
         self._drop_plan(batch_id)
         return True
 
-    def _keep(self, batch_id: str, copy: dict | None, record: str | None) -> tuple[None, None]:
+    def _keep(
+        self, batch_id: str, copy: PlanCopy | None, record: str | bytes | None
+    ) -> tuple[None, None]:
         """The plan's copy and the batch's record kept now, on their own."""
         if copy is not None:
             self.state.keep_plan(batch_id, copy)
@@ -247,7 +249,11 @@ class Advancer:
         )
 
     def _carry_out(
-        self, plan: BatchPlan, steps: Steps, copy: dict | None = None, record: str | None = None
+        self,
+        plan: BatchPlan,
+        steps: Steps,
+        copy: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> bool:
         """Do `steps` (`copy` and `record`: the plan's copy and the batch's
         record, kept with the send marks); True if an end was written (another
@@ -273,8 +279,8 @@ class Advancer:
         self,
         plan: BatchPlan,
         groups: list[list[str]],
-        copy: dict | None = None,
-        record: str | None = None,
+        copy: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> bool:
         """Send what may go now, each marked sent first by the gate (with the
         plan's copy and the record, in one round trip; a submit's reads under

@@ -38,7 +38,7 @@ from runtime.gate.limit_reached import Reached
 from runtime.keyspace.names import lease_member
 from runtime.ledger.tables import EventKind
 from runtime.registry.capabilities import Registry
-from runtime.transport.base import BatchState, Pipe, Queue
+from runtime.transport.base import BatchState, Pipe, PlanCopy, Queue
 from runtime.types import CallMessage, Risk
 
 log = logging.getLogger("toolrun.flow")
@@ -56,8 +56,8 @@ class Flow:
         plan: BatchPlan,
         groups: list[list[str]],
         conclude: Conclude,
-        copy: dict | None = None,
-        record: str | None = None,
+        copy: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> tuple[list[list[str]], bool]:
         """The groups to post now, each marked sent (`BatchState.mark_sent`;
         one another process sent first is left out), and whether a call was
@@ -78,7 +78,11 @@ class Flow:
             return self._mark(plan, groups, copy, None), False
 
     def _mark(
-        self, plan: BatchPlan, groups: list[list[str]], copy: dict | None, record: str | None
+        self,
+        plan: BatchPlan,
+        groups: list[list[str]],
+        copy: PlanCopy | None,
+        record: str | bytes | None,
     ) -> list[list[str]]:
         sending = [c for g in groups for c in g]
         marked = set(self.state.mark_sent(plan.batch.id, sending, plan=copy, record=record))
@@ -90,7 +94,7 @@ class Flow:
         groups: list[list[str]],
         limits: Limits,
         conclude: Conclude,
-        copy: dict | None,
+        copy: PlanCopy | None,
     ) -> tuple[list[list[str]], bool]:
         throttle, now = self.state.throttle, clock.now()
         if limits.rates or limits.caps:  # each step passes the gate: no chains

@@ -109,6 +109,11 @@ class BatchAudit:
         )
         return self.record
 
+    def planned(self, plan: dict) -> None:
+        """The prepared record's plan, given after it (a batch sent before it
+        is recorded: runtime/client/first_send.py)."""
+        self.record = self.record.with_plan(plan)
+
     def write(self, *, open_cap: int | None = None) -> Recording:
         """Write the prepared record in one transaction (`admissions`' answers)."""
         try:

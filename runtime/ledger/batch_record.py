@@ -14,7 +14,7 @@ other write finds it recorded and writes nothing.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +51,9 @@ class BatchRecord:
     # of checking and redacting them again. A record read back (`loads`) has none.
     redacted_by: Redactor | None = field(default=None, compare=False, repr=False)
     owner: dict[str, Any] | None = None  # the gateway key's (`Ledger.record_batch`)
+
+    def with_plan(self, plan: dict[str, Any]) -> BatchRecord:
+        return replace(self, plan=plan)
 
     def with_ends(self, more: list[EndRecord]) -> BatchRecord:
         return BatchRecord(
@@ -102,7 +105,9 @@ class BatchRecord:
             owner=self.owner,
         )
 
-    def dumps(self) -> str:
+    def dumps(self, plan_text: str | None = None) -> str:
+        """The record as JSON; `plan_text`: its plan's, made already (the
+        plan's copy), put in as it is where the record holds none."""
         body = {
             "batch": self.batch.model_dump(mode="json"),
             "risks": self.risks,
@@ -120,7 +125,10 @@ class BatchRecord:
             "columns": self.columns,
             "owner": self.owner,
         }
-        return json.dumps(body, default=_encode)
+        if plan_text is None or self.plan is not None:
+            return json.dumps(body, default=_encode)
+        del body["plan"]
+        return f'{json.dumps(body, default=_encode)[:-1]}, "plan": {plan_text}}}'
 
     @classmethod
     def loads(cls, text: str | bytes) -> BatchRecord:

@@ -23,6 +23,10 @@ from runtime.flow.budgets import Counter
 from runtime.flow.throttle import Throttle
 from runtime.types import CallMessage, ToolResult
 
+# A plan's copy as its dict, or as the JSON text a submit made once for the copy
+# and the record both (runtime/client/first_send.py).
+PlanCopy = dict[str, Any] | str
+
 
 class Inbox(Protocol):
     """One batch's results as they arrive, to one process."""
@@ -155,8 +159,8 @@ class SendMarks(Protocol):
         call_ids: list[str],
         *,
         again: bool = False,
-        plan: dict[str, Any] | None = None,
-        record: str | None = None,
+        plan: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> list[str]:
         """Mark calls sent now; the ones this call marked (`again`: all of them),
         so that two processes moving a batch on never both send a call. With
@@ -201,8 +205,9 @@ class Copies(Protocol):
     cancel flag, and batch records the ledger could not take at submit
     (docs/architecture.md, "The ledger"), kept until the sweep writes them."""
 
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
-        """A copy of the batch's plan, so it goes on while the ledger is away."""
+    def keep_plan(self, batch_id: str, plan: PlanCopy) -> None:
+        """A copy of the batch's plan (its dict, or its JSON text), so it goes
+        on while the ledger is away."""
         ...
 
     def plan(self, batch_id: str) -> dict[str, Any] | None: ...
@@ -219,7 +224,7 @@ class Copies(Protocol):
         """Mark the batch cancelled: no call of it starts from now on."""
         ...
 
-    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+    def keep_record(self, batch_id: str, record: str | bytes, *, patience: float = 0.0) -> bool:
         """Keep a batch's first rows (a `BatchRecord`'s JSON) for the sweep,
         unless another record of that batch is kept already: False then (this
         very record kept already is True: a keep tried again). Submitters

@@ -26,6 +26,7 @@ from redis.client import Pipeline
 
 from runtime.errors import StateUnavailable
 from runtime.keyspace.names import TTL_SECONDS, UNRECORDED, plan_key
+from runtime.transport.base import PlanCopy
 from runtime.transport.leases import Leases, reaching
 from runtime.transport.patience import persisting
 
@@ -49,9 +50,9 @@ class BatchCopies(Leases):
         self._keep = client.register_script(KEEP)
 
     # The plan's copy: the cluster's work, kept beside the ledger's ("A batch the cluster owns").
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
+    def keep_plan(self, batch_id: str, plan: PlanCopy) -> None:
         with reaching(f"batch {batch_id}: cannot keep its plan"):
-            self.client.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+            self.client.set(plan_key(batch_id), plan_text(plan), ex=TTL_SECONDS)
 
     def plan(self, batch_id: str) -> dict[str, Any] | None:
         with reaching(f"batch {batch_id}: cannot read its plan"):
@@ -63,7 +64,7 @@ class BatchCopies(Leases):
             self.client.delete(plan_key(batch_id))
 
     # Records the ledger does not have yet.
-    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+    def keep_record(self, batch_id: str, record: str | bytes, *, patience: float = 0.0) -> bool:
         keep = partial(self._keep, keys=[UNRECORDED], args=[batch_id, record])
         with reaching(f"batch {batch_id}: cannot keep its record"):
             return bool(persisting(patience, keep))
@@ -123,3 +124,8 @@ class BatchCopies(Leases):
                 pipe.execute()
         except StateUnavailable:  # left to the sweep, which writes and drops them
             pass
+
+
+def plan_text(plan: PlanCopy) -> str:
+    """A plan's copy as Redis keeps it: JSON."""
+    return plan if isinstance(plan, str) else json.dumps(plan)

@@ -31,7 +31,7 @@ from runtime.errors import ConfigurationError
 from runtime.flow.budgets import Counter
 from runtime.flow.limits import Limits
 from runtime.transport import chain
-from runtime.transport.base import Known, Look, Rider
+from runtime.transport.base import Known, Look, PlanCopy, Rider
 from runtime.transport.memory_copies import MemoryCopies
 from runtime.types import CallMessage, ToolResult
 
@@ -135,8 +135,8 @@ class MemoryTransport(MemoryCopies):
         call_ids: list[str],
         *,
         again: bool = False,
-        plan: dict | None = None,
-        record: str | None = None,
+        plan: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> list[str]:
         if plan is not None:
             self.keep_plan(batch_id, plan)

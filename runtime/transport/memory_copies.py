@@ -4,9 +4,11 @@ cluster (runtime/transport/copies.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
+from runtime.transport.base import PlanCopy
 from runtime.transport.memory_leases import MemoryLeases
 
 
@@ -17,8 +19,8 @@ class MemoryCopies(MemoryLeases):
         self._plans: dict[str, dict[str, Any]] = {}
         self._records: dict[str, str] = {}
 
-    def keep_plan(self, batch_id: str, plan: dict[str, Any]) -> None:
-        self._plans[batch_id] = plan
+    def keep_plan(self, batch_id: str, plan: PlanCopy) -> None:
+        self._plans[batch_id] = json.loads(plan) if isinstance(plan, str) else plan
 
     def plan(self, batch_id: str) -> dict[str, Any] | None:
         return self._plans.get(batch_id)
@@ -26,7 +28,9 @@ class MemoryCopies(MemoryLeases):
     def drop_plan(self, batch_id: str) -> None:
         self._plans.pop(batch_id, None)
 
-    def keep_record(self, batch_id: str, record: str, *, patience: float = 0.0) -> bool:
+    def keep_record(self, batch_id: str, record: str | bytes, *, patience: float = 0.0) -> bool:
+        if isinstance(record, bytes):
+            record = record.decode()
         with self._copying:
             return self._records.setdefault(batch_id, record) == record
 

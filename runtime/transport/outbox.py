@@ -35,6 +35,13 @@ log = logging.getLogger("toolrun.dispatcher")
 UNCERTAIN = (redis.ConnectionError, redis.TimeoutError, OperationalError, BatchPublishError)
 SAME_REDIS = {"redis", "rediss", "unix"}  # a broker URL that can name the state's Redis
 SHOWN_CHARS = 2048  # what Flower keeps of a call's arguments (it holds thousands of tasks)
+# A stage's messages per round trip. A pipeline holds every payload it carries,
+# and redis-py packs a copy of them all as it sends: a first stage of 1,000
+# reads (the default size cap) in one pipeline was 9 MB of the submitter's
+# 20 MB peak (docs/architecture.md, "Round trips and memory"). A hundred keep
+# a round trip's share of the stage's send near 1%, and a smaller stage whole.
+ROUND_MESSAGES = 100
+COMMANDS = 2  # a message's on a producer batch: its LPUSH and its task-sent event's PUBLISH
 
 
 class CeleryQueue:
@@ -49,15 +56,19 @@ class CeleryQueue:
         )
 
     def post(self, messages: list[CallMessage], *, parallel: bool, chained: bool = False) -> bool:
-        """Send signed messages (`chained`: the first carrying the rest) in one
-        pipelined round trip with their task-sent events; False if the broker
-        could not take them all (what it took may still run: reads are
-        at-least-once and side effects claimed, and marks say what was sent)."""
+        """Send signed messages (`chained`: the first carrying the rest) in
+        pipelined round trips of `ROUND_MESSAGES` with their task-sent events
+        (the first alone, for a worker to start on); False if the broker could
+        not take them all (what it took may still run: reads are at-least-once
+        and side effects claimed, and marks say what was sent)."""
         if chained and len(messages) > 1:
             messages, parallel = [chain.link(messages)], False
         queue = READS if parallel else EFFECTS
         try:
-            with self.app.producer_or_acquire() as producer, producer.batch() as batch:
+            with (
+                self.app.producer_or_acquire() as producer,
+                producer.batch(max_size=ROUND_MESSAGES * COMMANDS) as batch,
+            ):
                 for index, message in enumerate(messages):
                     options = task_options(message, queue, self.redactor, sent_at=clock.now())
                     self.app.send_task(TASK, producer=producer, result_cls=_Sent, **options)

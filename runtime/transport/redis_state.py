@@ -12,9 +12,7 @@ errors stop here: past this class they are `StateUnavailable`.
 
 from __future__ import annotations
 
-import json
 import threading
-from typing import Any
 
 import redis
 
@@ -36,8 +34,8 @@ from runtime.keyspace.names import (
     sent_key,
 )
 from runtime.transport import riding, state_scripts
-from runtime.transport.base import Inbox, Known, Look, Rider
-from runtime.transport.copies import BatchCopies
+from runtime.transport.base import Inbox, Known, Look, PlanCopy, Rider
+from runtime.transport.copies import BatchCopies, plan_text
 from runtime.transport.leases import left, reaching
 from runtime.transport.listener import Listener
 from runtime.transport.patience import persisting
@@ -125,8 +123,8 @@ class RedisState(BatchCopies):
         call_ids: list[str],
         *,
         again: bool = False,
-        plan: dict[str, Any] | None = None,
-        record: str | None = None,
+        plan: PlanCopy | None = None,
+        record: str | bytes | None = None,
     ) -> list[str]:
         """With `plan` (and `record`), the batch's plan copy (and its record:
         `keep_record`) are kept in the same round trip (the submit's first
@@ -140,7 +138,7 @@ class RedisState(BatchCopies):
         ):
             dropped = self.drops_ride(pipe)  # records written since ("Sent before recorded")
             if plan is not None:
-                pipe.set(plan_key(batch_id), json.dumps(plan), ex=TTL_SECONDS)
+                pipe.set(plan_key(batch_id), plan_text(plan), ex=TTL_SECONDS)
             if record is not None:
                 pipe.hset(UNRECORDED, batch_id, record)
             for call_id in call_ids:

@@ -5,6 +5,7 @@ batch recorded before (a submit key's, by a racing submitter) gets none of them.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -212,3 +213,19 @@ def test_a_kept_record_keeps_its_owner(ledger, audited, tmp_path):
     assert not audit.owned  # the gateway then writes it on its own
     assert BatchRecord.loads(kept).write(ledger) is Recorded.new
     assert Keys(ledger).owner(batch.id).key_name == "alice"
+
+
+def test_a_record_made_with_its_plans_text_reads_back_as_one_made_with_its_dict(ledger, audited):
+    """A batch sent before it is recorded: its plan's JSON, made once for the
+    copy, goes into the kept record as it is; the ledger's row takes the dict
+    given after (`planned`)."""
+    batch, rules, admissions = audited
+    plan = {"batch": {"id": batch.id}, "note": "é \U0001f600", "stages": [[1, 2.5, None]]}
+    audit = BatchAudit(ledger, batch, rules)
+    record = audit.prepare(admissions)
+    spliced = BatchRecord.loads(record.dumps(plan_text=json.dumps(plan)))
+    assert spliced == BatchRecord.loads(record.with_plan(plan).dumps())
+    assert spliced.plan == plan and isinstance(spliced.events[0]["at"], datetime)
+    audit.planned(plan)
+    assert audit.write() is Recording.recorded
+    assert ledger.plan(batch.id) == plan

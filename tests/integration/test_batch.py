@@ -1,9 +1,11 @@
 """A model batch end to end: real Redis, real reads and effects workers."""
 
 import asyncio
+from collections import Counter
 
 import pytest
 
+from runtime.transport.outbox import ROUND_MESSAGES, CeleryQueue
 from runtime.types import Status
 from tests.support.tools import held_running, marks, release
 
@@ -165,3 +167,26 @@ def test_a_path_outside_the_workspace_is_refused_before_anything_runs(runtime, w
     [result] = handle.results(timeout=60)
     assert result.status is Status.denied and "outside the workspace" in result.model_message
     assert not outside.exists()
+
+
+def test_a_stage_bigger_than_a_round_is_sent_in_rounds_and_each_read_runs_once(
+    runtime, workspace, monkeypatch
+):
+    rounds = []
+    ride = CeleryQueue.ride
+
+    def counted(queue, pipe, messages):
+        rounds.append(len(messages))
+        return ride(queue, pipe, messages)
+
+    monkeypatch.setattr(CeleryQueue, "ride", counted)
+    ids = [f"r{i}" for i in range(2 * ROUND_MESSAGES + 5)]
+    handle = runtime.submit(
+        [call(c, "nap", label=c) for c in ids], mode="auto", workspace=workspace
+    )
+    results = handle.results(timeout=120)
+    assert rounds == [ROUND_MESSAGES, ROUND_MESSAGES, 5]
+    assert [r.call_id for r in results] == ids
+    assert all(r.status is Status.ok for r in results), [r.model_message for r in results]
+    assert Counter(m["call_id"] for m in marks(workspace, "intervals")) == dict.fromkeys(ids, 1)
+    assert set(runtime.ledger.ends(handle.batch_id)) == set(ids)

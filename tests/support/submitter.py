@@ -3,12 +3,16 @@ batch given as JSON on argv, prints its id, then waits to be SIGKILLed
 (`python -m tests.support.submitter SPEC [GATE]`: with GATE, it says `imported`
 and waits for that file before it makes its `Runtime`); or, with `--results`
 first, a client that starts, prints its batch's id and then each call's
-status as JSON, and exits."""
+status as JSON, and exits. With `DIES_AFTER_ROUNDS` in its environment, it
+sends its first stage in rounds of `ROUND_SIZE` messages, and after that
+many rounds prints its batch's id and SIGKILLs itself."""
 
 from __future__ import annotations
 
 import json
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +24,7 @@ from runtime.client import Runtime
 
 READY = "ready"
 IMPORTED = "imported"
+DIES_AFTER_ROUNDS, ROUND_SIZE = "DIES_AFTER_ROUNDS", "ROUND_SIZE"
 
 
 def main() -> None:
@@ -30,6 +35,8 @@ def main() -> None:
         gate = Path(sys.argv[2 + waits])
         while not gate.exists():
             time.sleep(0.005)
+    if DIES_AFTER_ROUNDS in os.environ:
+        _dies_between_rounds(int(os.environ[DIES_AFTER_ROUNDS]), int(os.environ[ROUND_SIZE]))
     runtime = Runtime.from_env()
     if not waits or len(sys.argv) > 2 + waits:
         print(READY, flush=True)
@@ -40,6 +47,25 @@ def main() -> None:
     results = handle.results(timeout=spec.get("timeout"))
     print(json.dumps({r.call_id: r.status.value for r in results}), flush=True)
     runtime.close()
+
+
+def _dies_between_rounds(rounds: int, size: int) -> None:
+    """SIGKILL this process once `rounds` rounds of a first stage were sent
+    (runtime/transport/cluster.py), as the next is about to be."""
+    from runtime.transport import cluster
+    from runtime.transport.outbox import CeleryQueue
+
+    cluster.ROUND_MESSAGES = size
+    ride, sent = CeleryQueue.ride, []
+
+    def dying(queue, pipe, messages) -> None:
+        if len(sent) == rounds:
+            print(messages[0].batch_id, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        sent.append(len(messages))
+        ride(queue, pipe, messages)
+
+    CeleryQueue.ride = dying
 
 
 def start(
@@ -81,10 +107,13 @@ def last_words(process: subprocess.Popen) -> str:
     return said[-1][:300] if said else f"(exit {process.poll()})"
 
 
-def spawn(stack, spec: dict, patience: float = 60.0) -> tuple[subprocess.Popen, str]:
+def spawn(
+    stack, spec: dict, patience: float = 60.0, *, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
     """A submitter process of `stack` for `spec`, and the batch id it printed
-    once `submit` had returned ('' if it died first or took over `patience` s)."""
-    process = start(stack, spec)
+    once `submit` had returned ('' if it died first or took over `patience` s).
+    `env`: more of its environment."""
+    process = start(stack, spec, env=env)
     out, give_up = lines(process), time.monotonic() + patience
     for _ in (READY, "the batch id"):
         try:

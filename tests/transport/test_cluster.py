@@ -1,7 +1,8 @@
 """A submit's first reads on the Celery transport (runtime/transport/cluster.py):
 marks, the plan's copy, the record and the task messages in one round trip
-where the broker is the state's Redis. Real redis-server; the message is read
-back from the broker's list as a worker's kombu would."""
+where the broker is the state's Redis (a big stage's messages in rounds).
+Real redis-server; the message is read back from the broker's list as a
+worker's kombu would."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from runtime.errors import StateUnavailable
 from runtime.keyspace.names import READS, TASK
 from runtime.settings import Settings
 from runtime.stack.processes import stop_process
 from runtime.stack.redis_server import redis_needles, start_redis
+from runtime.transport import cluster, outbox
 from runtime.transport.app import make_app
 from runtime.transport.cluster import CeleryTransport
 from runtime.types import CallMessage
@@ -89,3 +92,78 @@ def test_a_message_riding_the_round_trip_is_the_one_celery_sends(transport):
         for key in ("delivery_tag", "correlation_id"):
             sent["properties"].pop(key)
     assert rode == posted
+
+
+def calls_of(count: int) -> list[CallMessage]:
+    return [
+        CallMessage.from_wire(message(f"c{i}", "nap", {"label": f"c{i}"}, workspace=Path(".")))
+        for i in range(count)
+    ]
+
+
+def declared(transport: CeleryTransport, call: CallMessage) -> None:
+    """kombu declares its queue on a process's first post: not counted."""
+    transport.post([call], parallel=True)
+    redis.Redis(connection_pool=transport.client.connection_pool).delete(READS)
+
+
+def test_a_stage_bigger_than_a_round_goes_in_rounds(transport, monkeypatch):
+    monkeypatch.setattr(cluster, "ROUND_MESSAGES", 3)
+    calls = calls_of(7)
+    declared(transport, calls[0])
+    before = Counting.sends
+    transport.post_marked("b4", calls, plan={"batch": {"id": "b4"}}, record="{}")
+    assert Counting.sends - before == 3  # 3, 3 and 1 messages
+    assert [m["body"][0][0]["call_id"] for m in reads(transport)] == [c.call_id for c in calls]
+    assert set(transport.sent("b4")) == {c.call_id for c in calls}
+    assert set(transport.kept_records()) == {"b4"}
+
+
+def test_marks_and_record_land_with_the_first_round(transport, monkeypatch):
+    """Redis lost after the first round: what was not sent is marked sent and
+    its batch's record kept, for the sweep to send again."""
+    monkeypatch.setattr(cluster, "ROUND_MESSAGES", 3)
+    calls = calls_of(7)
+    declared(transport, calls[0])
+    execute, rounds = redis.client.Pipeline.execute, []
+
+    def lost_after_one(pipe, *args, **kwargs):
+        rounds.append(len(pipe.command_stack))
+        if len(rounds) > 1:
+            raise redis.ConnectionError("Redis went away")
+        return execute(pipe, *args, **kwargs)
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", lost_after_one)
+    with pytest.raises(StateUnavailable):
+        transport.post_marked("b5", calls, plan={"batch": {"id": "b5"}}, record="{}")
+    assert [m["body"][0][0]["call_id"] for m in reads(transport)] == ["c0", "c1", "c2"]
+    assert set(transport.sent("b5")) == {c.call_id for c in calls}
+    assert transport.plan("b5") == {"batch": {"id": "b5"}}
+    assert set(transport.kept_records()) == {"b5"}
+
+
+def test_a_small_stage_is_one_round_trip(transport):
+    calls = calls_of(outbox.ROUND_MESSAGES)
+    declared(transport, calls[0])
+    before = Counting.sends
+    transport.post_marked("b6", calls, plan={"batch": {"id": "b6"}}, record="{}")
+    assert Counting.sends - before == 1
+    assert len(reads(transport)) == outbox.ROUND_MESSAGES
+
+
+def test_a_posted_stage_goes_in_rounds_after_its_first_message(transport, monkeypatch):
+    """kombu's producer batch, on the broker's own connections: its
+    pipelines are counted."""
+    monkeypatch.setattr(outbox, "ROUND_MESSAGES", 3)
+    calls = calls_of(7)
+    declared(transport, calls[0])
+    execute, rounds = redis.client.Pipeline.execute, []
+
+    def counted(pipe, *args, **kwargs):
+        rounds.append(sum(name == "LPUSH" for (name, *_), _ in pipe.command_stack))
+        return execute(pipe, *args, **kwargs)
+
+    monkeypatch.setattr(redis.client.Pipeline, "execute", counted)
+    assert transport.post(calls, parallel=True)
+    assert rounds == [1, 3, 3]  # the first alone, for a worker to start on
+    assert [m["body"][0][0]["call_id"] for m in reads(transport)] == [c.call_id for c in calls]

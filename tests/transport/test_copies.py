@@ -3,10 +3,14 @@ wrote is dropped on a later round trip, never lost. Real redis-server."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
+from runtime.keyspace.names import plan_key
 from runtime.transport import copies
+from runtime.transport.memory_copies import MemoryCopies
 from tests.support.round_trips import Counting, counted_state
 from tests.support.waiting import wait_for
 
@@ -73,3 +77,15 @@ def test_the_listeners_thread_drops_what_waits_and_so_does_close(state, monkeypa
     client = redis.Redis(connection_pool=state.client.connection_pool)
     state.drop_due(every=True)  # as `close` does
     assert client.hkeys("toolrun:unrecorded") == []
+
+
+def test_a_plans_copy_given_as_its_json_text_is_kept_as_it_is(state, tmp_path):
+    """A submit makes its plan's JSON once (runtime/client/first_send.py);
+    Redis and the memory transport keep the same plan from it as from its dict."""
+    text = '{"batch": {"id": "b1"}, "stages": []}'
+    state.mark_sent("b1", ["c1"], plan=text)
+    state.keep_plan("b2", text)
+    memory = MemoryCopies()
+    memory.keep_plan("b1", text)
+    assert state.plan("b1") == state.plan("b2") == memory.plan("b1") == json.loads(text)
+    assert state.client.get(plan_key("b1")) == text.encode()
