@@ -79,11 +79,13 @@ def test_delay_holds_the_batch_for_the_sweep(world, registry, tmp_path):
     flow, state, _ = world
     cap = {"name": "one", "per": "key", "max": 1}
     plan = planned(registry, tmp_path, {"caps": [cap]})
+    before = time.time()
     going, ended = flow.gate(plan, ids(plan), conclude=None)
     assert going == [["c0"]] and not ended
     assert set(state.sent(plan.batch.id)) == {"c0"}  # the held ones are unsent, for the sweep
     due = state.client.zscore(HELD, plan.batch.id)  # the stack's sweep takes it when due
-    assert due is None or time.time() < due <= time.time() + 1.0
+    # Due soon after the gate held it (on a busy machine, maybe already past).
+    assert due is None or before < due <= time.time() + 1.0
 
 
 def test_fair_share_parks_a_key_s_reads_and_its_ends_send_the_next(world, registry, tmp_path):
