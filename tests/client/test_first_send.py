@@ -1,0 +1,27 @@
+"""The plan's JSON made once for its copy and the kept record (`plan_text`)."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from runtime.client.first_send import plan_text
+
+
+class Planned(BaseModel):
+    reason: str
+    calls: list[int]
+
+
+def test_a_plan_is_pydantic_s_json():
+    plan = Planned(reason="été", calls=[1, 2])
+    assert json.loads(plan_text(plan)) == plan.model_dump(mode="json")
+
+
+def test_a_lone_surrogate_goes_through_the_dict_spelled_with_an_escape():
+    """pydantic cannot write it as UTF-8; JSON spells it `\\ud800`, as before."""
+    plan = Planned(reason="a\ud800b", calls=[])
+    text = plan_text(plan)
+    assert "\\ud800" in text
+    assert json.loads(text) == plan.model_dump(mode="json")
