@@ -124,8 +124,9 @@ class Advancer:
         record: str | bytes | None = None,
     ) -> None:
         """At submit: what is known needs no reading back. `copy`: the plan as
-        JSON (its dict or its text), which the state keeps with the first marks of what is sent (one
-        round trip: docs/architecture.md, "Round trips and memory"); `record`:
+        JSON (its dict or its text), which the state keeps with the first
+        marks of what is sent (one round trip: docs/architecture.md, "Round
+        trips and memory"); `record`:
         the batch's record, kept the same way before anything is sent, for a
         batch sent before it is recorded ("Sent before recorded")."""
         view = View(
